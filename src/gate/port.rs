@@ -1,0 +1,59 @@
+//! The narrow interface between the gate and the push: the gate decides *whether* and *where* to push; a
+//! [`Pusher`] does it. The gate never does I/O itself, so it is tested with a fake pusher.
+#![forbid(unsafe_code)]
+
+use std::time::{Duration, SystemTime};
+
+/// Where and how to push. Credentials are present only when the address is the startup flag's.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PushTarget {
+    /// The server address as given (http or https URL, validated).
+    pub address: String,
+    /// `(user, password)` from the flags, bound to the flag's address.
+    pub basic_auth: Option<(String, String)>,
+    /// `X-Scope-OrgID`, bound like the credentials.
+    pub tenant: Option<String>,
+    /// Upload cadence.
+    pub interval: Duration,
+}
+
+impl std::fmt::Debug for PushTarget {
+    // Never prints the credentials.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PushTarget")
+            .field("address", &self.address)
+            .field("basic_auth", &self.basic_auth.as_ref().map(|_| "<set>"))
+            .field("tenant", &self.tenant.as_ref().map(|_| "<set>"))
+            .field("interval", &self.interval)
+            .finish()
+    }
+}
+
+/// What a running push reports for `GET /api/v1/profiling`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PushStatus {
+    /// Failures since this push started (uploads, refused CPU windows, full queue).
+    pub sdk_errors: u64,
+    /// The newest failure, never containing credentials.
+    pub last_error: Option<String>,
+    /// Successful uploads since this push started.
+    pub uploads: u64,
+    /// When the newest successful upload finished.
+    pub last_upload_at: Option<SystemTime>,
+}
+
+/// Starts pushes. Implemented by [`crate::push`]; tests use a fake.
+pub trait Pusher: Send + Sync {
+    /// Starts pushing to `target`. Never touches the network before returning; an `Err` is a push that
+    /// could not start (the POST answers 500 with it as `last_error`).
+    fn start(&self, target: PushTarget) -> Result<Box<dyn PushRun>, String>;
+}
+
+/// A running push.
+pub trait PushRun: Send + Sync {
+    /// Counters and the last error, read without waiting behind uploads.
+    fn status(&self) -> PushStatus;
+    /// Flushes (a final window, then the queue) within `budget`, then stops the profiler thread. Returns
+    /// `false` when the flush was abandoned at the deadline.
+    fn stop(self: Box<Self>, budget: Duration) -> bool;
+}

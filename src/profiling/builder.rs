@@ -1,0 +1,1 @@
+//! STUB: owner engine-encode helper.

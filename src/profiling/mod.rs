@@ -1,0 +1,29 @@
+//! The profiling engine: nl6's own in-process, eBPF-free profiler.
+//!
+//! - [`cpu`]: the SIGPROF CPU sampler (per-thread CPU-time timers, frame-pointer unwinding from the
+//!   interrupted context), one profile at a time.
+//! - [`labels`]: the `subsystem` label each sample carries.
+//! - [`heap`]: the sampling global allocator (Go's sampling formula), always on from process start.
+//! - [`threads`]: stacks of every thread (the goroutine-profile analog) and the `threadcreate` record.
+//! - [`encode`]: turning samples into gzip'd pprof protobuf (plus Go's text forms), with [`symbols`] naming
+//!   addresses and [`builder`] owning string/function/location tables; [`proto`] holds the wire types.
+//! - [`delta`]: godeltaprof-style delta views.
+//!
+//! Invariant: nothing under `profiling/` opens a socket or a listener (a test scans these files).
+//! `unsafe` lives only in `signal`, `unwind`, `cpu`, `threads` and `heap`.
+
+pub mod builder;
+pub mod cpu;
+pub mod delta;
+pub mod encode;
+pub mod heap;
+pub mod labels;
+pub mod proto;
+pub(crate) mod signal;
+pub mod symbols;
+pub mod threads;
+pub(crate) mod unwind;
+
+/// A captured call stack: return addresses, **leaf first** (the interrupted instruction itself at index 0
+/// for CPU samples). Addresses are absolute in this process.
+pub type Stack = Vec<u64>;

@@ -1,0 +1,175 @@
+//! The pprof wire format: `perftools.profiles.Profile` from google/pprof's `profile.proto`, written out as
+//! prost messages by hand (derive only, no protoc, no build script).
+//!
+//! Field numbers and types follow profile.proto exactly; `go tool pprof` and Pyroscope decode what these
+//! encode. Building a profile (string table, ids) is [`super::builder`]'s job; this module holds only types.
+#![forbid(unsafe_code)]
+
+/// A whole profile. `string_table[0]` must be `""`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Profile {
+    #[prost(message, repeated, tag = "1")]
+    pub sample_type: Vec<ValueType>,
+    #[prost(message, repeated, tag = "2")]
+    pub sample: Vec<Sample>,
+    #[prost(message, repeated, tag = "3")]
+    pub mapping: Vec<Mapping>,
+    #[prost(message, repeated, tag = "4")]
+    pub location: Vec<Location>,
+    #[prost(message, repeated, tag = "5")]
+    pub function: Vec<Function>,
+    #[prost(string, repeated, tag = "6")]
+    pub string_table: Vec<String>,
+    #[prost(int64, tag = "7")]
+    pub drop_frames: i64,
+    #[prost(int64, tag = "8")]
+    pub keep_frames: i64,
+    #[prost(int64, tag = "9")]
+    pub time_nanos: i64,
+    #[prost(int64, tag = "10")]
+    pub duration_nanos: i64,
+    #[prost(message, optional, tag = "11")]
+    pub period_type: Option<ValueType>,
+    #[prost(int64, tag = "12")]
+    pub period: i64,
+    #[prost(int64, repeated, tag = "13")]
+    pub comment: Vec<i64>,
+    #[prost(int64, tag = "14")]
+    pub default_sample_type: i64,
+    #[prost(int64, tag = "15")]
+    pub doc_url: i64,
+}
+
+/// A (type, unit) pair, both string-table indices.
+#[derive(Clone, Copy, PartialEq, Eq, prost::Message)]
+pub struct ValueType {
+    #[prost(int64, tag = "1")]
+    pub r#type: i64,
+    #[prost(int64, tag = "2")]
+    pub unit: i64,
+}
+
+/// One stack (leaf first) with one value per sample type and its labels.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Sample {
+    #[prost(uint64, repeated, tag = "1")]
+    pub location_id: Vec<u64>,
+    #[prost(int64, repeated, tag = "2")]
+    pub value: Vec<i64>,
+    #[prost(message, repeated, tag = "3")]
+    pub label: Vec<Label>,
+}
+
+/// A string label (`str` set) or a numeric one (`num`, optional `num_unit`).
+#[derive(Clone, Copy, PartialEq, Eq, prost::Message)]
+pub struct Label {
+    #[prost(int64, tag = "1")]
+    pub key: i64,
+    #[prost(int64, tag = "2")]
+    pub str: i64,
+    #[prost(int64, tag = "3")]
+    pub num: i64,
+    #[prost(int64, tag = "4")]
+    pub num_unit: i64,
+}
+
+/// A mapped object (the main binary).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Mapping {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(uint64, tag = "2")]
+    pub memory_start: u64,
+    #[prost(uint64, tag = "3")]
+    pub memory_limit: u64,
+    #[prost(uint64, tag = "4")]
+    pub file_offset: u64,
+    #[prost(int64, tag = "5")]
+    pub filename: i64,
+    #[prost(int64, tag = "6")]
+    pub build_id: i64,
+    #[prost(bool, tag = "7")]
+    pub has_functions: bool,
+    #[prost(bool, tag = "8")]
+    pub has_filenames: bool,
+    #[prost(bool, tag = "9")]
+    pub has_line_numbers: bool,
+    #[prost(bool, tag = "10")]
+    pub has_inline_frames: bool,
+}
+
+/// An instruction address and the (possibly inlined) source lines it stands for.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Location {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(uint64, tag = "2")]
+    pub mapping_id: u64,
+    #[prost(uint64, tag = "3")]
+    pub address: u64,
+    #[prost(message, repeated, tag = "4")]
+    pub line: Vec<Line>,
+    #[prost(bool, tag = "5")]
+    pub is_folded: bool,
+}
+
+/// A function and line; for inlined frames the innermost comes first.
+#[derive(Clone, Copy, PartialEq, Eq, prost::Message)]
+pub struct Line {
+    #[prost(uint64, tag = "1")]
+    pub function_id: u64,
+    #[prost(int64, tag = "2")]
+    pub line: i64,
+    #[prost(int64, tag = "3")]
+    pub column: i64,
+}
+
+/// A function: names and file are string-table indices.
+#[derive(Clone, Copy, PartialEq, Eq, prost::Message)]
+pub struct Function {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(int64, tag = "2")]
+    pub name: i64,
+    #[prost(int64, tag = "3")]
+    pub system_name: i64,
+    #[prost(int64, tag = "4")]
+    pub filename: i64,
+    #[prost(int64, tag = "5")]
+    pub start_line: i64,
+}
+
+/// Decodes a profile, gunzipping it first when it starts with the gzip magic (as google/pprof does).
+pub fn decode(bytes: &[u8]) -> Result<Profile, DecodeError> {
+    use prost::Message;
+    if bytes.is_empty() {
+        return Err(DecodeError("empty input".into()));
+    }
+    let raw;
+    let body = if bytes.len() >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b {
+        let mut out = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(bytes), &mut out)
+            .map_err(|e| DecodeError(format!("gunzip: {e}")))?;
+        raw = out;
+        &raw[..]
+    } else {
+        bytes
+    };
+    let p = Profile::decode(body).map_err(|e| DecodeError(format!("protobuf: {e}")))?;
+    if p.string_table.first().map(String::as_str) != Some("") {
+        return Err(DecodeError("string_table[0] must be ''".into()));
+    }
+    Ok(p)
+}
+
+/// Why [`decode`] refused its input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeError(pub String);
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "malformed profile: {}", self.0)
+    }
+}
+
+impl std::error::Error for DecodeError {}

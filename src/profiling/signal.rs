@@ -1,0 +1,1 @@
+//! STUB: signal handler installation. Owner: engine-cpu helper.

@@ -1,0 +1,1 @@
+//! STUB: frame-pointer unwinding. Owner: engine-cpu helper.
