@@ -1,0 +1,1 @@
+//! STUB: not built yet.
