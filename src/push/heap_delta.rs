@@ -161,7 +161,7 @@ pub(crate) mod tests {
                     line: vec![Line {
                         function_id: id.min(3),
                         line: 0,
-                    column: 0,
+                        column: 0,
                     }],
                     ..Default::default()
                 })
