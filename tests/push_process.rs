@@ -156,8 +156,47 @@ fn https_roots_follow_ssl_cert_file_and_dir() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `HTTP_PROXY` is honoured for a non-loopback address: the request goes to the proxy (a loopback fake
+/// that refuses the tunnel), the push logs the proxy once without its credentials, and nothing resolves
+/// or contacts the address itself.
+fn http_proxy_is_used_and_logged_without_credentials() {
+    let proxy = FakeServer::start(403, "");
+    std::env::set_var("HTTP_PROXY", format!("http://puser:ppass@{}", proxy.addr));
+    let logs = Logs::default();
+    let (source, _c) = FakeSource::new();
+    let pusher =
+        PyroscopePusher::with_source(config(&logs, Duration::from_secs(2)), Box::new(source));
+    let run = pusher
+        .start(target(
+            "http://pyroscope.nl6-test.invalid:4040",
+            Duration::from_millis(100),
+        ))
+        .unwrap();
+    std::env::remove_var("HTTP_PROXY");
+    assert!(
+        wait_until(Duration::from_secs(10), || run.status().sdk_errors >= 2),
+        "{:?}",
+        run.status()
+    );
+    let status = run.status();
+    run.stop(Duration::from_secs(3));
+    let seen = proxy.seen();
+    assert!(!seen.is_empty(), "the proxy was used");
+    assert!(
+        seen[0].target.contains("pyroscope.nl6-test.invalid:4040"),
+        "{:?}",
+        seen[0]
+    );
+    let want = format!("goes through proxy http://{}", proxy.addr);
+    assert_eq!(logs.count(&want), 1, "{:?}", logs.lines());
+    for line in logs.lines().iter().chain(status.last_error.iter()) {
+        assert!(!line.contains("ppass") && !line.contains("puser"), "{line}");
+    }
+}
+
 #[test]
 fn process_wide_push_checks() {
     toggling_leaves_no_thread_behind();
     https_roots_follow_ssl_cert_file_and_dir();
+    http_proxy_is_used_and_logged_without_credentials();
 }
