@@ -147,7 +147,7 @@ impl Drop for FakeServer {
     }
 }
 
-fn fake_server(reply: Option<&'static str>) -> FakeServer {
+fn fake_server(reply: Option<Vec<u8>>) -> FakeServer {
     let ln = TcpListener::bind("127.0.0.1:0").unwrap();
     ln.set_nonblocking(true).unwrap();
     let port = ln.local_addr().unwrap().port();
@@ -171,9 +171,9 @@ fn fake_server(reply: Option<&'static str>) -> FakeServer {
                             Err(_) => break,
                         }
                     }
-                    match reply {
+                    match &reply {
                         Some(r) => {
-                            let _ = s.write_all(r.as_bytes());
+                            let _ = s.write_all(r);
                         }
                         None => held.push(s), // never answer
                     }
@@ -188,6 +188,35 @@ fn fake_server(reply: Option<&'static str>) -> FakeServer {
 const REPLY_503: &str = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nX-Go-Pprof: 1\r\n\
     Content-Length: 42\r\nConnection: close\r\n\r\nprofiling is disabled: the gate is closed\n";
 const REPLY_GARBAGE: &str = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 12\r\nConnection: close\r\n\r\nhello world\n";
+
+/// A 200 answer carrying a valid gzip'd CPU profile with no samples (an idle target's window).
+fn empty_profile_reply() -> Vec<u8> {
+    use prost::Message;
+    let p = Profile {
+        sample_type: vec![
+            proto::ValueType { r#type: 1, unit: 2 },
+            proto::ValueType { r#type: 3, unit: 4 },
+        ],
+        string_table: ["", "samples", "count", "cpu", "nanoseconds"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        period_type: Some(proto::ValueType { r#type: 3, unit: 4 }),
+        period: 10_000_000,
+        duration_nanos: 1_000_000_000,
+        ..Default::default()
+    };
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&p.encode_to_vec()).unwrap();
+    let body = gz.finish().unwrap();
+    let mut r = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    r.extend(body);
+    r
+}
 
 fn closed_port() -> u16 {
     let ln = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -276,8 +305,9 @@ fn go_pprof_top(work: &Path, file: &Path) -> String {
 fn one_cycle_archives_go_service_and_records_failures() {
     let work = scratch("cycle");
     let svc = start_go_service(&work);
-    let s503 = fake_server(Some(REPLY_503));
-    let garbage = fake_server(Some(REPLY_GARBAGE));
+    let s503 = fake_server(Some(REPLY_503.as_bytes().to_vec()));
+    let garbage = fake_server(Some(REPLY_GARBAGE.as_bytes().to_vec()));
+    let idle = fake_server(Some(empty_profile_reply()));
     let silent = fake_server(None);
     let down = closed_port();
     let out = work.join("archive");
@@ -291,8 +321,9 @@ fn one_cycle_archives_go_service_and_records_failures() {
         &targets,
         format!(
             "# test fleet\ngosvc http://{}\ngate http://127.0.0.1:{}  # closed nl6 gate\n\
-             junk http://127.0.0.1:{}\nsilent http://127.0.0.1:{}\ndown http://127.0.0.1:{down}\n",
-            svc.addr, s503.port, garbage.port, silent.port
+             junk http://127.0.0.1:{}\nsilent http://127.0.0.1:{}\ndown http://127.0.0.1:{down}\n\
+             idle http://127.0.0.1:{}\n",
+            svc.addr, s503.port, garbage.port, silent.port, idle.port
         ),
     )
     .unwrap();
@@ -417,6 +448,20 @@ fn one_cycle_archives_go_service_and_records_failures() {
             .contains("timed out"),
         "{m}"
     );
+    // An idle target's empty profiles still get every file; the reports say "no samples".
+    let (dated, _) = only_dated_dir(&out, "idle");
+    let idle_dir = dated.join("127.0.0.1").join(idle.port.to_string());
+    assert_eq!(tree(&idle_dir), want);
+    assert_eq!(meta(&idle_dir)["status"], "ok");
+    for f in ["cpu.top.txt", "heap.top.txt", "cpu.svg", "heap.svg"] {
+        assert!(
+            fs::read_to_string(idle_dir.join(f))
+                .unwrap()
+                .contains(report::NO_SAMPLES),
+            "{f}"
+        );
+    }
+    go_pprof_top(&work, &idle_dir.join("cpu.pb.gz"));
     let m = failed("down", down);
     assert!(
         m["error"]
