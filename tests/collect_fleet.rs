@@ -34,10 +34,10 @@ fn one_cycle_archives_go_service_and_records_failures() {
     fs::write(
         &targets,
         format!(
-            "# test fleet\ngosvc http://{}\ngate http://127.0.0.1:{}  # closed nl6 gate\n\
-             junk http://127.0.0.1:{}\nsilent http://127.0.0.1:{}\ndown http://127.0.0.1:{down}\n\
-             idle http://127.0.0.1:{}\n",
-            svc.addr, s503.port, garbage.port, silent.port, idle.port
+            "# test fleet: the silent target first, so a serial collector would make the others wait\n\
+             silent http://127.0.0.1:{}\ngosvc http://{}\ngate http://127.0.0.1:{}  # closed nl6 gate\n\
+             junk http://127.0.0.1:{}\ndown http://127.0.0.1:{down}\nidle http://127.0.0.1:{}\n",
+            silent.port, svc.addr, s503.port, garbage.port, idle.port
         ),
     )
     .unwrap();
@@ -106,6 +106,12 @@ fn one_cycle_archives_go_service_and_records_failures() {
     assert!(
         m["duration_ms"].as_u64().unwrap() < 5000,
         "the Go target was held up: {m}"
+    );
+    // It started with the cycle, not after the silent target listed before it gave up.
+    let started = rfc3339_secs(m["started"].as_str().unwrap());
+    assert!(
+        started - stamp.to_unix() <= 1,
+        "the Go target waited for the silent one: {m}"
     );
     for kind in ["cpu", "heap"] {
         let ours = fs::read_to_string(snap.join(format!("{kind}.top.txt"))).unwrap();
@@ -232,6 +238,15 @@ fn one_cycle_archives_go_service_and_records_failures() {
 
     drop(svc);
     fs::remove_dir_all(&work).unwrap();
+}
+
+/// Whole seconds of an RFC 3339 UTC time (`2026-11-29T23:15:07.042Z`).
+fn rfc3339_secs(t: &str) -> i64 {
+    let (date, time) = t.split_once('T').unwrap();
+    let d: Vec<&str> = date.split('-').collect();
+    Stamp::parse_components(d[0], d[1], d[2], &time[..8])
+        .unwrap()
+        .to_unix()
 }
 
 /// A copy of `p` with extra samples in a new leaf function `name` called from the first sample's stack.
