@@ -18,11 +18,10 @@
 //! the thread is joined, so nothing is left running. `start` never touches the network.
 //!
 //! Submodules: [`ingest_url`] (URL joining, query, series name), [`multipart`] (the body),
-//! [`heap_delta`], [`source`] (the [`ProfileSource`] seam: engine-backed by default, fakes in tests).
+//! [`source`] (the [`ProfileSource`] seam: engine-backed by default, fakes in tests).
 #![forbid(unsafe_code)]
 
 pub mod client;
-pub mod heap_delta;
 pub mod ingest_url;
 pub mod multipart;
 pub mod source;

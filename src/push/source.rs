@@ -3,13 +3,14 @@
 //! The profiler thread asks a source for a CPU window, a heap profile and the thread stacks, already
 //! encoded as gzip'd pprof with their time bounds. [`EngineSource`] (the default) drives the real engine:
 //! the SIGPROF sampler through `profiling::cpu` (one window per interval, `take_window`), the sampling
-//! allocator's snapshot (made a delta by [`super::heap_delta`]) and `profiling::threads`. Tests hand the
-//! pusher a fake source instead, so queue, uploads, errors and flush are tested without the engine.
-//! A source never does network I/O.
+//! allocator's snapshot (made a delta by the engine's godeltaprof-style `profiling::delta::HeapDelta`:
+//! `alloc_*` since the previous upload, `inuse_*` absolute, because the server never computes heap deltas
+//! for `/ingest`) and `profiling::threads`. Tests hand the pusher a fake source instead, so queue,
+//! uploads, errors and flush are tested without the engine. A source never does network I/O.
 #![forbid(unsafe_code)]
 
-use super::heap_delta::HeapDelta;
 use super::multipart::{HEAP_SAMPLE_TYPE_CONFIG, THREADS_SAMPLE_TYPE_CONFIG};
+use crate::profiling::delta::HeapDelta;
 use crate::profiling::{cpu, encode, heap, threads};
 use std::time::{Duration, SystemTime};
 
@@ -126,10 +127,9 @@ impl ProfileSource for EngineSource {
 
     fn heap(&mut self, from: SystemTime) -> Result<EncodedProfile, String> {
         let snapshot = heap::snapshot();
-        let cumulative = encode::heap(&snapshot, encode::HeapView::Heap);
         Ok(EncodedProfile {
             kind: ProfileKind::Heap,
-            pprof_gz: self.heap_delta.apply(&cumulative)?,
+            pprof_gz: self.heap_delta.next(&snapshot),
             from,
             until: SystemTime::now(),
         })
