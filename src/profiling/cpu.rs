@@ -300,15 +300,15 @@ fn arm_timer(tid: i32, period_ns: u64) -> Result<c_int, std::io::Error> {
     }
     LIVE_TIMERS.fetch_add(1, Ordering::Relaxed);
     let period = libc::timespec {
-        tv_sec: (period_ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (period_ns % 1_000_000_000) as libc::c_long,
+        tv_sec: (period_ns / 1_000_000_000) as _,
+        tv_nsec: (period_ns % 1_000_000_000) as _,
     };
     // The first expiry comes after a random fraction of a period: a thread that lives for less than one
     // period is then sampled with probability cpu/period instead of never (unbiased for short threads).
     let first_ns = 1 + random_u64(tid) % period_ns.max(1);
     let first = libc::timespec {
-        tv_sec: (first_ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (first_ns % 1_000_000_000) as libc::c_long,
+        tv_sec: (first_ns / 1_000_000_000) as _,
+        tv_nsec: (first_ns % 1_000_000_000) as _,
     };
     let spec = libc::itimerspec {
         it_interval: period,
