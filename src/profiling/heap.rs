@@ -33,7 +33,8 @@ pub const DEFAULT_RATE: usize = 512 * 1024;
 /// Frames kept per sampled stack.
 pub const MAX_DEPTH: usize = 64;
 
-/// Distinct (stack, size) sites the table holds; the site index must fit [`LiveTable`]'s 16-bit tag.
+/// Distinct (stack, size) sites the table holds; the site index must fit [`LiveTable`]'s 16-bit tag
+/// (`u16::MAX` is the "no site" marker).
 pub const MAX_SITES: usize = 65_535;
 
 static RATE: AtomicUsize = AtomicUsize::new(DEFAULT_RATE);
@@ -231,62 +232,88 @@ pub fn lost_counts() -> (u64, u64) {
 // ---------------------------------------------------------------------------------------------------------
 // Site table (behind a mutex: sampled path only).
 
-/// FNV-1a: deterministic, allocation-free and without the thread-local keys `RandomState` would read.
+/// Passes a precomputed, well-mixed `u64` through as its own hash (the site table hashes stacks itself, so
+/// no lookup allocates a key and no `RandomState` thread-local keys are read on the sampled path).
 #[derive(Default)]
-struct Fnv(u64);
+struct PreHashed(u64);
 
-impl Hasher for Fnv {
+impl Hasher for PreHashed {
     fn finish(&self) -> u64 {
         self.0
     }
-    fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 {
-            0xcbf2_9ce4_8422_2325
-        } else {
-            self.0
-        };
-        for b in bytes {
-            h = (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
-        }
-        self.0 = h;
+    fn write(&mut self, _bytes: &[u8]) {
+        unreachable!("the site index is keyed by u64 only")
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
     }
 }
 
+/// A mixed hash of one (stack, size) site, word at a time.
+fn site_hash(stack: &[u64], size: u64) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h = size.wrapping_mul(K) ^ stack.len() as u64;
+    for &w in stack {
+        h = (h ^ w).wrapping_mul(K).rotate_left(29);
+    }
+    h ^= h >> 32;
+    h.wrapping_mul(K)
+}
+
+const NO_SITE: u16 = u16::MAX;
+
 struct Sites {
-    index: HashMap<(Stack, u64), u16, BuildHasherDefault<Fnv>>,
+    /// Site hash -> first site with that hash; further ones chain through `next`.
+    index: HashMap<u64, u16, BuildHasherDefault<PreHashed>>,
+    next: Vec<u16>,
     records: Vec<HeapRecord>,
 }
 
 static SITES: Mutex<Sites> = Mutex::new(Sites {
     index: HashMap::with_hasher(BuildHasherDefault::new()),
+    next: Vec::new(),
     records: Vec::new(),
 });
 
 static LIVE: LiveTable<{ 1 << 16 }> = LiveTable::new();
 
+impl Sites {
+    /// The site of (stack, size), created on first use; `None` when the table is full.
+    fn site(&mut self, stack: &[u64], size: u64) -> Option<u16> {
+        let h = site_hash(stack, size);
+        let head = self.index.get(&h).copied().unwrap_or(NO_SITE);
+        let mut i = head;
+        while i != NO_SITE {
+            let r = &self.records[i as usize];
+            if r.size == size && r.stack == stack {
+                return Some(i);
+            }
+            i = self.next[i as usize];
+        }
+        if self.records.len() >= MAX_SITES {
+            return None;
+        }
+        let new = self.records.len() as u16;
+        self.records.push(HeapRecord {
+            stack: stack.to_vec(),
+            size,
+            alloc_objects: 0,
+            alloc_bytes: 0,
+            free_objects: 0,
+            free_bytes: 0,
+        });
+        self.next.push(head);
+        self.index.insert(h, new);
+        Some(new)
+    }
+}
+
 /// Records a sampled allocation. The caller has set `BUSY`, so allocations in here go straight through.
 fn record_alloc(ptr: usize, size: usize, stack: &[u64]) {
     let mut sites = SITES.lock().unwrap_or_else(|e| e.into_inner());
-    let key = (stack.to_vec(), size as u64);
-    let site = match sites.index.get(&key) {
-        Some(&i) => i,
-        None => {
-            if sites.records.len() >= MAX_SITES {
-                DROPPED.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
-            let i = sites.records.len() as u16;
-            sites.records.push(HeapRecord {
-                stack: key.0.clone(),
-                size: size as u64,
-                alloc_objects: 0,
-                alloc_bytes: 0,
-                free_objects: 0,
-                free_bytes: 0,
-            });
-            sites.index.insert(key, i);
-            i
-        }
+    let Some(site) = sites.site(stack, size as u64) else {
+        DROPPED.fetch_add(1, Ordering::Relaxed);
+        return;
     };
     let r = &mut sites.records[site as usize];
     r.alloc_objects += 1;
@@ -507,6 +534,28 @@ mod tests {
         // q = 1: log2(1) - 26 = -26 -> 26 * ln2 * 1000 + 1 ≈ 18022.
         assert_eq!(big, 18022);
         assert_eq!(next_gap(1), 0);
+    }
+
+    #[test]
+    fn sites_are_keyed_by_stack_and_size_even_on_hash_collisions() {
+        let mut sites = Sites {
+            index: HashMap::with_hasher(BuildHasherDefault::new()),
+            next: Vec::new(),
+            records: Vec::new(),
+        };
+        let a = sites.site(&[1, 2, 3], 64).unwrap();
+        assert_eq!(sites.site(&[1, 2, 3], 64), Some(a));
+        let b = sites.site(&[1, 2, 3], 128).unwrap();
+        let c = sites.site(&[1, 2], 64).unwrap();
+        assert!(a != b && b != c && a != c);
+        // Force a collision: point another hash's chain head at an unrelated site.
+        let h = site_hash(&[9], 8);
+        sites.index.insert(h, a);
+        let d = sites.site(&[9], 8).unwrap();
+        assert_ne!(d, a, "a colliding hash must not alias a different stack");
+        assert_eq!(sites.site(&[9], 8), Some(d));
+        assert_eq!(sites.site(&[1, 2, 3], 64), Some(a));
+        assert_eq!(sites.records[d as usize].stack, vec![9]);
     }
 
     #[test]
