@@ -8,8 +8,9 @@
 //! (frame pointers) and size into a site table keyed by (stack, size), like Go's buckets; frees of sampled
 //! blocks are matched through [`LiveTable`]. [`snapshot`] returns raw counters; unbiasing is the encoder's.
 //!
-//! Cost on the path every allocation takes: one relaxed atomic load, one thread-local read-modify-write.
-//! On every free: a seqlock read and a short probe of a fixed, lock-free table (an empty slot ends it).
+//! Cost on the path every allocation takes: one relaxed atomic load, one thread-local read-modify-write,
+//! decided before the inner allocator is called so that call stays a tail call. On every free: one bit of
+//! a 4 KiB filter; only when it is set, a seqlock read around a short probe of a fixed, lock-free table.
 //! Only sampled allocations and frees of sampled blocks take the site-table mutex.
 //!
 //! What it never does: sample an allocation made while recording a sample (a per-thread guard sends those
@@ -76,19 +77,52 @@ impl<A> SamplingAllocator<A> {
     }
 }
 
+/// Counts `size` bytes against the thread's countdown, before the block is allocated (as Go decides in
+/// `mallocgc`), so the unsampled path ends in a tail call to the inner allocator. True when the countdown
+/// ran out and this allocation must be recorded.
+#[inline(always)]
+fn countdown(size: usize) -> bool {
+    if RATE.load(Ordering::Relaxed) == 0 {
+        return false;
+    }
+    let next = NEXT_SAMPLE.with(Cell::get);
+    if size < next {
+        NEXT_SAMPLE.with(|c| c.set(next - size));
+        return false;
+    }
+    true
+}
+
+/// How a sampled block is obtained from the inner allocator.
+#[derive(Clone, Copy)]
+enum Obtain {
+    Alloc,
+    Zeroed,
+    Realloc(*mut u8, Layout),
+}
+
 impl<A: GlobalAlloc> SamplingAllocator<A> {
-    /// Counts `size` bytes against the thread's countdown; records `ptr` when the countdown runs out.
-    #[inline(always)]
-    fn account(&self, ptr: *mut u8, size: usize) {
-        if ptr.is_null() || RATE.load(Ordering::Relaxed) == 0 {
-            return;
+    /// The sampled path: obtains the block, then records it.
+    ///
+    /// # Safety
+    /// The arguments satisfy the `GlobalAlloc` method that `how` stands for.
+    #[cold]
+    #[inline(never)]
+    unsafe fn obtain_sampled(&self, how: Obtain, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded under the caller's GlobalAlloc contract.
+        let p = unsafe {
+            match how {
+                Obtain::Alloc => self.inner.alloc(layout),
+                Obtain::Zeroed => self.inner.alloc_zeroed(layout),
+                Obtain::Realloc(old, old_layout) => {
+                    self.inner.realloc(old, old_layout, layout.size())
+                }
+            }
+        };
+        if !p.is_null() {
+            sample_slow(p, layout.size());
         }
-        let next = NEXT_SAMPLE.with(Cell::get);
-        if size < next {
-            NEXT_SAMPLE.with(|c| c.set(next - size));
-            return;
-        }
-        sample_slow(ptr, size);
+        p
     }
 }
 
@@ -130,18 +164,22 @@ fn sample_slow(ptr: *mut u8, size: usize) {
 unsafe impl<A: GlobalAlloc> GlobalAlloc for SamplingAllocator<A> {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if countdown(layout.size()) {
+            // SAFETY: the caller's layout, for an alloc.
+            return unsafe { self.obtain_sampled(Obtain::Alloc, layout) };
+        }
         // SAFETY: forwarded with the caller's layout.
-        let p = unsafe { self.inner.alloc(layout) };
-        self.account(p, layout.size());
-        p
+        unsafe { self.inner.alloc(layout) }
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if countdown(layout.size()) {
+            // SAFETY: the caller's layout, for an alloc_zeroed.
+            return unsafe { self.obtain_sampled(Obtain::Zeroed, layout) };
+        }
         // SAFETY: forwarded with the caller's layout.
-        let p = unsafe { self.inner.alloc_zeroed(layout) };
-        self.account(p, layout.size());
-        p
+        unsafe { self.inner.alloc_zeroed(layout) }
     }
 
     #[inline]
@@ -170,10 +208,14 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for SamplingAllocator<A> {
             }
             return new;
         }
+        if countdown(new_size) {
+            // SAFETY: the caller guarantees `new_size` with `layout.align()` forms a valid layout.
+            let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+            // SAFETY: the caller's realloc arguments.
+            return unsafe { self.obtain_sampled(Obtain::Realloc(ptr, layout), new_layout) };
+        }
         // SAFETY: forwarded with the caller's arguments.
-        let p = unsafe { self.inner.realloc(ptr, layout, new_size) };
-        self.account(p, new_size);
-        p
+        unsafe { self.inner.realloc(ptr, layout, new_size) }
     }
 }
 
