@@ -328,3 +328,30 @@ fn version_names_the_commit() {
         "{v}"
     );
 }
+
+#[test]
+fn the_systemd_example_uses_only_real_flags_and_the_file_form() {
+    let unit = include_str!("../../examples/systemd/nl6.service");
+    let exec: String = unit
+        .lines()
+        .skip_while(|l| !l.starts_with("ExecStart="))
+        .take_while(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let flags: Vec<&str> = exec
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix('-'))
+        .collect();
+    assert!(flags.len() >= 3, "{exec}");
+    for f in &flags {
+        assert!(
+            FLAGS.iter().any(|spec| spec.name == *f),
+            "unknown flag -{f} in nl6.service"
+        );
+    }
+    assert!(flags.contains(&"profiling-pyroscope-basic-auth-file"));
+    assert!(
+        !flags.contains(&"profiling-pyroscope-basic-auth"),
+        "the secret must stay out of argv"
+    );
+}

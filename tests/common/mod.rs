@@ -28,6 +28,7 @@ pub struct Boot {
     args: Vec<String>,
     env: Vec<(String, String)>,
     nofile: Option<u64>,
+    binary: Option<String>,
 }
 
 /// Starts describing an `nl6` run.
@@ -51,6 +52,11 @@ impl Boot {
         self.env.push((k.to_string(), v.to_string()));
         self
     }
+    /// Runs another build of nl6 (e.g. the static musl release) instead of the test's own.
+    pub fn binary(mut self, path: &str) -> Boot {
+        self.binary = Some(path.to_string());
+        self
+    }
     /// Runs the child with `ulimit -n` set to `n` (soft and hard), through `sh`.
     pub fn nofile(mut self, n: u64) -> Boot {
         self.nofile = Some(n);
@@ -58,15 +64,16 @@ impl Boot {
     }
 
     fn command(&self, args: &[String]) -> Command {
+        let bin = self.binary.clone().unwrap_or_else(|| BIN.to_string());
         let mut cmd = match self.nofile {
             Some(n) => {
                 let mut c = Command::new("sh");
                 c.arg("-c")
                     .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
-                    .arg(BIN);
+                    .arg(&bin);
                 c
             }
-            None => Command::new(BIN),
+            None => Command::new(&bin),
         };
         cmd.args(args);
         // The adhoc variable would change behaviour: only a test that sets it gets it.
