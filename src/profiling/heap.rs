@@ -1,9 +1,62 @@
-//! STUB: the sampling global allocator. Owner: engine-heap helper.
+//! The sampling global allocator: Go's heap profiler for a Rust process.
+//!
+//! What it provides: [`SamplingAllocator`], a `GlobalAlloc` over any allocator (System by default) that
+//! samples allocations the way Go's runtime does. Each thread counts down the bytes it allocates; when the
+//! countdown runs out the allocation is sampled and a new gap is drawn from an exponential distribution with
+//! mean [`rate`] bytes (Go's `fastexprand`). Sampling is on from process start (rate 524288, as Go's
+//! `MemProfileRate`); [`set_rate`] changes it, 0 turns it off. A sampled allocation records its stack
+//! (frame pointers) and size into a site table keyed by (stack, size), like Go's buckets; frees of sampled
+//! blocks are matched through [`LiveTable`]. [`snapshot`] returns raw counters; unbiasing is the encoder's.
+//!
+//! Cost on the path every allocation takes: one relaxed atomic load, one thread-local read-modify-write.
+//! On every free: a seqlock read and a short probe of a fixed, lock-free table (an empty slot ends it).
+//! Only sampled allocations and frees of sampled blocks take the site-table mutex.
+//!
+//! What it never does: sample an allocation made while recording a sample (a per-thread guard sends those
+//! straight to the inner allocator, so recording never recurses), sample once the thread's exit has begun
+//! (a pthread-key destructor marks it), or use a thread-local with a destructor on the allocation path
+//! (its thread-locals are `const`-initialised `Cell`s, valid during thread teardown).
 use super::Stack;
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+mod live;
+pub use live::LiveTable;
 
 /// Go's default `MemProfileRate`.
 pub const DEFAULT_RATE: usize = 512 * 1024;
+
+/// Frames kept per sampled stack.
+pub const MAX_DEPTH: usize = 64;
+
+/// Distinct (stack, size) sites the table holds; the site index must fit [`LiveTable`]'s 16-bit tag.
+pub const MAX_SITES: usize = 65_535;
+
+static RATE: AtomicUsize = AtomicUsize::new(DEFAULT_RATE);
+
+/// Sampled allocations recorded but not tracked for their free (live table full) or dropped (site table
+/// full). Exposed through [`HeapSnapshot`] for honesty about accuracy.
+static UNTRACKED: AtomicU64 = AtomicU64::new(0);
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// Bytes left before the next sample; a value of 0 on a thread that has no RNG state yet means "draw".
+    static NEXT_SAMPLE: Cell<usize> = const { Cell::new(0) };
+    /// xorshift64* state; 0 = not seeded yet.
+    static RNG: Cell<u64> = const { Cell::new(0) };
+    /// Set while this thread records a sample (or is exiting): allocations go straight through.
+    static BUSY: Cell<bool> = const { Cell::new(false) };
+    /// Set by the pthread-key destructor when the thread's exit has begun.
+    static EXITING: Cell<bool> = const { Cell::new(false) };
+    /// Whether this thread registered its exit marker.
+    static EXIT_MARKED: Cell<bool> = const { Cell::new(false) };
+    /// Cached stack bounds for the frame-pointer walk (lo, hi); (0, 0) = unknown yet.
+    static STACK_BOUNDS: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+}
 
 /// A `GlobalAlloc` that samples allocations (Go's formula) and passes everything to `A`.
 pub struct SamplingAllocator<A = System> {
@@ -22,33 +75,123 @@ impl<A> SamplingAllocator<A> {
     }
 }
 
-// SAFETY: stub forwards to the inner allocator.
-unsafe impl<A: GlobalAlloc> GlobalAlloc for SamplingAllocator<A> {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded with the caller's layout.
-        unsafe { self.inner.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded with the caller's pointer and layout.
-        unsafe { self.inner.dealloc(ptr, layout) }
+impl<A: GlobalAlloc> SamplingAllocator<A> {
+    /// Counts `size` bytes against the thread's countdown; records `ptr` when the countdown runs out.
+    #[inline(always)]
+    fn account(&self, ptr: *mut u8, size: usize) {
+        if ptr.is_null() || RATE.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let next = NEXT_SAMPLE.with(Cell::get);
+        if size < next {
+            NEXT_SAMPLE.with(|c| c.set(next - size));
+            return;
+        }
+        sample_slow(ptr, size);
     }
 }
 
-/// Sets the sampling rate in bytes (0 = off).
+/// The sampled path: draws the next gap and records the allocation. Never inlined, so the fast path stays
+/// small and the frame-pointer walk starts from a known frame.
+#[inline(never)]
+#[cold]
+fn sample_slow(ptr: *mut u8, size: usize) {
+    if BUSY.with(Cell::get) || EXITING.with(Cell::get) {
+        return;
+    }
+    let rate = RATE.load(Ordering::Relaxed);
+    if rate == 0 {
+        return;
+    }
+    BUSY.with(|b| b.set(true));
+    let first = RNG.with(Cell::get) == 0;
+    let gap = next_gap(rate);
+    if first {
+        // The countdown was never drawn: draw it now and only sample if this allocation exhausts it.
+        if size < gap {
+            NEXT_SAMPLE.with(|c| c.set(gap - size));
+            BUSY.with(|b| b.set(false));
+            return;
+        }
+        NEXT_SAMPLE.with(|c| c.set(next_gap(rate)));
+    } else {
+        NEXT_SAMPLE.with(|c| c.set(gap));
+    }
+    mark_thread_exit();
+    let mut frames = [0u64; MAX_DEPTH];
+    let n = capture_stack(&mut frames);
+    record_alloc(ptr as usize, size, &frames[..n]);
+    BUSY.with(|b| b.set(false));
+}
+
+// SAFETY: every method forwards to the inner allocator with the caller's arguments unchanged; sampling only
+// reads the returned pointer value and never touches the block's memory.
+unsafe impl<A: GlobalAlloc> GlobalAlloc for SamplingAllocator<A> {
+    #[inline]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's layout.
+        let p = unsafe { self.inner.alloc(layout) };
+        self.account(p, layout.size());
+        p
+    }
+
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's layout.
+        let p = unsafe { self.inner.alloc_zeroed(layout) };
+        self.account(p, layout.size());
+        p
+    }
+
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // The entry must go before the block does: once freed, another thread may get this address back.
+        if LIVE.contains(ptr as usize) {
+            record_free(ptr as usize);
+        }
+        // SAFETY: forwarded with the caller's pointer and layout.
+        unsafe { self.inner.dealloc(ptr, layout) }
+    }
+
+    #[inline]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if LIVE.contains(ptr as usize) {
+            // A sampled block: free + alloc, so its counters stay exact.
+            // SAFETY: the caller guarantees `new_size` with `layout.align()` forms a valid layout.
+            let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+            // SAFETY: new_layout has a nonzero size (GlobalAlloc::realloc's contract).
+            let new = unsafe { self.alloc(new_layout) };
+            if !new.is_null() {
+                // SAFETY: both blocks are valid for the smaller size and do not overlap.
+                unsafe { std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size)) };
+                // SAFETY: ptr was allocated by this allocator with `layout`.
+                unsafe { self.dealloc(ptr, layout) };
+            }
+            return new;
+        }
+        // SAFETY: forwarded with the caller's arguments.
+        let p = unsafe { self.inner.realloc(ptr, layout, new_size) };
+        self.account(p, new_size);
+        p
+    }
+}
+
+/// Sets the sampling rate in bytes (0 = off). Threads pick it up at their next sample, as in Go.
 pub fn set_rate(bytes: usize) {
-    let _ = bytes;
-    todo!()
+    RATE.store(bytes, Ordering::Relaxed);
 }
 
 /// The sampling rate in force.
 pub fn rate() -> usize {
-    todo!()
+    RATE.load(Ordering::Relaxed)
 }
 
-/// Raw (unscaled) counters of one sampled allocation site.
+/// Raw (unscaled) counters of one sampled allocation site: one (stack, size) pair, as Go's buckets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeapRecord {
     pub stack: Stack,
+    /// The size in bytes of every block counted here (Go's `blockSize`).
+    pub size: u64,
     pub alloc_objects: u64,
     pub alloc_bytes: u64,
     pub free_objects: u64,
@@ -62,7 +205,327 @@ pub struct HeapSnapshot {
     pub records: Vec<HeapRecord>,
 }
 
-/// Reads the sampled sites.
+/// Reads the sampled sites. Allocations made while copying are never sampled.
 pub fn snapshot() -> HeapSnapshot {
-    todo!()
+    let prev = BUSY.with(|b| b.replace(true));
+    let records = {
+        let sites = SITES.lock().unwrap_or_else(|e| e.into_inner());
+        sites.records.clone()
+    };
+    BUSY.with(|b| b.set(prev));
+    HeapSnapshot {
+        rate: rate(),
+        records,
+    }
+}
+
+/// Sampled allocations whose frees cannot be matched (live table full) and samples dropped because the
+/// site table was full, since process start.
+pub fn lost_counts() -> (u64, u64) {
+    (
+        UNTRACKED.load(Ordering::Relaxed),
+        DROPPED.load(Ordering::Relaxed),
+    )
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Site table (behind a mutex: sampled path only).
+
+/// FNV-1a: deterministic, allocation-free and without the thread-local keys `RandomState` would read.
+#[derive(Default)]
+struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for b in bytes {
+            h = (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+struct Sites {
+    index: HashMap<(Stack, u64), u16, BuildHasherDefault<Fnv>>,
+    records: Vec<HeapRecord>,
+}
+
+static SITES: Mutex<Sites> = Mutex::new(Sites {
+    index: HashMap::with_hasher(BuildHasherDefault::new()),
+    records: Vec::new(),
+});
+
+static LIVE: LiveTable<{ 1 << 16 }> = LiveTable::new();
+
+/// Records a sampled allocation. The caller has set `BUSY`, so allocations in here go straight through.
+fn record_alloc(ptr: usize, size: usize, stack: &[u64]) {
+    let mut sites = SITES.lock().unwrap_or_else(|e| e.into_inner());
+    let key = (stack.to_vec(), size as u64);
+    let site = match sites.index.get(&key) {
+        Some(&i) => i,
+        None => {
+            if sites.records.len() >= MAX_SITES {
+                DROPPED.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            let i = sites.records.len() as u16;
+            sites.records.push(HeapRecord {
+                stack: key.0.clone(),
+                size: size as u64,
+                alloc_objects: 0,
+                alloc_bytes: 0,
+                free_objects: 0,
+                free_bytes: 0,
+            });
+            sites.index.insert(key, i);
+            i
+        }
+    };
+    let r = &mut sites.records[site as usize];
+    r.alloc_objects += 1;
+    r.alloc_bytes += size as u64;
+    // Inserted under the site mutex: the live table's writers are serialised by it.
+    if !LIVE.insert(ptr, site) {
+        UNTRACKED.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Records the free of a block [`LIVE`] holds. Runs on whatever thread frees; it does not allocate.
+#[cold]
+#[inline(never)]
+fn record_free(ptr: usize) {
+    let mut sites = SITES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(site) = LIVE.remove(ptr) {
+        if let Some(r) = sites.records.get_mut(site as usize) {
+            r.free_objects += 1;
+            r.free_bytes += r.size;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Gaps: Go's fastexprand.
+
+/// The next gap in bytes: exponentially distributed with mean `rate` (Go's `fastexprand`: a uniform
+/// q in 1..=2^26, log2(q) − 26 clamped to ≤ 0, times −ln 2 × mean, plus 1). Rate 1 samples every byte.
+fn next_gap(rate: usize) -> usize {
+    if rate <= 1 {
+        return 0;
+    }
+    gap_from_uniform(next_random(), rate)
+}
+
+/// The gap for a 64-bit uniform random value (split out for tests).
+pub fn gap_from_uniform(random: u64, rate: usize) -> usize {
+    const RANDOM_BITS: u32 = 26;
+    let q = (random >> (64 - RANDOM_BITS)) + 1;
+    let qlog = ((q as f64).log2() - f64::from(RANDOM_BITS)).min(0.0);
+    (qlog * (-std::f64::consts::LN_2 * rate as f64)) as usize + 1
+}
+
+/// xorshift64* on per-thread state, seeded from the time-stamp counter and the thread-local's address.
+fn next_random() -> u64 {
+    let mut x = RNG.with(Cell::get);
+    if x == 0 {
+        x = seed();
+    }
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    RNG.with(|c| c.set(x));
+    x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+}
+
+fn seed() -> u64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let local = RNG.with(|c| c as *const Cell<u64> as u64);
+    let mut z = local ^ COUNTER.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed) ^ timestamp();
+    // splitmix64 finaliser: spreads the cheap entropy over every bit.
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    if z == 0 {
+        1
+    } else {
+        z
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn timestamp() -> u64 {
+    // SAFETY: rdtsc has no preconditions on x86_64.
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn timestamp() -> u64 {
+    0
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Thread exit marker.
+
+static EXIT_KEY: std::sync::OnceLock<libc::pthread_key_t> = std::sync::OnceLock::new();
+
+extern "C" fn thread_exiting(_value: *mut libc::c_void) {
+    EXITING.with(|e| e.set(true));
+}
+
+/// Registers (once per thread) a pthread-key value whose destructor flags the thread as exiting, so
+/// allocations made by later destructors and by the C library's thread teardown are never sampled.
+fn mark_thread_exit() {
+    if EXIT_MARKED.with(Cell::get) {
+        return;
+    }
+    EXIT_MARKED.with(|m| m.set(true));
+    let key = *EXIT_KEY.get_or_init(|| {
+        let mut key: libc::pthread_key_t = 0;
+        // SAFETY: `key` is a valid out-pointer; the destructor is a plain extern "C" fn.
+        unsafe { libc::pthread_key_create(&mut key, Some(thread_exiting)) };
+        key
+    });
+    // SAFETY: the key was created above; a non-null value makes the destructor run at thread exit.
+    unsafe { libc::pthread_setspecific(key, std::ptr::dangling::<libc::c_void>()) };
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// TEMPORARY frame-pointer walker: to be replaced by `crate::profiling::unwind::current_stack` once the CPU
+// sampler's branch is merged. It walks from the caller of `capture_stack`, checking every frame pointer
+// against the thread's stack bounds and for strictly increasing addresses.
+
+/// Captures return addresses, leaf first, starting with the return address into the caller of
+/// `capture_stack` (the sampler's own frames are dropped again by the encoder by name).
+#[inline(never)]
+fn capture_stack(out: &mut [u64]) -> usize {
+    let (lo, hi) = stack_bounds();
+    let mut fp = frame_pointer();
+    let mut n = 0;
+    while n < out.len() {
+        if fp < lo || fp.saturating_add(16) > hi || !fp.is_multiple_of(8) {
+            break;
+        }
+        // SAFETY: fp lies inside this thread's stack (checked above), so both words are mapped and
+        // readable; frame pointers are forced on, so [fp] is the caller's fp and [fp+8] a return address.
+        let (next, ret) = unsafe { (*(fp as *const usize), *((fp + 8) as *const usize)) };
+        if ret == 0 {
+            break;
+        }
+        out[n] = ret as u64;
+        n += 1;
+        if next <= fp {
+            break;
+        }
+        fp = next;
+    }
+    n
+}
+
+#[inline(always)]
+fn frame_pointer() -> usize {
+    let fp: usize;
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: reads a register, no memory access.
+    unsafe {
+        core::arch::asm!("mov {}, rbp", out(reg) fp, options(nomem, nostack, preserves_flags))
+    };
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: reads a register, no memory access.
+    unsafe {
+        core::arch::asm!("mov {}, x29", out(reg) fp, options(nomem, nostack, preserves_flags))
+    };
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        fp = 0;
+    }
+    fp
+}
+
+/// This thread's stack bounds, cached. `pthread_getattr_np` may allocate (glibc reads /proc/self/maps for
+/// the main thread): the caller holds the `BUSY` guard, so those allocations are not sampled.
+fn stack_bounds() -> (usize, usize) {
+    let cached = STACK_BOUNDS.with(Cell::get);
+    if cached.1 != 0 {
+        return cached;
+    }
+    let mut bounds = (0, 0);
+    // SAFETY: attr is initialised by pthread_getattr_np before use and destroyed after.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) == 0 {
+            let mut addr: *mut libc::c_void = std::ptr::null_mut();
+            let mut size: libc::size_t = 0;
+            if libc::pthread_attr_getstack(&attr, &mut addr, &mut size) == 0 {
+                bounds = (addr as usize, addr as usize + size);
+            }
+            libc::pthread_attr_destroy(&mut attr);
+        }
+    }
+    STACK_BOUNDS.with(|c| c.set(bounds));
+    bounds
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Go's scale for one record, by hand: 1 / (1 - exp(-avg/rate)).
+    #[test]
+    fn gap_mean_is_rate() {
+        let rate = 4096usize;
+        let mut x: u64 = 0x1234_5678_9abc_def1;
+        let n = 200_000u64;
+        let mut sum = 0u128;
+        for _ in 0..n {
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            sum += gap_from_uniform(x.wrapping_mul(0x2545_f491_4f6c_dd1d), rate) as u128;
+        }
+        let mean = sum as f64 / n as f64;
+        // Standard error of an exponential's mean is rate/sqrt(n) ≈ 9 bytes here; allow 2 %.
+        assert!(
+            (mean - rate as f64).abs() < rate as f64 * 0.02,
+            "mean gap {mean} vs rate {rate}"
+        );
+    }
+
+    #[test]
+    fn gap_extremes() {
+        assert_eq!(
+            gap_from_uniform(u64::MAX, 1000),
+            1,
+            "q = 2^26 gives log 0 -> gap 1"
+        );
+        let big = gap_from_uniform(0, 1000);
+        // q = 1: log2(1) - 26 = -26 -> 26 * ln2 * 1000 + 1 ≈ 18022.
+        assert_eq!(big, 18022);
+        assert_eq!(next_gap(1), 0);
+    }
+
+    #[test]
+    fn stack_capture_sees_callers() {
+        #[inline(never)]
+        fn outer(out: &mut [u64]) -> usize {
+            let n = capture_stack(out);
+            std::hint::black_box(n)
+        }
+        let mut frames = [0u64; MAX_DEPTH];
+        let n = outer(&mut frames);
+        assert!(n >= 3, "walked {n} frames");
+        let outer_addr = outer as *const () as u64;
+        // frames[0] is the return address inside `outer`.
+        assert!(
+            frames[0] > outer_addr && frames[0] < outer_addr + 4096,
+            "{:#x} vs {:#x}",
+            frames[0],
+            outer_addr
+        );
+    }
 }

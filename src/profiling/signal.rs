@@ -1,1 +1,172 @@
-//! STUB: signal handler installation. Owner: engine-cpu helper.
+//! Signal-handler installation for the samplers, and the contract every handler here keeps.
+//!
+//! Two signals are ours: `SIGPROF` (the CPU sampler, sent by per-thread CPU-time timers) and
+//! [`stacks_signal`] (the all-thread stack capture, sent with `tgkill`). Each handler is installed once per
+//! process and **stays installed for the life of the process**: after a profile stops, a SIGPROF still
+//! pending in some thread is delivered to our handler, which sees no active session and returns. The
+//! default action of SIGPROF terminates the process (pyroscope-rs#399), so we never restore it.
+//!
+//! # The handler contract
+//! A handler may touch only: atomics, slots preallocated before the signal can arrive (statics), the
+//! `const`-initialised, destructor-free thread-locals (the subsystem label, the cached stack top), the
+//! interrupted `ucontext`, memory inside the interrupted thread's stack bounds (frame-pointer walk), and
+//! async-signal-safe syscalls (`gettid`).
+//! It must never: allocate or free, take a lock (a normal path could hold it), panic (no unchecked
+//! indexing: `get` and wrapping arithmetic only), initialise anything lazily, format, or wait for another
+//! thread. A full buffer drops the sample and counts it rather than waits.
+//! Every handler saves `errno` on entry and restores it on exit ([`ErrnoGuard`]), since the interrupted
+//! code may be between a failing call and its read of `errno`.
+//!
+//! # Flags
+//! `SA_SIGINFO` (we need the `ucontext` and, for timers, `si_overrun`), `SA_RESTART` (most interrupted
+//! syscalls restart; the ones signal(7) lists as never restarted — socket calls with timeouts, `poll`,
+//! `nanosleep` — return `EINTR`, which every blocking loop in nl6 retries), and `SA_ONSTACK` (a thread that
+//! set up an alternate signal stack, as every Rust-spawned thread does, runs our handler there: sampling a
+//! thread that is close to its guard page cannot overflow it; the unwinder walks the interrupted context,
+//! not the handler's stack, so results are the same). `sa_mask` blocks both of our signals while either
+//! handler runs, so handlers never nest on one thread and never interleave writes into one slot.
+//!
+//! Which realtime signal: glibc reserves 32–33 and musl 32–34 for internal use (cancellation, timers,
+//! `setxid` broadcast); `SIGRTMIN()` is the first one free (34 on glibc, 35 on musl). We take
+//! `SIGRTMIN() + 4`, clear of those and of the low realtime numbers other libraries tend to pick first.
+use std::ffi::c_void;
+use std::os::raw::c_int;
+use std::sync::Mutex;
+
+/// The CPU sampler's signal.
+pub(crate) const CPU_SIGNAL: c_int = libc::SIGPROF;
+
+/// The all-thread stack capture's signal (see the module doc for why this number).
+pub(crate) fn stacks_signal() -> c_int {
+    libc::SIGRTMIN() + 4
+}
+
+/// An `SA_SIGINFO` handler.
+pub(crate) type Handler = unsafe extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void);
+
+/// Signals whose handlers are installed (so a second install is a no-op). Only touched outside handlers.
+static INSTALLED: Mutex<Vec<c_int>> = Mutex::new(Vec::new());
+
+/// Installs `handler` for `signo` once per process (later calls for the same signal do nothing) and
+/// leaves it installed. Errors name the call and errno.
+pub(crate) fn install(signo: c_int, handler: Handler) -> Result<(), String> {
+    let mut installed = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
+    if installed.contains(&signo) {
+        return Ok(());
+    }
+    // SAFETY: an all-zero sigaction is a valid value to fill in; sigemptyset/sigaddset only write the
+    // mask we own, and sigaction copies the struct.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = handler as usize;
+        action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaddset(&mut action.sa_mask, CPU_SIGNAL);
+        libc::sigaddset(&mut action.sa_mask, stacks_signal());
+        if libc::sigaction(signo, &action, std::ptr::null_mut()) != 0 {
+            let err = std::io::Error::last_os_error();
+            return Err(format!("sigaction({signo}): {err}"));
+        }
+    }
+    installed.push(signo);
+    Ok(())
+}
+
+/// True when our handler is the one installed for `signo` right now (tests and diagnostics).
+pub(crate) fn is_ours(signo: c_int, handler: Handler) -> bool {
+    // SAFETY: querying the current action into a zeroed struct we own.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(signo, std::ptr::null(), &mut old) == 0
+            && old.sa_sigaction == handler as usize
+    }
+}
+
+/// Saves `errno` when created and restores it when dropped (first and last thing in every handler).
+pub(crate) struct ErrnoGuard(c_int);
+
+impl ErrnoGuard {
+    #[inline(always)]
+    pub(crate) fn save() -> ErrnoGuard {
+        // SAFETY: __errno_location returns the calling thread's errno slot, always valid.
+        ErrnoGuard(unsafe { *libc::__errno_location() })
+    }
+}
+
+impl Drop for ErrnoGuard {
+    #[inline(always)]
+    fn drop(&mut self) {
+        // SAFETY: as in `save`.
+        unsafe { *libc::__errno_location() = self.0 }
+    }
+}
+
+/// The calling thread's kernel thread id. Async-signal-safe (one syscall).
+#[inline]
+pub(crate) fn gettid() -> i32 {
+    // SAFETY: gettid has no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}
+
+/// The fields of a timer's `siginfo_t` we read (the kernel's `_timer` layout on 64-bit Linux: three ints,
+/// padding to 16 bytes, then timer id and overrun count).
+#[repr(C)]
+struct TimerSiginfo {
+    signo: c_int,
+    errno: c_int,
+    code: c_int,
+    _pad: c_int,
+    timer_id: c_int,
+    overrun: c_int,
+}
+
+/// `si_code` of a signal sent by a POSIX timer.
+pub(crate) const SI_TIMER: c_int = -2;
+
+/// For a timer signal: how many extra periods elapsed before this signal was delivered (`si_overrun`),
+/// else 0.
+///
+/// # Safety
+/// `info` must be the `siginfo_t` the kernel passed to an `SA_SIGINFO` handler (or null).
+#[inline]
+pub(crate) unsafe fn timer_overrun(info: *const libc::siginfo_t) -> u32 {
+    if info.is_null() {
+        return 0;
+    }
+    // SAFETY: siginfo_t is 128 bytes, larger than TimerSiginfo; the caller passes the kernel's struct.
+    let t = unsafe { &*(info as *const TimerSiginfo) };
+    if t.code == SI_TIMER && t.overrun > 0 {
+        t.overrun as u32
+    } else {
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timer_siginfo_layout_matches_libc() {
+        // The overrun sits at byte 20 of the kernel's siginfo on 64-bit: a wrong layout would read garbage.
+        assert_eq!(std::mem::offset_of!(TimerSiginfo, overrun), 20);
+        assert!(std::mem::size_of::<libc::siginfo_t>() >= std::mem::size_of::<TimerSiginfo>());
+        // SAFETY: zeroed siginfo_t is valid; we write through a byte view.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        info.si_signo = libc::SIGPROF;
+        info.si_code = SI_TIMER;
+        // SAFETY: offset 20 is inside the 128-byte struct.
+        unsafe { *((&mut info as *mut libc::siginfo_t as *mut u8).add(20) as *mut c_int) = 3 };
+        // SAFETY: a valid siginfo_t.
+        assert_eq!(unsafe { timer_overrun(&info) }, 3);
+        info.si_code = 0;
+        // SAFETY: a valid siginfo_t.
+        assert_eq!(unsafe { timer_overrun(&info) }, 0);
+    }
+
+    #[test]
+    fn stacks_signal_is_a_free_realtime_signal() {
+        let s = stacks_signal();
+        assert!(s >= 35 + 2 && s <= libc::SIGRTMAX(), "{s}");
+    }
+}

@@ -1,1 +1,352 @@
-//! STUB: frame-pointer unwinding. Owner: engine-cpu helper.
+//! Frame-pointer unwinding, from an interrupted signal context or from the current frame.
+//!
+//! Every nl6 build carries frame pointers (`-C force-frame-pointers=yes`, .cargo/config.toml), so a stack is
+//! the chain `rbp → [saved rbp, return address]`. A CPU sample starts with the **interrupted instruction
+//! itself** (`RIP` from the `ucontext`) as the leaf, then follows the chain.
+//!
+//! Safety of the walk: a frame pointer is read only if it is 8-byte aligned, at or above the interrupted
+//! `RSP`, below the thread's stack top, and strictly above the previous frame. Code without frame pointers —
+//! musl's `libc.a`, hand-written assembly — may use `RBP` as a general register; those checks turn a bogus
+//! `RBP` into an early stop, never into a read outside the live stack. What is lost, and accepted:
+//! interrupted in a function's prologue (before `push rbp; mov rbp, rsp`) or inside a libc function that
+//! keeps no frame, the direct caller of the leaf is missing (the chain resumes at the caller's caller);
+//! `[rsp]` is not used as a return address because nothing here can prove it is one.
+//!
+//! Stack bounds: the stack top of each thread is cached in a `const` thread-local without destructor. A
+//! thread fills it outside any handler (at birth through `threads::spawn_recorded`, on its first
+//! [`current_stack`], when it starts a CPU profile). On musl, `pthread_getattr_np` is pure arithmetic for
+//! spawned threads and `mremap` probing for the main thread — no lock, no allocation — so a handler fills
+//! the cache on first use and every thread, even one nl6 did not spawn, gets full stacks. glibc's version
+//! takes a lock and reads /proc for the main thread, so there a handler never calls it: a thread with no
+//! cached top yields the leaf only until it fills the cache itself.
+//!
+//! This module never allocates, locks or panics on the walking paths.
+use std::cell::Cell;
+
+/// Deepest stack recorded; deeper stacks are truncated at the root end.
+pub(crate) const MAX_DEPTH: usize = 64;
+
+thread_local! {
+    /// The calling thread's stack top (highest address + 1); 0 = not known yet, 1 = could not be known.
+    static STACK_TOP: Cell<usize> = const { Cell::new(0) };
+    /// Set while this thread asks libc for its bounds (a nested allocation must not re-enter).
+    static FILLING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The three registers a walk starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Regs {
+    pub rip: u64,
+    pub rbp: u64,
+    pub rsp: u64,
+}
+
+/// Reads `RIP`, `RBP`, `RSP` from the `ucontext` a `SA_SIGINFO` handler received.
+///
+/// # Safety
+/// `ctx` must be the third argument the kernel passed to a `SA_SIGINFO` handler, or null.
+#[inline]
+pub(crate) unsafe fn regs_from_ucontext(ctx: *const std::ffi::c_void) -> Option<Regs> {
+    if ctx.is_null() {
+        return None;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: the kernel's ucontext_t for this thread, valid for the handler's duration.
+        let gregs = unsafe { &(*(ctx as *const libc::ucontext_t)).uc_mcontext.gregs };
+        let get = |i: libc::c_int| gregs.get(i as usize).map(|v| *v as u64);
+        Some(Regs {
+            rip: get(libc::REG_RIP)?,
+            rbp: get(libc::REG_RBP)?,
+            rsp: get(libc::REG_RSP)?,
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        None
+    }
+}
+
+/// The frame-pointer walk, over any memory reader (the real one reads process memory; tests pass fake
+/// stacks). Writes `leaf` (if any) then return addresses to `out`, skipping the first `skip` return
+/// addresses; returns how many entries were written.
+///
+/// A frame at `fp` is read only when `fp` is 8-aligned, `lo <= fp` and `fp + 16 <= hi`; the walk stops at
+/// the first frame failing that, a zero return address, a saved frame pointer not strictly above `fp`,
+/// or a full `out`.
+#[inline]
+pub(crate) fn walk(
+    leaf: Option<u64>,
+    mut fp: u64,
+    lo: u64,
+    hi: u64,
+    mut skip: usize,
+    out: &mut [u64],
+    read: impl Fn(u64) -> u64,
+) -> usize {
+    let mut n = 0;
+    if let Some(pc) = leaf {
+        match out.get_mut(n) {
+            Some(slot) => *slot = pc,
+            None => return 0,
+        }
+        n += 1;
+    }
+    while n < out.len() {
+        if !fp.is_multiple_of(8) || fp < lo || fp > hi.wrapping_sub(16) || hi < 16 {
+            break;
+        }
+        let next = read(fp);
+        let ret = read(fp.wrapping_add(8));
+        if ret == 0 {
+            break;
+        }
+        if skip > 0 {
+            skip -= 1;
+        } else if let Some(slot) = out.get_mut(n) {
+            *slot = ret;
+            n += 1;
+        }
+        if next <= fp {
+            break;
+        }
+        fp = next;
+    }
+    n
+}
+
+/// Reads one word of the live stack.
+///
+/// # Safety
+/// `addr` must be 8-aligned and inside a mapped, readable region (the walk checks stack bounds first).
+#[inline(always)]
+unsafe fn read_word(addr: u64) -> u64 {
+    // SAFETY: the caller guarantees the address; volatile because the memory belongs to another frame.
+    unsafe { std::ptr::read_volatile(addr as usize as *const u64) }
+}
+
+/// Asks libc for the calling thread's stack top (0 on failure).
+fn query_stack_top() -> usize {
+    // SAFETY: pthread_self is always valid; attr is initialised by pthread_getattr_np before use and
+    // destroyed after; pthread_attr_getstack writes two out-values we own.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            return 0;
+        }
+        let mut addr: *mut libc::c_void = std::ptr::null_mut();
+        let mut size: libc::size_t = 0;
+        let rc = libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
+        libc::pthread_attr_destroy(&mut attr);
+        if rc != 0 || addr.is_null() {
+            return 0;
+        }
+        (addr as usize).wrapping_add(size)
+    }
+}
+
+/// Fills the calling thread's cached stack top (outside any signal handler) and returns it (0 if it
+/// cannot be known). Cheap after the first call.
+pub(crate) fn init_thread_bounds() -> usize {
+    let top = STACK_TOP.with(Cell::get);
+    if top > 1 {
+        return top;
+    }
+    if top == 1 || FILLING.with(|f| f.replace(true)) {
+        return 0;
+    }
+    let found = query_stack_top();
+    STACK_TOP.with(|t| t.set(if found == 0 { 1 } else { found }));
+    FILLING.with(|f| f.set(false));
+    found
+}
+
+/// The calling thread's stack top for use inside a signal handler (0 = unknown: walk nothing).
+#[inline]
+pub(crate) fn stack_top_in_handler() -> usize {
+    let top = STACK_TOP.with(Cell::get);
+    if top > 1 {
+        return top;
+    }
+    if top == 0 && cfg!(target_env = "musl") {
+        // musl's pthread_getattr_np is async-signal-safe in practice (see module doc); never on glibc.
+        let found = query_stack_top();
+        STACK_TOP.with(|t| t.set(if found == 0 { 1 } else { found }));
+        return found;
+    }
+    0
+}
+
+/// Unwinds an interrupted context: the interrupted `RIP` first, then the frame chain, within
+/// `[regs.rsp, stack_top)`. Async-signal-safe.
+#[inline]
+pub(crate) fn unwind_interrupted(regs: Regs, stack_top: usize, out: &mut [u64]) -> usize {
+    // SAFETY: `walk` reads only 8-aligned words inside [rsp, stack_top), the live stack of the interrupted
+    // thread (the thread is stopped in our handler, so its stack stays mapped).
+    walk(
+        Some(regs.rip),
+        regs.rbp,
+        regs.rsp,
+        stack_top as u64,
+        0,
+        out,
+        |a| unsafe { read_word(a) },
+    )
+}
+
+/// Writes the calling thread's return addresses (the caller of `current_stack` first), skipping `skip`
+/// more frames, into `out`; returns how many were written. Allocation-free and async-signal-safe once the
+/// thread's bounds are cached; the first call on a thread asks libc for them (see module doc).
+#[inline(never)]
+pub(crate) fn current_stack(skip: usize, out: &mut [u64]) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let (fp, sp): (u64, u64);
+        // SAFETY: reads two registers, no memory access or side effect.
+        unsafe {
+            std::arch::asm!("mov {fp}, rbp", "mov {sp}, rsp", fp = out(reg) fp, sp = out(reg) sp,
+                options(nomem, nostack, preserves_flags));
+        }
+        let top = init_thread_bounds();
+        if top == 0 {
+            return 0;
+        }
+        // SAFETY: as in `unwind_interrupted`; our own stack between sp and its top is live.
+        walk(None, fp, sp, top as u64, skip, out, |a| unsafe {
+            read_word(a)
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (skip, out);
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fake stack: words at `base + 8*i`.
+    struct Fake {
+        base: u64,
+        words: Vec<u64>,
+    }
+
+    impl Fake {
+        fn read(&self, a: u64) -> u64 {
+            let i = ((a - self.base) / 8) as usize;
+            *self
+                .words
+                .get(i)
+                .unwrap_or_else(|| panic!("read outside the fake stack at {a:#x}"))
+        }
+        fn hi(&self) -> u64 {
+            self.base + 8 * self.words.len() as u64
+        }
+        /// Frame at word `i`: saved fp pointing at word `next` (or a raw value), return address `ret`.
+        fn frame(&mut self, i: usize, next: u64, ret: u64) {
+            self.words[i] = next;
+            self.words[i + 1] = ret;
+        }
+        fn at(&self, i: usize) -> u64 {
+            self.base + 8 * i as u64
+        }
+    }
+
+    fn fake(n: usize) -> Fake {
+        Fake {
+            base: 0x7000_0000,
+            words: vec![0; n],
+        }
+    }
+
+    #[test]
+    fn walks_a_good_chain_leaf_first() {
+        let mut s = fake(16);
+        let (f0, f1, f2) = (s.at(2), s.at(6), s.at(10));
+        s.frame(2, f1, 0x1111);
+        s.frame(6, f2, 0x2222);
+        s.frame(10, 0, 0x3333);
+        let mut out = [0u64; 8];
+        let n = walk(Some(0xAAAA), f0, s.base, s.hi(), 0, &mut out, |a| s.read(a));
+        assert_eq!(&out[..n], &[0xAAAA, 0x1111, 0x2222, 0x3333]);
+        let n = walk(None, f0, s.base, s.hi(), 1, &mut out, |a| s.read(a));
+        assert_eq!(&out[..n], &[0x2222, 0x3333]);
+    }
+
+    #[test]
+    fn stops_on_pointer_out_of_bounds_misaligned_or_not_increasing() {
+        let mut s = fake(16);
+        let (f0, f1) = (s.at(2), s.at(6));
+        // Next frame points below the current one (a loop): stop after recording its return address.
+        s.frame(2, f1, 0x1111);
+        s.frame(6, f0, 0x2222);
+        let mut out = [0u64; 8];
+        let n = walk(Some(1), f0, s.base, s.hi(), 0, &mut out, |a| s.read(a));
+        assert_eq!(&out[..n], &[1, 0x1111, 0x2222]);
+        // Out of bounds (above the stack top): the fake reader would panic if touched.
+        s.frame(6, s.hi() + 64, 0x2222);
+        let n = walk(Some(1), f0, s.base, s.hi(), 0, &mut out, |a| s.read(a));
+        assert_eq!(&out[..n], &[1, 0x1111, 0x2222]);
+        // The last 8 bytes of the stack are not a whole frame.
+        let n = walk(Some(1), s.hi() - 8, s.base, s.hi(), 0, &mut out, |a| {
+            s.read(a)
+        });
+        assert_eq!(n, 1);
+        // Misaligned and below the low bound.
+        assert_eq!(
+            walk(Some(1), f0 + 4, s.base, s.hi(), 0, &mut out, |a| s.read(a)),
+            1
+        );
+        assert_eq!(
+            walk(Some(1), f0, f0 + 8, s.hi(), 0, &mut out, |a| s.read(a)),
+            1
+        );
+        // Unknown bounds (top 0) read nothing.
+        assert_eq!(walk(Some(1), f0, s.base, 0, 0, &mut out, |a| s.read(a)), 1);
+    }
+
+    #[test]
+    fn respects_max_depth_and_zero_return() {
+        let mut s = fake(64);
+        for i in (0..60).step_by(2) {
+            let next = s.at(i + 2);
+            s.frame(i, next, 0x100 + i as u64);
+        }
+        let mut out = [0u64; 5];
+        assert_eq!(
+            walk(Some(9), s.at(0), s.base, s.hi(), 0, &mut out, |a| s.read(a)),
+            5
+        );
+        let mut s = fake(8);
+        s.frame(0, s.at(2), 0);
+        let mut out = [0u64; 5];
+        assert_eq!(
+            walk(None, s.at(0), s.base, s.hi(), 0, &mut out, |a| s.read(a)),
+            0
+        );
+    }
+
+    #[inline(never)]
+    fn marker(out: &mut [u64]) -> usize {
+        std::hint::black_box(current_stack(0, out))
+    }
+
+    #[test]
+    fn current_stack_starts_in_the_caller() {
+        let mut out = [0u64; MAX_DEPTH];
+        let n = marker(&mut out);
+        assert!(n >= 3, "only {n} frames");
+        // out[0] is a return address inside `marker`, which starts at `marker as usize`.
+        let start = marker as *const () as u64;
+        assert!(
+            out[0] > start && out[0] < start + 256,
+            "{:#x} vs fn at {start:#x}",
+            out[0]
+        );
+        // out[1] is inside this test function.
+        let test_fn = current_stack_starts_in_the_caller as *const () as u64;
+        assert!(out[1] > test_fn && out[1] < test_fn + 4096);
+    }
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: installs what is missing (scripts/setup.sh), then
+#   1. cargo fmt --check and clippy (-D warnings);
+#   2. every test on the host (glibc) build;
+#   3. the engine and pull-surface tests again on the static musl build (profiles from the static binary);
+#   4. a 60 s signal-safety soak of the CPU + heap samplers on the static build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export NL6_PYROSCOPE_INGEST="$PWD/target/pyroscope-ingest"
+# The stand-in for Pyroscope's /ingest lives in the shared folder beside the checkout (NL6_SHARED overrides).
+[ -x "$NL6_PYROSCOPE_INGEST" ] || bash "${NL6_SHARED:-../shared}/pyroscope-ingest/build.sh" "$NL6_PYROSCOPE_INGEST"
+
+echo "== fmt + clippy"
+cargo fmt --check
+cargo clippy --all-targets -- -D warnings
+
+echo "== tests (host build)"
+cargo test --all-targets -- --test-threads=2
+
+echo "== tests (static musl build)"
+MUSL_TESTS=$(ls tests/*.rs | xargs -n1 basename | sed 's/\.rs$//' | grep -E '^(engine_|serve_pull)' | sed 's/^/--test /' | tr '\n' ' ')
+# shellcheck disable=SC2086
+cargo test --target x86_64-unknown-linux-musl $MUSL_TESTS -- --test-threads=1
+
+echo "== soak (static musl build, 60 s)"
+if [ -f examples/cpu_stress.rs ]; then
+  cargo run --quiet --release --target x86_64-unknown-linux-musl --example cpu_stress -- 60
+fi
