@@ -60,10 +60,10 @@
 
 use super::pprof_engine as engine;
 use crate::http::{Request, Response};
-use crate::profiling::heap::HeapSnapshot;
+use crate::profiling::delta::{ContentionDelta, HeapDelta};
+use crate::profiling::heap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 use std::time::Duration;
 
 /// Longest `seconds` accepted on `profile` and on `?seconds=N` deltas.
@@ -137,7 +137,9 @@ pub enum PprofRoute {
 /// timed requests in flight.
 #[derive(Default)]
 pub struct PullSurface {
-    delta_heap: Mutex<Option<HeapSnapshot>>,
+    delta_heap: HeapDelta,
+    delta_block: ContentionDelta,
+    delta_mutex: ContentionDelta,
     timed: AtomicUsize,
 }
 
@@ -278,11 +280,10 @@ impl PullSurface {
             .unwrap_or(0);
         match entry.kind {
             Kind::DeltaHeap => {
-                let mut state = self.delta_heap.lock().unwrap_or_else(|e| e.into_inner());
-                return attachment("heap.pprof.gz", engine::delta_heap(&mut state));
+                return attachment("heap.pprof.gz", self.delta_heap.next(&heap::snapshot()))
             }
-            Kind::DeltaBlock => return attachment("block.pprof.gz", engine::delta_contention()),
-            Kind::DeltaMutex => return attachment("mutex.pprof.gz", engine::delta_contention()),
+            Kind::DeltaBlock => return attachment("block.pprof.gz", self.delta_block.next()),
+            Kind::DeltaMutex => return attachment("mutex.pprof.gz", self.delta_mutex.next()),
             _ => {}
         }
         if let Some(seconds) = req.query_param("seconds").filter(|s| !s.is_empty()) {
@@ -324,11 +325,10 @@ impl PullSurface {
             return Self::too_many();
         };
         let first = engine::snapshot(entry.kind);
+        let started = std::time::Instant::now();
         std::thread::sleep(Duration::from_secs(seconds as u64));
-        let mut r = attachment(
-            &format!("{}-delta", entry.name),
-            engine::delta_since(entry.kind, first),
-        );
+        let body = engine::delta_since(entry.kind, first, started.elapsed());
+        let mut r = attachment(&format!("{}-delta", entry.name), body);
         r.extra_write_time = Duration::from_secs(seconds as u64);
         r
     }

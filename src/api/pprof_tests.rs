@@ -1,5 +1,5 @@
 //! Pull-surface handlers that do not need a profile: the table, errors and their exact wording, headers.
-//! (Handlers that take real profiles are covered by tests/serve_pprof_engine.rs against the binary.)
+//! (Handlers that take real profiles are covered by tests/serve_pull_profiles.rs against the binary.)
 use super::*;
 
 fn get(path_and_query: &str) -> Response {

@@ -1,7 +1,7 @@
-//! The pull surface's real profiles, against the real binary. These need the profiling engine (its
-//! functions are `todo!()` stubs until it is merged): every test here is `#[ignore]`d with that reason.
-//! After merging the engine, remove the `ignore` attributes (or run `cargo test --test
-//! serve_pprof_engine -- --ignored`).
+//! The pull surface's real profiles, against the real binary: Go's headers, the index, deltas, symbol,
+//! the CPU-contention rule, empty block/mutex across on/off/on, and `go tool pprof -top` on heap and a
+//! two-second CPU profile. scripts/test.sh runs the `serve_pull*` tests again with
+//! `--target x86_64-unknown-linux-musl`, where the binary under test is the static one.
 mod common;
 
 use common::{boot, header, Nl6};
@@ -42,7 +42,6 @@ fn assert_profile(r: &common::Reply, filename: &str) {
 }
 
 #[test]
-#[ignore = "needs the profiling engine (src/profiling stubs todo!() until merged)"]
 fn named_profiles_and_deltas_have_gos_headers() {
     let n = boot().start();
     open_pull_only(&n);
@@ -79,7 +78,6 @@ fn named_profiles_and_deltas_have_gos_headers() {
 }
 
 #[test]
-#[ignore = "needs the profiling engine (src/profiling stubs todo!() until merged)"]
 fn index_lists_every_profile_from_the_table() {
     let n = boot().start();
     open_pull_only(&n);
@@ -96,7 +94,6 @@ fn index_lists_every_profile_from_the_table() {
 }
 
 #[test]
-#[ignore = "needs the profiling engine (src/profiling stubs todo!() until merged)"]
 fn go_tool_pprof_reads_heap_and_a_two_second_cpu_profile() {
     let n = boot().start();
     open_pull_only(&n);
@@ -121,34 +118,6 @@ fn go_tool_pprof_reads_heap_and_a_two_second_cpu_profile() {
 }
 
 #[test]
-#[ignore = "needs the profiling engine and the static build: cargo build --release --target x86_64-unknown-linux-musl"]
-fn go_tool_pprof_against_the_static_musl_binary() {
-    let bin = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/target/x86_64-unknown-linux-musl/release/nl6"
-    );
-    assert!(
-        std::path::Path::new(bin).exists(),
-        "build it first: cargo build --release --target x86_64-unknown-linux-musl"
-    );
-    let n = boot().binary(bin).start();
-    open_pull_only(&n);
-    for path in ["/debug/pprof/heap", "/debug/pprof/profile?seconds=2"] {
-        let out = pprof_top(&format!("http://{}{path}", n.addr));
-        assert!(
-            out.status.success(),
-            "{path}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            String::from_utf8_lossy(&out.stdout).contains("Type: "),
-            "{path}"
-        );
-    }
-}
-
-#[test]
-#[ignore = "needs the profiling engine (src/profiling stubs todo!() until merged)"]
 fn a_second_cpu_profile_is_refused_not_masked() {
     let n = boot().start();
     open_pull_only(&n);
@@ -175,7 +144,6 @@ fn a_second_cpu_profile_is_refused_not_masked() {
 }
 
 #[test]
-#[ignore = "needs the profiling engine (src/profiling stubs todo!() until merged)"]
 fn mutex_and_block_stay_empty_across_on_off_on() {
     let n = boot().start();
     for _ in 0..2 {
@@ -196,7 +164,6 @@ fn mutex_and_block_stay_empty_across_on_off_on() {
 }
 
 #[test]
-#[ignore = "needs the profiling engine (src/profiling stubs todo!() until merged)"]
 fn symbol_names_addresses_from_the_goroutine_profile() {
     let n = boot().start();
     open_pull_only(&n);

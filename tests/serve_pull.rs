@@ -1,6 +1,6 @@
 //! The real binary's `/debug/pprof/` surface where no profile is taken: the 503 rule while closed (also as
 //! `go tool pprof` prints it), cmdline never served, the redirect, Go's error wording and headers, the
-//! symbol header, the empty contention texts. Profiles themselves: tests/serve_pprof_engine.rs.
+//! symbol header, the empty contention texts. Profiles themselves: tests/serve_pull_profiles.rs.
 mod common;
 
 use common::{boot, header, Nl6};
