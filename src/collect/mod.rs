@@ -1,8 +1,125 @@
-//! STUB: not built yet.
+//! `nl6 collect`: scheduled collection of CPU and heap profiles from every target in a fleet (Go services
+//! with net/http/pprof, nl6 itself, anything that speaks the same surface) into a dated, bucket-ready
+//! archive, with reports, retention and baseline diffs.
+//!
+//! ```text
+//! nl6 collect -targets FILE -out DIR [-interval 1h] [-cpu-seconds 10] [-retain 168h]
+//!             [-concurrency 8] [-timeout 30s] [-baseline DIR] [-once]
+//! ```
+//!
+//! Each cycle (started every `-interval`, or once with `-once`) fetches `/debug/pprof/heap` and
+//! `/debug/pprof/profile?seconds=N` from every target and writes
+//! `<out>/<program>/<yyyy>/<mm>/<dd>/<hh:mm:ss>/<fqdn>/<port>/` (UTC, from the cycle start) holding
+//! `cpu.pb.gz`, `heap.pb.gz`, `cpu.top.txt`, `heap.top.txt`, `cpu.svg`, `heap.svg`, `meta.json` and,
+//! with `-baseline`, `cpu.diff.txt`. Failed profiles are recorded in meta.json only.
+//!
+//! Modules: [`flags`] (the flag table and parsing), [`duration`] (Go durations), [`targets`] (the
+//! targets file), [`archive`] (layout and retention rules as plain values), [`retention`] (the archive
+//! I/O), [`atomic`] (temp + rename writes), [`fetch`] (the HTTP client, the collector's only network
+//! code), [`cycle`] (one cycle on plain threads), [`meta`] (meta.json).
+//!
+//! Exit status: 2 on a usage error (bad flag, unreadable or bad targets file), 1 when `-out` cannot be
+//! created, 0 after `-once` completes a cycle (whatever the targets answered: failures are in meta.json).
+#![forbid(unsafe_code)]
 
-/// `nl6 collect …` (placeholder until the collector lands).
-pub fn main(args: Vec<std::ffi::OsString>) -> i32 {
-    let _ = args;
-    eprintln!("nl6: collect: not built yet");
-    2
+pub mod archive;
+pub mod atomic;
+pub mod cycle;
+pub mod duration;
+pub mod fetch;
+pub mod flags;
+pub mod meta;
+pub mod retention;
+pub mod targets;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+pub use cycle::{run_cycle, CycleReport, TargetOutcome};
+pub use targets::{parse_targets, Target};
+
+/// Everything a cycle needs: the validated flags plus the parsed targets.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub targets: Vec<Target>,
+    pub out: PathBuf,
+    pub interval: Duration,
+    pub cpu_seconds: u64,
+    pub retain: Duration,
+    pub concurrency: usize,
+    pub timeout: Duration,
+    pub baseline: Option<PathBuf>,
+    pub once: bool,
+}
+
+impl Config {
+    /// Reads and parses the targets file named by `args`. Errors name the file and line.
+    pub fn load(args: &flags::CollectArgs) -> Result<Config, String> {
+        let flags::CollectArgs {
+            targets,
+            out,
+            interval,
+            cpu_seconds,
+            retain,
+            concurrency,
+            timeout,
+            baseline,
+            once,
+            help: _,
+        } = args.clone();
+        let text = std::fs::read_to_string(&targets)
+            .map_err(|e| format!("-targets {}: {e}", targets.display()))?;
+        let parsed = parse_targets(&text).map_err(|e| format!("{}: {e}", targets.display()))?;
+        Ok(Config {
+            targets: parsed,
+            out,
+            interval,
+            cpu_seconds,
+            retain,
+            concurrency,
+            timeout,
+            baseline,
+            once,
+        })
+    }
+}
+
+/// Runs `nl6 collect` with `args` (without the program name and subcommand); returns the exit status.
+pub fn main(args: Vec<OsString>) -> i32 {
+    let args = match flags::parse_args(args) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("nl6 collect: {e} (see nl6 collect -help)");
+            return 2;
+        }
+    };
+    if args.help {
+        print!("{}", flags::usage());
+        return 0;
+    }
+    let cfg = match Config::load(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("nl6 collect: {e}");
+            return 2;
+        }
+    };
+    if let Err(e) = std::fs::create_dir_all(&cfg.out) {
+        eprintln!("nl6 collect: -out {}: {e}", cfg.out.display());
+        return 1;
+    }
+    loop {
+        let start = SystemTime::now();
+        run_cycle(&cfg, start);
+        if cfg.once {
+            return 0;
+        }
+        // Cycles start every interval; a cycle that overran starts the next one at once.
+        let next = start + cfg.interval;
+        if let Ok(wait) = next.duration_since(SystemTime::now()) {
+            // std's sleep resumes after signals, so EINTR cannot cut the wait short.
+            std::thread::sleep(wait);
+        }
+    }
 }

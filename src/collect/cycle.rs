@@ -1,0 +1,318 @@
+//! One collection cycle: every target fetched on a bounded pool of plain threads (heap, then a CPU
+//! profile of `-cpu-seconds`), each snapshot written atomically with its reports, optional baseline
+//! diff and meta.json; then retention; then one progress line on stderr.
+//!
+//! A target that is down, slow, refusing (503) or answering garbage costs only its own worker slot for
+//! at most its own timeouts; it is recorded as failed in its meta.json and never blocks the others.
+#![forbid(unsafe_code)]
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::archive::{newest_for_target, snapshot_dir, Stamp};
+use super::atomic::PartialDir;
+use super::duration::format_go_duration;
+use super::fetch::{fetch, Fetched};
+use super::meta::{rfc3339_millis, BaselineMeta, Meta, ProfileMeta, Status};
+use super::retention::{apply_retention, find_files};
+use super::targets::Target;
+use super::Config;
+use crate::profiling::proto::{self, Profile};
+use crate::report;
+
+/// The outcome of one target in one cycle.
+#[derive(Debug, Clone)]
+pub struct TargetOutcome {
+    pub target: Target,
+    pub status: Status,
+    /// Where the snapshot went (None if even meta.json could not be written).
+    pub dir: Option<PathBuf>,
+    pub bytes: u64,
+    pub error: Option<String>,
+}
+
+/// The outcome of one cycle.
+#[derive(Debug, Clone)]
+pub struct CycleReport {
+    pub start: Stamp,
+    pub outcomes: Vec<TargetOutcome>,
+    pub deleted: Vec<PathBuf>,
+    pub elapsed: Duration,
+}
+
+impl CycleReport {
+    fn count(&self, s: Status) -> usize {
+        self.outcomes.iter().filter(|o| o.status == s).count()
+    }
+
+    /// The progress line printed after each cycle.
+    pub fn progress_line(&self) -> String {
+        let bytes: u64 = self.outcomes.iter().map(|o| o.bytes).sum();
+        format!(
+            "nl6 collect: cycle {}: {} targets: {} ok, {} partial, {} failed; {} bytes; {:.1}s; retention deleted {}",
+            self.start.rfc3339(),
+            self.outcomes.len(),
+            self.count(Status::Ok),
+            self.count(Status::Partial),
+            self.count(Status::Failed),
+            bytes,
+            self.elapsed.as_secs_f64(),
+            self.deleted.len()
+        )
+    }
+}
+
+/// Runs one cycle started at `now` and prints its log lines and progress line on stderr.
+pub fn run_cycle(cfg: &Config, now: SystemTime) -> CycleReport {
+    let began = Instant::now();
+    let now_unix = now
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let start = Stamp::from_unix(now_unix);
+    let baselines = cfg
+        .baseline
+        .as_deref()
+        .map(|dir| find_files(dir, "cpu.pb.gz"))
+        .unwrap_or_default();
+
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<TargetOutcome>>> = Mutex::new(vec![None; cfg.targets.len()]);
+    let workers = cfg.concurrency.clamp(1, cfg.targets.len().max(1));
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(t) = cfg.targets.get(i) else { break };
+                let outcome = collect_target(cfg, t, start, &baselines);
+                if let Some(e) = &outcome.error {
+                    eprintln!("nl6 collect: {} {}:{}: {e}", t.program, t.fqdn, t.port);
+                }
+                results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(outcome);
+            });
+        }
+    });
+    let outcomes = results
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .into_iter()
+        .flatten()
+        .collect();
+
+    let mut deleted = Vec::new();
+    for d in apply_retention(&cfg.out, now_unix, cfg.retain) {
+        let path = cfg.out.join(&d.dir.relative);
+        match d.result {
+            Ok(()) => {
+                eprintln!(
+                    "nl6 collect: retention: deleted {} (dated {}, older than {})",
+                    path.display(),
+                    d.dir.stamp.rfc3339(),
+                    format_go_duration(cfg.retain)
+                );
+                deleted.push(path);
+            }
+            Err(e) => eprintln!(
+                "nl6 collect: retention: could not delete {}: {e}",
+                path.display()
+            ),
+        }
+    }
+    let report = CycleReport {
+        start,
+        outcomes,
+        deleted,
+        elapsed: began.elapsed(),
+    };
+    let _ = writeln!(std::io::stderr(), "{}", report.progress_line());
+    report
+}
+
+/// A fetched and checked profile: its archived bytes (always gzip'd) and the decoded value.
+struct Good {
+    gz: Vec<u8>,
+    profile: Profile,
+}
+
+fn check(f: &Fetched) -> Result<Good, String> {
+    let body = f.body.as_ref().map_err(Clone::clone)?;
+    let profile = proto::decode(body)
+        .map_err(|e| format!("not a pprof profile ({} bytes): {e}", body.len()))?;
+    let gz = if body.starts_with(&[0x1f, 0x8b]) {
+        body.clone()
+    } else {
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        enc.write_all(body)
+            .and_then(|_| enc.finish())
+            .map_err(|e| format!("gzip: {e}"))?
+    };
+    Ok(Good { gz, profile })
+}
+
+fn collect_target(cfg: &Config, t: &Target, start: Stamp, baselines: &[PathBuf]) -> TargetOutcome {
+    let started = SystemTime::now();
+    let began = Instant::now();
+    let heap = fetch(&t.endpoint("heap", ""), cfg.timeout);
+    let cpu = fetch(
+        &t.endpoint("profile", &format!("seconds={}", cfg.cpu_seconds)),
+        Duration::from_secs(cfg.cpu_seconds) + cfg.timeout,
+    );
+    let dir = snapshot_dir(&cfg.out, t, start);
+    let title_for = |kind: &str| {
+        format!(
+            "{} {}:{} {kind} {}",
+            t.program,
+            t.fqdn,
+            t.port,
+            start.rfc3339()
+        )
+    };
+
+    let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let mut profiles = BTreeMap::new();
+    let mut errors = Vec::new();
+    let mut cpu_profile = None;
+    for (kind, fetched) in [("cpu", &cpu), ("heap", &heap)] {
+        let mut pm = ProfileMeta {
+            url: fetched.url.clone(),
+            status: Status::Failed,
+            http_status: fetched.http_status,
+            bytes: 0,
+            samples: None,
+            sample_type: None,
+            fetch_ms: fetched.elapsed.as_millis() as u64,
+            error: None,
+        };
+        match check(fetched) {
+            Ok(good) => {
+                let index = report::default_sample_index(&good.profile);
+                pm.status = Status::Ok;
+                pm.bytes = good.gz.len() as u64;
+                pm.samples = Some(good.profile.sample.len());
+                pm.sample_type = index
+                    .and_then(|i| report::nodes::sample_type(&good.profile, i))
+                    .map(|(t, _)| t);
+                files.insert(
+                    format!("{kind}.top.txt"),
+                    report::default_top_table(&good.profile).into_bytes(),
+                );
+                files.insert(
+                    format!("{kind}.svg"),
+                    report::flamegraph_svg(&good.profile, &title_for(kind)),
+                );
+                files.insert(format!("{kind}.pb.gz"), good.gz);
+                if kind == "cpu" {
+                    cpu_profile = Some(good.profile);
+                }
+            }
+            Err(e) => {
+                errors.push(format!("{kind}: {e}"));
+                pm.error = Some(e);
+            }
+        }
+        profiles.insert(kind.to_string(), pm);
+    }
+
+    let baseline = cfg.baseline.as_ref().map(|dir| {
+        let mut bm = BaselineMeta {
+            dir: dir.display().to_string(),
+            profile: None,
+            error: None,
+        };
+        match (&cpu_profile, newest_for_target(baselines, t, "cpu.pb.gz")) {
+            (None, _) => bm.error = Some("no CPU profile this cycle".into()),
+            (Some(_), None) => {
+                bm.error = Some("no cpu.pb.gz for this target under the baseline directory".into())
+            }
+            (Some(new), Some(path)) => {
+                bm.profile = Some(path.display().to_string());
+                match diff_against(path, new) {
+                    Ok(text) => {
+                        files.insert("cpu.diff.txt".into(), text.into_bytes());
+                    }
+                    Err(e) => bm.error = Some(e),
+                }
+            }
+        }
+        bm
+    });
+
+    let ok_count = profiles.values().filter(|p| p.status == Status::Ok).count();
+    let status = match ok_count {
+        2 => Status::Ok,
+        0 => Status::Failed,
+        _ => Status::Partial,
+    };
+    let error = (!errors.is_empty()).then(|| errors.join("; "));
+    let mut meta = Meta {
+        target: t.url.clone(),
+        program: t.program.clone(),
+        fqdn: t.fqdn.clone(),
+        port: t.port,
+        cycle_start: start.rfc3339(),
+        started: rfc3339_millis(started),
+        finished: String::new(),
+        duration_ms: 0,
+        cpu_seconds: cfg.cpu_seconds,
+        status: status.clone(),
+        error: error.clone(),
+        profiles,
+        files: files
+            .iter()
+            .map(|(k, v)| (k.clone(), v.len() as u64))
+            .collect(),
+        baseline,
+        collector: concat!("nl6 ", env!("CARGO_PKG_VERSION")).to_string(),
+    };
+    let bytes = files.values().map(|v| v.len() as u64).sum();
+    match write_snapshot(&dir, t.port, &files, &mut meta, began) {
+        Ok(()) => TargetOutcome {
+            target: t.clone(),
+            status,
+            dir: Some(dir),
+            bytes,
+            error,
+        },
+        Err(e) => TargetOutcome {
+            target: t.clone(),
+            status: Status::Failed,
+            dir: None,
+            bytes: 0,
+            error: Some(format!(
+                "writing {}: {e}{}",
+                dir.display(),
+                error.map(|x| format!("; {x}")).unwrap_or_default()
+            )),
+        },
+    }
+}
+
+fn diff_against(base_path: &Path, new: &Profile) -> Result<String, String> {
+    let bytes = std::fs::read(base_path).map_err(|e| format!("{}: {e}", base_path.display()))?;
+    let base = proto::decode(&bytes).map_err(|e| format!("{}: {e}", base_path.display()))?;
+    let text = report::default_diff_table(&base, new).map_err(|e| e.to_string())?;
+    Ok(format!("Baseline: {}\n{text}", base_path.display()))
+}
+
+fn write_snapshot(
+    dir: &Path,
+    port: u16,
+    files: &BTreeMap<String, Vec<u8>>,
+    meta: &mut Meta,
+    began: Instant,
+) -> std::io::Result<()> {
+    let partial = PartialDir::create(dir, port)?;
+    for (name, bytes) in files {
+        partial.write(name, bytes)?;
+    }
+    meta.finished = rfc3339_millis(SystemTime::now());
+    meta.duration_ms = began.elapsed().as_millis() as u64;
+    let json = serde_json::to_vec_pretty(meta).map_err(std::io::Error::other)?;
+    partial.write("meta.json", &json)?;
+    partial.commit()?;
+    Ok(())
+}

@@ -1,0 +1,248 @@
+//! The targets file: one target a line, `program_name http://host:port`, `#` starts a comment, blank
+//! lines are skipped. Each target yields the pieces the archive path needs (program, fqdn, port) and
+//! the base URL the profiles are fetched from.
+//!
+//! Parses text into values; never reads files or resolves names (the host is kept as written).
+#![forbid(unsafe_code)]
+
+use std::fmt;
+
+/// One service to profile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The first archive path component (`<program_name>`).
+    pub program: String,
+    /// The URL as written in the targets file.
+    pub url: String,
+    /// `http` or `https`.
+    pub scheme: String,
+    /// The host as written (no brackets for IPv6): the `<fqdn>` path component.
+    pub fqdn: String,
+    /// The port from the URL, or 80/443 by scheme: the `<port>` path component.
+    pub port: u16,
+    /// Path prefix before `/debug/pprof/…` (empty, or starting with `/` without a trailing one).
+    pub prefix: String,
+    /// 1-based line in the targets file.
+    pub line: usize,
+}
+
+impl Target {
+    /// The URL of pprof endpoint `name` (`profile`, `heap`) on this target, plus `query`.
+    pub fn endpoint(&self, name: &str, query: &str) -> String {
+        let host = if self.fqdn.contains(':') {
+            format!("[{}]", self.fqdn)
+        } else {
+            self.fqdn.clone()
+        };
+        let q = if query.is_empty() {
+            String::new()
+        } else {
+            format!("?{query}")
+        };
+        format!(
+            "{}://{}:{}{}/debug/pprof/{}{}",
+            self.scheme, host, self.port, self.prefix, name, q
+        )
+    }
+}
+
+/// A targets-file error, naming the line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetsError {
+    pub line: usize,
+    pub message: String,
+}
+
+impl fmt::Display for TargetsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.message)
+    }
+}
+
+impl std::error::Error for TargetsError {}
+
+/// Parses a whole targets file. Fails on the first bad line; an empty list is an error too (a
+/// collector with nothing to collect is a configuration mistake).
+pub fn parse_targets(text: &str) -> Result<Vec<Target>, TargetsError> {
+    let mut out: Vec<Target> = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        let content = raw.split('#').next().unwrap_or("").trim();
+        if content.is_empty() {
+            continue;
+        }
+        let t = parse_line(content, line)?;
+        if let Some(prev) = out
+            .iter()
+            .find(|p| p.program == t.program && p.fqdn == t.fqdn && p.port == t.port)
+        {
+            return Err(TargetsError {
+                line,
+                message: format!(
+                    "duplicate target {} {}:{} (already on line {}): both would write the same archive directory",
+                    t.program, t.fqdn, t.port, prev.line
+                ),
+            });
+        }
+        out.push(t);
+    }
+    if out.is_empty() {
+        return Err(TargetsError {
+            line: 0,
+            message: "no targets (expected lines like `myservice http://host:6060`)".into(),
+        });
+    }
+    Ok(out)
+}
+
+fn parse_line(content: &str, line: usize) -> Result<Target, TargetsError> {
+    let err = |message: String| TargetsError { line, message };
+    let fields: Vec<&str> = content.split_whitespace().collect();
+    let [program, url] = fields[..] else {
+        return Err(err(format!(
+            "expected `program_name http://host:port`, got {} field(s): {content:?}",
+            fields.len()
+        )));
+    };
+    check_component(program).map_err(|m| err(format!("program name {program:?}: {m}")))?;
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| err(format!("URL {url:?}: missing http:// or https://")))?;
+    let scheme = scheme.to_ascii_lowercase();
+    let default_port = match scheme.as_str() {
+        "http" => 80,
+        "https" => 443,
+        _ => return Err(err(format!("URL {url:?}: scheme must be http or https"))),
+    };
+    if rest.contains(['?', '#']) {
+        return Err(err(format!("URL {url:?}: no query or fragment allowed")));
+    }
+    let (authority, path) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    if authority.contains('@') {
+        return Err(err(format!(
+            "URL {url:?}: credentials in the URL are not supported"
+        )));
+    }
+    let (host, port) = split_host_port(authority).map_err(|m| err(format!("URL {url:?}: {m}")))?;
+    let port = port.unwrap_or(default_port);
+    check_component(&host).map_err(|m| err(format!("URL {url:?}: host {m}")))?;
+    let prefix = path.trim_end_matches('/').to_string();
+    Ok(Target {
+        program: program.to_string(),
+        url: url.to_string(),
+        scheme,
+        fqdn: host.to_ascii_lowercase(),
+        port,
+        prefix,
+        line,
+    })
+}
+
+/// Splits `host[:port]` or `[v6][:port]`.
+fn split_host_port(authority: &str) -> Result<(String, Option<u16>), String> {
+    let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
+        let (h, after) = rest.split_once(']').ok_or("unclosed [ in host")?;
+        match after {
+            "" => (h, None),
+            p => (h, Some(p.strip_prefix(':').ok_or("junk after ]")?)),
+        }
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        }
+    };
+    if host.is_empty() {
+        return Err("missing host".into());
+    }
+    let port = match port {
+        None => None,
+        Some(p) => match p.parse::<u16>() {
+            Ok(n) if n > 0 => Some(n),
+            _ => return Err(format!("bad port {p:?} (1-65535)")),
+        },
+    };
+    Ok((host.to_string(), port))
+}
+
+/// A name used as one archive path component must not escape or hide in it.
+fn check_component(s: &str) -> Result<(), String> {
+    if s.is_empty() || s == "." || s == ".." || s.starts_with('.') {
+        return Err("must not be empty or start with '.'".into());
+    }
+    if s.contains(['/', '\\', '\0']) || s.chars().any(char::is_control) {
+        return Err("must not contain '/', '\\' or control characters".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_targets_with_comments_and_defaults() {
+        let text = "# fleet\n\ngitaly http://gitaly-01.example.com:9236  # main\npages https://pages.example.com\n\
+                    nl6 http://[::1]:6060/\nwh http://127.0.0.1:8080/prefix/\n";
+        let t = parse_targets(text).unwrap();
+        assert_eq!(t.len(), 4);
+        assert_eq!(
+            (
+                t[0].program.as_str(),
+                t[0].fqdn.as_str(),
+                t[0].port,
+                t[0].line
+            ),
+            ("gitaly", "gitaly-01.example.com", 9236, 3)
+        );
+        assert_eq!(
+            (t[1].fqdn.as_str(), t[1].port, t[1].scheme.as_str()),
+            ("pages.example.com", 443, "https")
+        );
+        assert_eq!((t[2].fqdn.as_str(), t[2].port), ("::1", 6060));
+        assert_eq!(
+            t[2].endpoint("heap", ""),
+            "http://[::1]:6060/debug/pprof/heap"
+        );
+        assert_eq!(
+            t[3].endpoint("profile", "seconds=2"),
+            "http://127.0.0.1:8080/prefix/debug/pprof/profile?seconds=2"
+        );
+        assert_eq!(
+            t[0].endpoint("heap", ""),
+            "http://gitaly-01.example.com:9236/debug/pprof/heap"
+        );
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let cases = [
+            (
+                "a http://h:1\nb\n",
+                2,
+                "expected `program_name http://host:port`",
+            ),
+            ("a ftp://h:1\n", 1, "scheme must be http or https"),
+            ("# c\na h:1\n", 2, "missing http://"),
+            ("a http://h:99999\n", 1, "bad port"),
+            ("a http://h:0\n", 1, "bad port"),
+            ("../x http://h:1\n", 1, "program name"),
+            ("a/b http://h:1\n", 1, "program name"),
+            ("a http://u:p@h:1\n", 1, "credentials"),
+            ("a http://h:1?x=1\n", 1, "no query"),
+            ("a http://:1\n", 1, "missing host"),
+            ("a http://h:1\n\na http://h:1/\n", 3, "duplicate target"),
+            ("a http://h:1 extra\n", 1, "3 field(s)"),
+            ("# nothing\n", 0, "no targets"),
+        ];
+        for (text, line, msg) in cases {
+            let e = parse_targets(text).unwrap_err();
+            assert_eq!(e.line, line, "{text:?}: {e}");
+            assert!(e.to_string().contains(msg), "{text:?}: {e}");
+            assert!(e.to_string().starts_with(&format!("line {line}: ")), "{e}");
+        }
+    }
+}

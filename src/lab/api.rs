@@ -1,0 +1,134 @@
+//! The fleet's REST routes, as one routing function over request and reply values:
+//!
+//! - `GET /api/v1/devices`: `{"data":[…]}`, each device's name, SNMP address and port, interfaces and
+//!   counters (messages sent, dropped, malformed packets received, and their parts);
+//! - `GET /api/v1/scenarios`: `{"data":[…]}`, every scenario and its state;
+//! - `POST /api/v1/scenarios`: `{"name":"link-flap","device":"…","duration":"30s","start_at"?:RFC 3339}`
+//!   → 201 with the scenario; a bad body → 400 whose error names the field.
+//!
+//! Errors are `{"error":"…"}`; every body is `application/json`. Handlers never touch a socket.
+#![forbid(unsafe_code)]
+
+use super::fleet::Fleet;
+use super::scenario;
+use crate::http::{Request, Response};
+use std::time::Instant;
+
+const JSON: &str = "application/json";
+
+fn json(status: u16, v: &serde_json::Value) -> Response {
+    Response::new(status, JSON, serde_json::to_vec(v).unwrap_or_default())
+}
+
+/// The one REST error shape.
+pub fn error(status: u16, message: &str) -> Response {
+    json(status, &serde_json::json!({ "error": message }))
+}
+
+/// Routes a request to the fleet API; `None` when the path is not ours.
+pub fn route(req: &crate::http::Request, fleet: &Fleet) -> Option<crate::http::Response> {
+    Some(match (req.method.as_str(), req.path.as_str()) {
+        ("GET", "/api/v1/devices") => devices(fleet),
+        ("GET", "/api/v1/scenarios") => list_scenarios(fleet),
+        ("POST", "/api/v1/scenarios") => post_scenario(req, fleet),
+        (m, p @ "/api/v1/devices") => {
+            error(405, &format!("method {m} not allowed on {p} (GET)")).header("Allow", "GET")
+        }
+        (m, p @ "/api/v1/scenarios") => {
+            error(405, &format!("method {m} not allowed on {p} (GET, POST)"))
+                .header("Allow", "GET, POST")
+        }
+        _ => return None,
+    })
+}
+
+fn devices(fleet: &Fleet) -> Response {
+    let now = Instant::now();
+    let data: Vec<serde_json::Value> = fleet
+        .devices()
+        .iter()
+        .map(|d| {
+            let addr = d.snmp_addr();
+            let interfaces: Vec<serde_json::Value> = d
+                .advance(now)
+                .interfaces
+                .iter()
+                .map(|i| {
+                    serde_json::json!({
+                        "index": i.index, "name": i.name, "oper_status": if i.oper_up { "up" } else { "down" },
+                        "in_octets": i.in_octets, "out_octets": i.out_octets, "in_errors": i.in_errors, "flaps": i.flaps,
+                    })
+                })
+                .collect();
+            serde_json::json!({
+                "name": d.name(),
+                "sys_descr": d.sys_descr(),
+                "uptime_seconds": d.uptime_ticks(now) / 100,
+                "snmp": { "address": addr.map(|a| a.ip().to_string()), "port": addr.map(|a| a.port()) },
+                "interfaces": interfaces,
+                "counters": d.counters.to_json(),
+            })
+        })
+        .collect();
+    json(200, &serde_json::json!({ "data": data }))
+}
+
+fn list_scenarios(fleet: &Fleet) -> Response {
+    let data: Vec<serde_json::Value> = fleet
+        .shared()
+        .scenarios
+        .list()
+        .iter()
+        .map(|s| s.to_json())
+        .collect();
+    json(200, &serde_json::json!({ "data": data }))
+}
+
+fn post_scenario(req: &Request, fleet: &Fleet) -> Response {
+    let parsed = scenario::parse_request(&req.body, |name| fleet.device(name).is_some());
+    match parsed.and_then(|r| scenario::submit(fleet.shared(), r)) {
+        Ok(sc) => json(201, &serde_json::json!({ "data": sc.to_json() })),
+        Err(e) if e.starts_with("cannot start") => error(500, &e),
+        Err(e) => error(400, &e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::FleetConfig;
+
+    #[test]
+    fn routes_answer_json_and_errors_name_fields() {
+        let fleet = Fleet::start(FleetConfig::default().with_devices(2).with_snmp_port(0)).unwrap();
+        let r = route(&Request::new("GET", "/api/v1/devices"), &fleet).unwrap();
+        assert_eq!((r.status, r.get_header("content-type")), (200, Some(JSON)));
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(v["data"].as_array().unwrap().len(), 2);
+        assert_eq!(v["data"][1]["name"], "nl6-dev-0001");
+        assert_eq!(
+            v["data"][1]["snmp"]["port"],
+            fleet.devices()[1].snmp_addr().unwrap().port()
+        );
+        assert_eq!(v["data"][0]["counters"]["malformed"], 0);
+
+        let bad = Request::new("POST", "/api/v1/scenarios")
+            .with_body(r#"{"name":"link-flap","device":"x","duration":"1s"}"#);
+        let r = route(&bad, &fleet).unwrap();
+        assert_eq!(r.status, 400);
+        assert!(r.text().contains("field \\\"device\\\""), "{}", r.text());
+
+        let r = route(&Request::new("DELETE", "/api/v1/devices"), &fleet).unwrap();
+        assert_eq!((r.status, r.get_header("allow")), (405, Some("GET")));
+        assert!(route(&Request::new("GET", "/debug/pprof/"), &fleet).is_none());
+
+        let ok = Request::new("POST", "/api/v1/scenarios")
+            .with_body(r#"{"name":"link-flap","device":"nl6-dev-0001","duration":"300ms"}"#);
+        let r = route(&ok, &fleet).unwrap();
+        assert_eq!(r.status, 201, "{}", r.text());
+        let r = route(&Request::new("GET", "/api/v1/scenarios"), &fleet).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(v["data"][0]["device"], "nl6-dev-0001");
+        assert_eq!(v["data"][0]["state"], "running");
+    }
+}

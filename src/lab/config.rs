@@ -1,0 +1,476 @@
+//! The fleet's configuration: [`FleetConfig`], its flag table ([`FLAGS`]: name, value name, default, doc,
+//! for the CLI to register and `--help` to print) and [`FleetConfig::set`], which parses one flag's text
+//! value with an error naming the flag.
+//!
+//! Plain values: parsing resolves host names but never binds or connects.
+#![forbid(unsafe_code)]
+
+use super::syslog::{self, Transport};
+use super::timefmt::{format_duration, parse_duration};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+/// One fleet flag, defined once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlagDoc {
+    /// The flag without its leading dash.
+    pub name: &'static str,
+    /// What the value is, for `--help` (`N`, `ADDR`, `DURATION`).
+    pub value: &'static str,
+    /// The default as text (empty: off).
+    pub default: &'static str,
+    pub doc: &'static str,
+}
+
+/// Every fleet flag. [`FleetConfig::set`] accepts exactly these names.
+pub const FLAGS: &[FlagDoc] = &[
+    FlagDoc {
+        name: "devices",
+        value: "N",
+        default: "4",
+        doc: "number of simulated devices (0 allowed)",
+    },
+    FlagDoc {
+        name: "bind",
+        value: "ADDR",
+        default: "127.0.0.1",
+        doc: "address every device socket binds to",
+    },
+    FlagDoc {
+        name: "snmp-port",
+        value: "PORT",
+        default: "16100",
+        doc: "device i answers SNMP on UDP PORT+i; 0 gives every device an ephemeral port",
+    },
+    FlagDoc {
+        name: "snmp-community",
+        value: "TEXT",
+        default: "public",
+        doc: "SNMPv2c community the agents answer and traps carry",
+    },
+    FlagDoc {
+        name: "trap-target",
+        value: "HOST:PORT",
+        default: "",
+        doc: "send linkUp/linkDown notifications there (off when unset)",
+    },
+    FlagDoc {
+        name: "trap-interval",
+        value: "DURATION",
+        default: "30s",
+        doc: "each device toggles an interface and notifies this often",
+    },
+    FlagDoc {
+        name: "trap-inform",
+        value: "BOOL",
+        default: "false",
+        doc: "send acknowledged INFORMs instead of traps",
+    },
+    FlagDoc {
+        name: "inform-timeout",
+        value: "DURATION",
+        default: "1s",
+        doc: "wait this long for an INFORM response before resending",
+    },
+    FlagDoc {
+        name: "inform-retries",
+        value: "N",
+        default: "2",
+        doc: "resend an unanswered INFORM this many times",
+    },
+    FlagDoc {
+        name: "syslog-target",
+        value: "URL",
+        default: "",
+        doc: "udp://host:port or tcp://host:port for RFC 5424 syslog (off when unset)",
+    },
+    FlagDoc {
+        name: "syslog-interval",
+        value: "DURATION",
+        default: "10s",
+        doc: "each device emits one syslog message this often (jittered)",
+    },
+    FlagDoc {
+        name: "syslog-queue",
+        value: "N",
+        default: "1024",
+        doc: "TCP syslog send queue bound; messages beyond it are dropped and counted",
+    },
+    FlagDoc {
+        name: "flow-target",
+        value: "HOST:PORT",
+        default: "",
+        doc: "send NetFlow v9 there (off when unset)",
+    },
+    FlagDoc {
+        name: "flow-interval",
+        value: "DURATION",
+        default: "10s",
+        doc: "the fleet flow ticker exports every device's flows this often",
+    },
+];
+
+/// Fleet configuration. Build with [`Default`] then [`FleetConfig::set`] (text, from flags) or the typed
+/// `with_*` methods; [`FleetConfig::validate`] runs at `Fleet::start`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FleetConfig {
+    devices: usize,
+    bind: IpAddr,
+    snmp_port: u16,
+    snmp_community: String,
+    trap_target: Option<SocketAddr>,
+    trap_interval: Duration,
+    trap_inform: bool,
+    inform_timeout: Duration,
+    inform_retries: u32,
+    syslog_target: Option<(Transport, SocketAddr)>,
+    syslog_interval: Duration,
+    syslog_queue: usize,
+    flow_target: Option<SocketAddr>,
+    flow_interval: Duration,
+}
+
+impl Default for FleetConfig {
+    fn default() -> FleetConfig {
+        FleetConfig {
+            devices: 4,
+            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            snmp_port: 16100,
+            snmp_community: "public".into(),
+            trap_target: None,
+            trap_interval: Duration::from_secs(30),
+            trap_inform: false,
+            inform_timeout: Duration::from_secs(1),
+            inform_retries: 2,
+            syslog_target: None,
+            syslog_interval: Duration::from_secs(10),
+            syslog_queue: 1024,
+            flow_target: None,
+            flow_interval: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Resolves `host:port` to its first address.
+pub fn resolve(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = text.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    if !text.contains(':') {
+        return Err(format!("{text:?} is not host:port"));
+    }
+    text.to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {text:?}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{text:?} resolves to no address"))
+}
+
+fn parse_bool(text: &str) -> Result<bool, String> {
+    match text {
+        "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" => Ok(false),
+        _ => Err(format!("invalid boolean {text:?} (true or false)")),
+    }
+}
+
+fn parse_positive(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d.is_zero() {
+        return Err(format!("duration {text:?} must be greater than zero"));
+    }
+    Ok(d)
+}
+
+impl FleetConfig {
+    /// Sets flag `name` (with or without its leading dash) from its text value. The error names the flag
+    /// and says what was wrong, e.g. `-trap-interval: invalid duration "x": unknown unit (e.g. 500ms, 10s)`.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
+        let flag = name.trim_start_matches('-');
+        let num = |v: &str| {
+            v.parse::<u64>()
+                .map_err(|_| format!("invalid number {v:?}"))
+        };
+        let target = |v: &str| {
+            if v.is_empty() {
+                Ok(None)
+            } else {
+                resolve(v).map(Some)
+            }
+        };
+        let r: Result<(), String> = (|| {
+            match flag {
+                "devices" => self.devices = num(value)? as usize,
+                "bind" => {
+                    self.bind = value
+                        .parse()
+                        .map_err(|_| format!("invalid IP address {value:?}"))?
+                }
+                "snmp-port" => {
+                    self.snmp_port = u16::try_from(num(value)?)
+                        .map_err(|_| format!("port {value} is above 65535"))?
+                }
+                "snmp-community" => {
+                    if value.is_empty() {
+                        return Err("the community cannot be empty".into());
+                    }
+                    self.snmp_community = value.into()
+                }
+                "trap-target" => self.trap_target = target(value)?,
+                "trap-interval" => self.trap_interval = parse_positive(value)?,
+                "trap-inform" => self.trap_inform = parse_bool(value)?,
+                "inform-timeout" => self.inform_timeout = parse_positive(value)?,
+                "inform-retries" => {
+                    self.inform_retries =
+                        u32::try_from(num(value)?).map_err(|_| "too many retries".to_string())?
+                }
+                "syslog-target" => {
+                    self.syslog_target = if value.is_empty() {
+                        None
+                    } else {
+                        Some(syslog::parse_target(value)?)
+                    }
+                }
+                "syslog-interval" => self.syslog_interval = parse_positive(value)?,
+                "syslog-queue" => {
+                    self.syslog_queue = num(value)? as usize;
+                    if self.syslog_queue == 0 {
+                        return Err("the queue bound must be at least 1".into());
+                    }
+                }
+                "flow-target" => self.flow_target = target(value)?,
+                "flow-interval" => self.flow_interval = parse_positive(value)?,
+                _ => return Err("unknown fleet flag".into()),
+            }
+            Ok(())
+        })();
+        r.map_err(|e| format!("-{flag}: {e}"))
+    }
+
+    /// Checks what depends on several fields (the port range) before anything binds.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.snmp_port != 0
+            && self.devices > 0
+            && self.snmp_port as usize + self.devices - 1 > 65_535
+        {
+            return Err(format!(
+                "-snmp-port {} with -devices {} needs ports up to {}, above 65535: lower -snmp-port or use -snmp-port 0",
+                self.snmp_port,
+                self.devices,
+                self.snmp_port as usize + self.devices - 1
+            ));
+        }
+        Ok(())
+    }
+
+    /// Number of devices. Defaults to 4.
+    pub fn devices(&self) -> usize {
+        self.devices
+    }
+    /// Address every device socket binds to. Defaults to 127.0.0.1.
+    pub fn bind(&self) -> IpAddr {
+        self.bind
+    }
+    /// SNMP base port (0: ephemeral). Defaults to 16100.
+    pub fn snmp_port(&self) -> u16 {
+        self.snmp_port
+    }
+    /// Defaults to `public`.
+    pub fn snmp_community(&self) -> &str {
+        &self.snmp_community
+    }
+    /// Defaults to none (off).
+    pub fn trap_target(&self) -> Option<SocketAddr> {
+        self.trap_target
+    }
+    /// Defaults to 30s.
+    pub fn trap_interval(&self) -> Duration {
+        self.trap_interval
+    }
+    /// Defaults to false.
+    pub fn trap_inform(&self) -> bool {
+        self.trap_inform
+    }
+    /// Defaults to 1s.
+    pub fn inform_timeout(&self) -> Duration {
+        self.inform_timeout
+    }
+    /// Defaults to 2.
+    pub fn inform_retries(&self) -> u32 {
+        self.inform_retries
+    }
+    /// Defaults to none (off).
+    pub fn syslog_target(&self) -> Option<(Transport, SocketAddr)> {
+        self.syslog_target
+    }
+    /// Defaults to 10s.
+    pub fn syslog_interval(&self) -> Duration {
+        self.syslog_interval
+    }
+    /// Defaults to 1024.
+    pub fn syslog_queue(&self) -> usize {
+        self.syslog_queue
+    }
+    /// Defaults to none (off).
+    pub fn flow_target(&self) -> Option<SocketAddr> {
+        self.flow_target
+    }
+    /// Defaults to 10s.
+    pub fn flow_interval(&self) -> Duration {
+        self.flow_interval
+    }
+
+    pub fn with_devices(mut self, n: usize) -> Self {
+        self.devices = n;
+        self
+    }
+    pub fn with_bind(mut self, a: IpAddr) -> Self {
+        self.bind = a;
+        self
+    }
+    pub fn with_snmp_port(mut self, p: u16) -> Self {
+        self.snmp_port = p;
+        self
+    }
+    pub fn with_snmp_community(mut self, c: &str) -> Self {
+        self.snmp_community = c.into();
+        self
+    }
+    pub fn with_trap_target(mut self, t: Option<SocketAddr>, interval: Duration) -> Self {
+        self.trap_target = t;
+        self.trap_interval = interval;
+        self
+    }
+    pub fn with_inform(mut self, on: bool, timeout: Duration, retries: u32) -> Self {
+        self.trap_inform = on;
+        self.inform_timeout = timeout;
+        self.inform_retries = retries;
+        self
+    }
+    pub fn with_syslog_target(
+        mut self,
+        t: Option<(Transport, SocketAddr)>,
+        interval: Duration,
+    ) -> Self {
+        self.syslog_target = t;
+        self.syslog_interval = interval;
+        self
+    }
+    pub fn with_syslog_queue(mut self, n: usize) -> Self {
+        self.syslog_queue = n.max(1);
+        self
+    }
+    pub fn with_flow_target(mut self, t: Option<SocketAddr>, interval: Duration) -> Self {
+        self.flow_target = t;
+        self.flow_interval = interval;
+        self
+    }
+
+    /// The current value of every flag as text, in [`FLAGS`] order (for `--help` and the round-trip test).
+    pub fn flag_values(&self) -> Vec<(&'static str, String)> {
+        let addr = |a: Option<SocketAddr>| a.map(|a| a.to_string()).unwrap_or_default();
+        let FleetConfig {
+            devices,
+            bind,
+            snmp_port,
+            snmp_community,
+            trap_target,
+            trap_interval,
+            trap_inform,
+            inform_timeout,
+            inform_retries,
+            syslog_target,
+            syslog_interval,
+            syslog_queue,
+            flow_target,
+            flow_interval,
+        } = self;
+        let syslog = syslog_target
+            .map(|(t, a)| format!("{}://{a}", if t == Transport::Udp { "udp" } else { "tcp" }))
+            .unwrap_or_default();
+        vec![
+            ("devices", devices.to_string()),
+            ("bind", bind.to_string()),
+            ("snmp-port", snmp_port.to_string()),
+            ("snmp-community", snmp_community.clone()),
+            ("trap-target", addr(*trap_target)),
+            ("trap-interval", format_duration(*trap_interval)),
+            ("trap-inform", trap_inform.to_string()),
+            ("inform-timeout", format_duration(*inform_timeout)),
+            ("inform-retries", inform_retries.to_string()),
+            ("syslog-target", syslog),
+            ("syslog-interval", format_duration(*syslog_interval)),
+            ("syslog-queue", syslog_queue.to_string()),
+            ("flow-target", addr(*flow_target)),
+            ("flow-interval", format_duration(*flow_interval)),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flag_table_matches_defaults_and_setter() {
+        let d = FleetConfig::default();
+        let values = d.flag_values();
+        assert_eq!(
+            values.len(),
+            FLAGS.len(),
+            "every flag has a value and vice versa"
+        );
+        let mut names: Vec<_> = FLAGS.iter().map(|f| f.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), FLAGS.len(), "no duplicate flag");
+        for (f, (name, value)) in FLAGS.iter().zip(&values) {
+            assert_eq!(f.name, *name);
+            assert_eq!(f.default, value, "documented default of -{name}");
+            let mut c = FleetConfig::default();
+            c.set(f.name, f.default)
+                .unwrap_or_else(|e| panic!("default of -{name} must parse: {e}"));
+            assert_eq!(c, d);
+        }
+    }
+
+    #[test]
+    fn values_parse_and_errors_name_the_flag() {
+        let mut c = FleetConfig::default();
+        c.set("-devices", "1000").unwrap();
+        c.set("snmp-port", "0").unwrap();
+        c.set("trap-target", "127.0.0.1:16200").unwrap();
+        c.set("syslog-target", "tcp://127.0.0.1:6514").unwrap();
+        c.set("flow-interval", "1m30s").unwrap();
+        assert_eq!(c.devices(), 1000);
+        assert_eq!(c.syslog_target().unwrap().0, Transport::Tcp);
+        assert_eq!(c.flow_interval(), Duration::from_secs(90));
+        for (flag, value, needle) in [
+            ("devices", "many", "-devices: invalid number"),
+            ("snmp-port", "70000", "-snmp-port: port 70000"),
+            ("bind", "localhost", "-bind: invalid IP"),
+            ("trap-interval", "0s", "-trap-interval: duration"),
+            (
+                "syslog-target",
+                "http://x:1",
+                "-syslog-target: invalid syslog target",
+            ),
+            ("flow-target", "nope", "-flow-target:"),
+            ("trap-inform", "maybe", "-trap-inform: invalid boolean"),
+            ("gnmi-port", "1", "-gnmi-port: unknown fleet flag"),
+        ] {
+            let e = FleetConfig::default().set(flag, value).unwrap_err();
+            assert!(e.starts_with(needle), "{flag}={value}: {e}");
+        }
+        let e = FleetConfig::default()
+            .with_devices(100)
+            .with_snmp_port(65500)
+            .validate()
+            .unwrap_err();
+        assert!(e.contains("65599"), "{e}");
+        assert!(FleetConfig::default()
+            .with_devices(0)
+            .with_snmp_port(65535)
+            .validate()
+            .is_ok());
+    }
+}

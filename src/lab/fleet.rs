@@ -1,0 +1,489 @@
+//! The fleet: [`Fleet::start`] binds every device socket (all before any thread starts, so a bind failure
+//! stops startup with one line naming the device, the port and the remedy), then starts the threads:
+//!
+//! | thread | label at birth | what it does |
+//! |---|---|---|
+//! | `snmp-<i>` (one per device) | `snmp` | the device's SNMP read loop |
+//! | `trap-inform-reader`, `trap-inform-retry` (INFORM mode) | `trap` | match responses, resend |
+//! | `syslog-tcp` (TCP target) | `syslog` | the reconnect loop draining the send queue |
+//! | `flow-ticker` (flow target) | `flow` | every `-flow-interval`, one export per device |
+//! | `lab-scheduler` (trap or syslog target) | none | periodic syslog (jittered) and link toggles; the funnels label themselves |
+//! | `scenario-<id>` | `scenario` | a running scenario (see `scenario.rs`) |
+//!
+//! [`Fleet::stop`] (also on drop) ends every thread within about one socket timeout: it raises the stop
+//! flag, wakes sleepers and sends each device socket an empty datagram so blocked reads return at once.
+#![forbid(unsafe_code)]
+
+use super::config::FleetConfig;
+use super::device::{mix, Device, INTERFACES_PER_DEVICE};
+use super::scenario::Book;
+use super::syslog::{self, SendQueue, SyslogExporter, Transport};
+use super::trap::{TrapOptions, TrapSender};
+use crate::profiling::labels::{self, Subsystem};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
+
+/// Read timeout of every blocking socket loop: the longest a loop goes without looking at the stop flag
+/// when nothing wakes it.
+pub const LOOP_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Why the fleet did not start.
+#[derive(Debug)]
+pub enum FleetError {
+    /// The configuration is inconsistent (message says which flag).
+    Config(String),
+    /// A device's SNMP port could not be bound.
+    Bind {
+        device: String,
+        addr: SocketAddr,
+        cause: std::io::Error,
+    },
+    /// An exporter socket or a thread could not be created.
+    Io { what: String, cause: std::io::Error },
+}
+
+impl fmt::Display for FleetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FleetError::Config(m) => f.write_str(m),
+            FleetError::Bind { device, addr, cause } => write!(
+                f,
+                "device {device}: cannot bind UDP {addr}: {cause}; free the port, pick another base with -snmp-port, or use -snmp-port 0 for ephemeral ports"
+            ),
+            FleetError::Io { what, cause } => write!(f, "{what}: {cause}"),
+        }
+    }
+}
+
+impl std::error::Error for FleetError {}
+
+/// A stop flag that sleepers can wait on.
+#[derive(Debug, Default)]
+pub struct Stop {
+    flag: AtomicBool,
+    lock: Mutex<()>,
+    cv: Condvar,
+}
+
+impl Stop {
+    pub fn is_set(&self) -> bool {
+        self.flag.load(Ordering::Relaxed)
+    }
+    pub fn flag(&self) -> &AtomicBool {
+        &self.flag
+    }
+    pub fn set(&self) {
+        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.flag.store(true, Ordering::Relaxed);
+        self.cv.notify_all();
+    }
+    /// Sleeps `d`; false if the fleet is stopping (at once or during the sleep).
+    pub fn sleep(&self, d: Duration) -> bool {
+        self.sleep_until(Instant::now() + d)
+    }
+    /// Sleeps until `t`; false if the fleet is stopping.
+    pub fn sleep_until(&self, t: Instant) -> bool {
+        let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if self.is_set() {
+                return false;
+            }
+            let now = Instant::now();
+            if now >= t {
+                return true;
+            }
+            g = self
+                .cv
+                .wait_timeout(g, t - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}
+
+/// What every fleet thread shares.
+#[derive(Debug)]
+pub struct Shared {
+    pub(crate) config: FleetConfig,
+    pub(crate) devices: Vec<Arc<Device>>,
+    pub(crate) stop: Stop,
+    pub(crate) trap: Option<Arc<TrapSender>>,
+    pub(crate) syslog: Option<SyslogExporter>,
+    pub(crate) syslog_queue: Option<Arc<SendQueue>>,
+    /// A socket to clone for scenario flow exporters.
+    pub(crate) flow_socket: Option<UdpSocket>,
+    pub(crate) scenarios: Book,
+    pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
+    pub(crate) started: SystemTime,
+}
+
+impl Shared {
+    /// Spawns a fleet thread with a birth label and keeps its handle for stop.
+    pub(crate) fn spawn(
+        &self,
+        label: Subsystem,
+        name: &str,
+        f: impl FnOnce() + Send + 'static,
+    ) -> std::io::Result<()> {
+        let h = labels::spawn(label, name, f)?;
+        self.keep(h);
+        Ok(())
+    }
+
+    /// Spawns a fleet thread that inherits the caller's label (a scheduled scenario start).
+    pub(crate) fn spawn_inheriting(
+        &self,
+        name: &str,
+        f: impl FnOnce() + Send + 'static,
+    ) -> std::io::Result<()> {
+        let h = labels::spawn_inheriting(name, f)?;
+        self.keep(h);
+        Ok(())
+    }
+
+    fn keep(&self, h: JoinHandle<()>) {
+        let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
+        // Finished scenario threads need no join at stop.
+        threads.retain(|t| !t.is_finished());
+        threads.push(h);
+    }
+
+    /// The syslog fire funnel for device `index` (false when syslog is off or the message was dropped).
+    pub fn emit_syslog(&self, index: usize, severity: u8, msgid: &str, text: &str) -> bool {
+        match (&self.syslog, self.devices.get(index)) {
+            (Some(s), Some(d)) => s.fire(d, severity, msgid, text, SystemTime::now()),
+            _ => false,
+        }
+    }
+
+    /// Changes interface `if_index` of device `index` and announces it: a trap (when on) and a syslog
+    /// message (when on). False when the status did not change.
+    pub fn set_link(&self, index: usize, if_index: u32, up: bool) -> bool {
+        let Some(d) = self.devices.get(index) else {
+            return false;
+        };
+        let now = Instant::now();
+        if !d.set_oper(if_index, up, now) {
+            return false;
+        }
+        if let Some(t) = &self.trap {
+            t.fire_link(d, if_index, up, now);
+        }
+        let (sev, state) = if up {
+            (syslog::SEVERITY_NOTICE, "up")
+        } else {
+            (syslog::SEVERITY_WARNING, "down")
+        };
+        self.emit_syslog(
+            index,
+            sev,
+            "LINK",
+            &format!("Interface eth{} changed state to {state}", if_index - 1),
+        );
+        true
+    }
+}
+
+/// A running fleet. Dropping it stops it.
+#[derive(Debug)]
+pub struct Fleet {
+    shared: Arc<Shared>,
+}
+
+fn bind_udp(ip: IpAddr, port: u16) -> std::io::Result<UdpSocket> {
+    UdpSocket::bind(SocketAddr::new(ip, port))
+}
+
+/// The address to reach a socket bound to `a` locally (a wildcard bind is reached via loopback).
+fn reachable(a: SocketAddr) -> SocketAddr {
+    match a.ip() {
+        IpAddr::V4(v) if v.is_unspecified() => {
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), a.port())
+        }
+        IpAddr::V6(v) if v.is_unspecified() => {
+            SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), a.port())
+        }
+        _ => a,
+    }
+}
+
+impl Fleet {
+    /// Binds every socket, then starts every thread.
+    pub fn start(config: FleetConfig) -> Result<Fleet, FleetError> {
+        config.validate().map_err(FleetError::Config)?;
+        let boot = Instant::now();
+        let io = |what: &str| {
+            let what = what.to_string();
+            move |cause| FleetError::Io { what, cause }
+        };
+        let ip = config.bind();
+        let devices: Vec<Arc<Device>> = (0..config.devices())
+            .map(|i| Arc::new(Device::new(i, boot)))
+            .collect();
+        let mut sockets = Vec::with_capacity(devices.len());
+        for d in &devices {
+            let port = if config.snmp_port() == 0 {
+                0
+            } else {
+                config.snmp_port() + d.index() as u16
+            };
+            let s = bind_udp(ip, port).map_err(|cause| FleetError::Bind {
+                device: d.name().to_string(),
+                addr: SocketAddr::new(ip, port),
+                cause,
+            })?;
+            s.set_read_timeout(Some(LOOP_TIMEOUT))
+                .map_err(io("SNMP socket timeout"))?;
+            d.set_snmp_addr(s.local_addr().map_err(io("SNMP socket address"))?);
+            sockets.push(s);
+        }
+        let trap = match config.trap_target() {
+            Some(target) => {
+                let s = bind_udp(ip, 0).map_err(io("trap socket"))?;
+                s.set_read_timeout(Some(LOOP_TIMEOUT))
+                    .map_err(io("trap socket timeout"))?;
+                let opts = TrapOptions {
+                    inform: config.trap_inform(),
+                    timeout: config.inform_timeout(),
+                    retries: config.inform_retries(),
+                };
+                Some(Arc::new(TrapSender::new(
+                    s,
+                    target,
+                    config.snmp_community(),
+                    opts,
+                )))
+            }
+            None => None,
+        };
+        let (syslog, syslog_queue) = match config.syslog_target() {
+            Some((Transport::Udp, target)) => (
+                Some(SyslogExporter::udp(
+                    bind_udp(ip, 0).map_err(io("syslog socket"))?,
+                    target,
+                )),
+                None,
+            ),
+            Some((Transport::Tcp, _)) => {
+                let q = Arc::new(SendQueue::new(config.syslog_queue()));
+                (Some(SyslogExporter::tcp(q.clone())), Some(q))
+            }
+            None => (None, None),
+        };
+        let flow_socket = match config.flow_target() {
+            Some(_) => Some(bind_udp(ip, 0).map_err(io("flow socket"))?),
+            None => None,
+        };
+        let shared = Arc::new(Shared {
+            config,
+            devices,
+            stop: Stop::default(),
+            trap,
+            syslog,
+            syslog_queue,
+            flow_socket,
+            scenarios: Book::default(),
+            threads: Mutex::new(Vec::new()),
+            started: SystemTime::now(),
+        });
+        let fleet = Fleet {
+            shared: shared.clone(),
+        };
+        // From here a failure drops `fleet`, which stops what already started.
+        fleet
+            .spawn_threads(sockets)
+            .map_err(io("starting fleet threads"))?;
+        Ok(fleet)
+    }
+
+    fn spawn_threads(&self, sockets: Vec<UdpSocket>) -> std::io::Result<()> {
+        let sh = &self.shared;
+        let community = sh.config.snmp_community().as_bytes().to_vec();
+        for (d, sock) in sh.devices.iter().zip(sockets) {
+            let (d, shared, community) = (d.clone(), sh.clone(), community.clone());
+            sh.spawn(Subsystem::SNMP, &format!("snmp-{}", d.index()), move || {
+                super::snmp::serve(&sock, &d, &community, shared.stop.flag())
+            })?;
+        }
+        if let Some(t) = &sh.trap {
+            if t.options().inform {
+                let (t1, s1) = (t.clone(), sh.clone());
+                sh.spawn(Subsystem::TRAP, "trap-inform-reader", move || {
+                    t1.run_reader(s1.stop.flag())
+                })?;
+                let (t2, s2) = (t.clone(), sh.clone());
+                let tick = (t.options().timeout / 4)
+                    .clamp(Duration::from_millis(10), Duration::from_millis(250));
+                sh.spawn(Subsystem::TRAP, "trap-inform-retry", move || {
+                    t2.run_retries(tick, |d| s2.stop.sleep(d))
+                })?;
+            }
+        }
+        if let (Some(q), Some((_, target))) = (&sh.syslog_queue, sh.config.syslog_target()) {
+            let (q, s) = (q.clone(), sh.clone());
+            sh.spawn(Subsystem::SYSLOG, "syslog-tcp", move || {
+                syslog::run_tcp_sender(&q, target, &s.devices, s.stop.flag())
+            })?;
+        }
+        if let (Some(sock), Some(target)) = (&sh.flow_socket, sh.config.flow_target()) {
+            let (sock, s) = (sock.try_clone()?, sh.clone());
+            sh.spawn(Subsystem::FLOW, "flow-ticker", move || {
+                let mut exporter = super::netflow::FlowExporter::new(sock, target, s.devices.len());
+                while s.stop.sleep(s.config.flow_interval()) {
+                    crate::lab::probe!("flow.ticker");
+                    let now = Instant::now();
+                    for d in &s.devices {
+                        exporter.tick(d, now);
+                    }
+                }
+            })?;
+        }
+        if sh.trap.is_some() || sh.syslog.is_some() {
+            let s = sh.clone();
+            sh.keep(crate::profiling::threads::spawn_recorded(
+                "lab-scheduler",
+                move || run_scheduler(&s),
+            )?);
+        }
+        Ok(())
+    }
+
+    /// The configuration the fleet runs with.
+    pub fn config(&self) -> &FleetConfig {
+        &self.shared.config
+    }
+    pub fn devices(&self) -> &[Arc<Device>] {
+        &self.shared.devices
+    }
+    /// The device named `name`.
+    pub fn device(&self, name: &str) -> Option<&Arc<Device>> {
+        self.shared.devices.iter().find(|d| d.name() == name)
+    }
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+    /// When the fleet started.
+    pub fn started(&self) -> SystemTime {
+        self.shared.started
+    }
+
+    /// Emits one syslog message from device `index` through the fire funnel (false when syslog is off or
+    /// the TCP queue was full).
+    pub fn emit_syslog(&self, index: usize, text: &str) -> bool {
+        self.shared
+            .emit_syslog(index, syslog::SEVERITY_INFO, "EVENT", text)
+    }
+
+    /// Sets an interface's oper status and announces the change (trap and syslog when on).
+    pub fn set_link(&self, index: usize, if_index: u32, up: bool) -> bool {
+        self.shared.set_link(index, if_index, up)
+    }
+
+    /// Frames waiting in the TCP syslog queue (0 without a TCP target).
+    pub fn syslog_queue_len(&self) -> usize {
+        self.shared.syslog_queue.as_ref().map_or(0, |q| q.len())
+    }
+
+    /// INFORMs awaiting a response.
+    pub fn informs_pending(&self) -> usize {
+        self.shared.trap.as_ref().map_or(0, |t| t.pending_len())
+    }
+
+    /// Stops every thread and waits for them (bounded by the loops' timeouts). Idempotent.
+    pub fn stop(&self) {
+        let sh = &self.shared;
+        sh.stop.set();
+        if let Some(q) = &sh.syslog_queue {
+            q.wake();
+        }
+        // Wake every SNMP read loop now rather than at its next timeout.
+        if let Ok(waker) = bind_udp(sh.config.bind(), 0) {
+            for d in &sh.devices {
+                if let Some(a) = d.snmp_addr() {
+                    let _ = waker.send_to(&[], reachable(a));
+                }
+            }
+        }
+        let handles: Vec<_> =
+            std::mem::take(&mut *sh.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        for h in handles {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Job {
+    Syslog(usize),
+    Link(usize),
+}
+
+/// A pseudo-random fraction in [0, 1) for `(device, round)`, so devices do not fire in lockstep.
+fn jitter(device: usize, round: u64) -> f64 {
+    (mix((device as u64) << 32 ^ round) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// The shared scheduler: periodic syslog (each device at a random phase, each period jittered ±10%) and
+/// the periodic link toggle (linkDown, then linkUp a trap interval later) on one interface per device.
+fn run_scheduler(sh: &Shared) {
+    let start = Instant::now();
+    let mut heap: BinaryHeap<Reverse<(Instant, u64, Job)>> = BinaryHeap::new();
+    let mut round: u64 = 0;
+    let syslog_every = sh.config.syslog_interval();
+    let trap_every = sh.config.trap_interval();
+    for d in 0..sh.devices.len() {
+        if sh.syslog.is_some() {
+            heap.push(Reverse((
+                start + syslog_every.mul_f64(jitter(d, 0)),
+                0,
+                Job::Syslog(d),
+            )));
+        }
+        if sh.trap.is_some() {
+            heap.push(Reverse((
+                start + trap_every.mul_f64(0.5 + jitter(d, 1)),
+                0,
+                Job::Link(d),
+            )));
+        }
+    }
+    while let Some(Reverse((due, n, job))) = heap.pop() {
+        if !sh.stop.sleep_until(due) {
+            return;
+        }
+        round += 1;
+        match job {
+            Job::Syslog(d) => {
+                let up = sh.devices[d]
+                    .advance(Instant::now())
+                    .interfaces
+                    .iter()
+                    .filter(|i| i.oper_up)
+                    .count();
+                let text = format!("periodic status: {up}/{INTERFACES_PER_DEVICE} interfaces up");
+                sh.emit_syslog(d, syslog::SEVERITY_INFO, "STATUS", &text);
+                let next = syslog_every.mul_f64(0.9 + 0.2 * jitter(d, round));
+                heap.push(Reverse((due + next, n + 1, job)));
+            }
+            Job::Link(d) => {
+                let if_index = (d % INTERFACES_PER_DEVICE) as u32 + 1;
+                let up = !sh.devices[d].advance(Instant::now()).interfaces[if_index as usize - 1]
+                    .oper_up;
+                sh.set_link(d, if_index, up);
+                heap.push(Reverse((due + trap_every, n + 1, job)));
+            }
+        }
+    }
+}

@@ -1,0 +1,384 @@
+//! Scenarios: `link-flap` on one device, started now or at `start_at`, listed by `GET /api/v1/scenarios`.
+//!
+//! A link-flap toggles one interface down and up for its duration (each toggle: counters change, a
+//! linkDown/linkUp trap, a syslog message) and runs its own flow ticker. Labels: [`start`] and the finish
+//! are scoped `scenario`; the runner thread carries `scenario` from birth, so between ticks it is
+//! `scenario` and inside a flow tick `flow`; a scheduled start's waiting thread is spawned under
+//! `scenario` and inherits it. Request parsing is a plain function whose errors name the field.
+#![forbid(unsafe_code)]
+
+use super::fleet::Shared;
+use super::netflow::FlowExporter;
+use super::syslog;
+use super::timefmt::{format_duration, parse_duration, parse_rfc3339, Timestamp};
+use crate::profiling::labels::{self, Subsystem};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+/// Scenario names this build knows.
+pub const KNOWN: &[&str] = &["link-flap"];
+/// Longest scenario accepted (a lab run, not a soak).
+pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+
+/// A validated `POST /api/v1/scenarios` body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub name: String,
+    pub device: String,
+    pub duration: Duration,
+    pub start_at: Option<SystemTime>,
+}
+
+/// Parses and validates a body against the device names; the error names the offending field.
+pub fn parse_request(body: &[u8], device_exists: impl Fn(&str) -> bool) -> Result<Request, String> {
+    let v: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| format!("body: invalid JSON: {e}"))?;
+    let obj = v.as_object().ok_or("body: want a JSON object")?;
+    for k in obj.keys() {
+        if !["name", "device", "duration", "start_at"].contains(&k.as_str()) {
+            return Err(format!(
+                "field {k:?} is not known (name, device, duration, start_at)"
+            ));
+        }
+    }
+    let text = |field: &str| -> Result<&str, String> {
+        match obj.get(field) {
+            Some(serde_json::Value::String(s)) => Ok(s),
+            Some(_) => Err(format!("field {field:?} must be a string")),
+            None => Err(format!("field {field:?} is required")),
+        }
+    };
+    let name = text("name")?;
+    if !KNOWN.contains(&name) {
+        return Err(format!(
+            "field \"name\": unknown scenario {name:?} (known: {})",
+            KNOWN.join(", ")
+        ));
+    }
+    let device = text("device")?;
+    if !device_exists(device) {
+        return Err(format!("field \"device\": no device named {device:?}"));
+    }
+    let duration =
+        parse_duration(text("duration")?).map_err(|e| format!("field \"duration\": {e}"))?;
+    if duration.is_zero() || duration > MAX_DURATION {
+        return Err(format!(
+            "field \"duration\": must be above 0 and at most {}",
+            format_duration(MAX_DURATION)
+        ));
+    }
+    let start_at = match obj.get("start_at") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(_) => {
+            Some(parse_rfc3339(text("start_at")?).map_err(|e| format!("field \"start_at\": {e}"))?)
+        }
+    };
+    Ok(Request {
+        name: name.into(),
+        device: device.into(),
+        duration,
+        start_at,
+    })
+}
+
+/// Where a scenario is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Scheduled,
+    Running,
+    Finished,
+    /// The fleet stopped before the scenario ended.
+    Cancelled,
+}
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Scheduled => "scheduled",
+            Phase::Running => "running",
+            Phase::Finished => "finished",
+            Phase::Cancelled => "cancelled",
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Progress {
+    phase: Phase,
+    started: Option<SystemTime>,
+    finished: Option<SystemTime>,
+    flaps: u64,
+    flow_ticks: u64,
+}
+
+/// One scenario's record.
+#[derive(Debug)]
+pub struct Scenario {
+    pub id: u64,
+    pub request: Request,
+    pub device_index: usize,
+    pub created: SystemTime,
+    progress: Mutex<Progress>,
+}
+
+impl Scenario {
+    pub fn phase(&self) -> Phase {
+        self.lock().phase
+    }
+    fn lock(&self) -> std::sync::MutexGuard<'_, Progress> {
+        self.progress.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    /// The record as JSON for the API.
+    pub fn to_json(&self) -> serde_json::Value {
+        let p = self.lock();
+        let t = |t: Option<SystemTime>| {
+            t.map(|t| {
+                let mut s = String::new();
+                let _ = Timestamp::utc_millis(t).write_to(&mut s);
+                s
+            })
+        };
+        serde_json::json!({
+            "id": self.id,
+            "name": self.request.name,
+            "device": self.request.device,
+            "duration": format_duration(self.request.duration),
+            "start_at": t(self.request.start_at),
+            "state": p.phase.name(),
+            "started_at": t(p.started),
+            "finished_at": t(p.finished),
+            "flaps": p.flaps,
+            "flow_ticks": p.flow_ticks,
+        })
+    }
+}
+
+/// Every scenario the fleet was given.
+#[derive(Debug, Default)]
+pub struct Book {
+    next_id: AtomicU64,
+    items: Mutex<Vec<Arc<Scenario>>>,
+}
+
+impl Book {
+    pub fn list(&self) -> Vec<Arc<Scenario>> {
+        self.items.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// Records a validated request and starts it now or schedules it.
+pub fn submit(sh: &Arc<Shared>, req: Request) -> Result<Arc<Scenario>, String> {
+    let device_index = sh
+        .devices
+        .iter()
+        .position(|d| d.name() == req.device)
+        .ok_or_else(|| format!("field \"device\": no device named {:?}", req.device))?;
+    let now = SystemTime::now();
+    let delay = req
+        .start_at
+        .and_then(|t| t.duration_since(now).ok())
+        .filter(|d| !d.is_zero());
+    let sc = Arc::new(Scenario {
+        id: sh.scenarios.next_id.fetch_add(1, Ordering::Relaxed) + 1,
+        request: req,
+        device_index,
+        created: now,
+        progress: Mutex::new(Progress {
+            phase: Phase::Scheduled,
+            started: None,
+            finished: None,
+            flaps: 0,
+            flow_ticks: 0,
+        }),
+    });
+    sh.scenarios
+        .items
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(sc.clone());
+    let spawned = match delay {
+        None => start(sh, &sc),
+        Some(delay) => labels::with(Subsystem::SCENARIO, || {
+            let (sh2, sc2) = (sh.clone(), sc.clone());
+            let due = Instant::now() + delay;
+            // Spawned under `scenario`: the waiting thread inherits it.
+            sh.spawn_inheriting(&format!("scenario-sched-{}", sc.id), move || {
+                if sh2.stop.sleep_until(due) {
+                    crate::lab::probe!("scenario.scheduled");
+                    let _ = start(&sh2, &sc2);
+                } else {
+                    sc2.lock().phase = Phase::Cancelled;
+                }
+            })
+        }),
+    };
+    spawned.map_err(|e| format!("cannot start scenario thread: {e}"))?;
+    Ok(sc)
+}
+
+/// Starts a scenario now (scoped `scenario`): marks it running and spawns its runner.
+pub fn start(sh: &Arc<Shared>, sc: &Arc<Scenario>) -> std::io::Result<()> {
+    labels::with(Subsystem::SCENARIO, || {
+        crate::lab::probe!("scenario.start");
+        {
+            let mut p = sc.lock();
+            p.phase = Phase::Running;
+            p.started = Some(SystemTime::now());
+        }
+        let text = format!(
+            "scenario {} #{} started for {}",
+            sc.request.name,
+            sc.id,
+            format_duration(sc.request.duration)
+        );
+        sh.emit_syslog(sc.device_index, syslog::SEVERITY_NOTICE, "SCENARIO", &text);
+        let (sh2, sc2) = (sh.clone(), sc.clone());
+        sh.spawn(
+            Subsystem::SCENARIO,
+            &format!("scenario-{}", sc.id),
+            move || run(&sh2, &sc2),
+        )
+    })
+}
+
+/// The interface a link-flap toggles.
+pub fn flap_interface(sc: &Scenario) -> u32 {
+    1 + (sc.id % super::device::INTERFACES_PER_DEVICE as u64) as u32
+}
+
+/// The runner (the scenario flow ticker): flaps the interface and ticks flow export until the end.
+fn run(sh: &Arc<Shared>, sc: &Arc<Scenario>) {
+    let begin = Instant::now();
+    let end = begin + sc.request.duration;
+    let flap_every =
+        (sc.request.duration / 6).clamp(Duration::from_millis(100), Duration::from_secs(5));
+    let flow_every = sh.config.flow_interval();
+    let mut exporter = match (&sh.flow_socket, sh.config.flow_target()) {
+        (Some(s), Some(t)) => s
+            .try_clone()
+            .ok()
+            .map(|s| FlowExporter::new(s, t, sh.devices.len())),
+        _ => None,
+    };
+    let if_index = flap_interface(sc);
+    let device = sh.devices[sc.device_index].clone();
+    let (mut next_flap, mut next_flow) = (begin, begin + flow_every);
+    let mut up = false;
+    let completed = loop {
+        crate::lab::probe!("scenario.between_ticks");
+        let due = next_flap
+            .min(end)
+            .min(if exporter.is_some() { next_flow } else { end });
+        if !sh.stop.sleep_until(due) {
+            break false;
+        }
+        let now = Instant::now();
+        if now >= end {
+            break true;
+        }
+        if now >= next_flap {
+            if sh.set_link(sc.device_index, if_index, up) && !up {
+                sc.lock().flaps += 1;
+            }
+            up = !up;
+            next_flap += flap_every;
+        }
+        if let Some(e) = exporter.as_mut() {
+            if now >= next_flow {
+                e.tick(&device, now);
+                crate::lab::probe!("scenario.after_tick");
+                sc.lock().flow_ticks += 1;
+                next_flow += flow_every;
+            }
+        }
+    };
+    finish(sh, sc, if_index, completed);
+}
+
+/// Ends a scenario (scoped `scenario`): brings the interface back up and records the outcome.
+fn finish(sh: &Shared, sc: &Scenario, if_index: u32, completed: bool) {
+    labels::with(Subsystem::SCENARIO, || {
+        crate::lab::probe!("scenario.finish");
+        if completed {
+            sh.set_link(sc.device_index, if_index, true);
+            let text = format!("scenario {} #{} finished", sc.request.name, sc.id);
+            sh.emit_syslog(sc.device_index, syslog::SEVERITY_NOTICE, "SCENARIO", &text);
+        } else {
+            // Stopping: leave the device as it is, only record the outcome.
+            let _ = sh.devices[sc.device_index].set_oper(if_index, true, Instant::now());
+        }
+        let mut p = sc.lock();
+        p.phase = if completed {
+            Phase::Finished
+        } else {
+            Phase::Cancelled
+        };
+        p.finished = Some(SystemTime::now());
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(body: &str) -> Result<Request, String> {
+        parse_request(body.as_bytes(), |d| d == "nl6-dev-0000")
+    }
+
+    #[test]
+    fn good_bodies_parse() {
+        let r = parse(r#"{"name":"link-flap","device":"nl6-dev-0000","duration":"30s"}"#).unwrap();
+        assert_eq!(r.duration, Duration::from_secs(30));
+        assert_eq!(r.start_at, None);
+        let r = parse(r#"{"name":"link-flap","device":"nl6-dev-0000","duration":"1m","start_at":"2030-01-01T00:00:00Z"}"#).unwrap();
+        assert!(r.start_at.is_some());
+    }
+
+    #[test]
+    fn bad_bodies_name_the_field() {
+        for (body, needle) in [
+            ("not json", "body: invalid JSON"),
+            ("[]", "body: want a JSON object"),
+            (
+                r#"{"device":"nl6-dev-0000","duration":"1s"}"#,
+                "field \"name\" is required",
+            ),
+            (
+                r#"{"name":"meltdown","device":"nl6-dev-0000","duration":"1s"}"#,
+                "field \"name\": unknown scenario",
+            ),
+            (
+                r#"{"name":"link-flap","device":"nope","duration":"1s"}"#,
+                "field \"device\": no device",
+            ),
+            (
+                r#"{"name":"link-flap","device":"nl6-dev-0000"}"#,
+                "field \"duration\" is required",
+            ),
+            (
+                r#"{"name":"link-flap","device":"nl6-dev-0000","duration":"soon"}"#,
+                "field \"duration\": invalid duration",
+            ),
+            (
+                r#"{"name":"link-flap","device":"nl6-dev-0000","duration":"0s"}"#,
+                "field \"duration\": must be above 0",
+            ),
+            (
+                r#"{"name":"link-flap","device":"nl6-dev-0000","duration":30}"#,
+                "field \"duration\" must be a string",
+            ),
+            (
+                r#"{"name":"link-flap","device":"nl6-dev-0000","duration":"1s","start_at":"tomorrow"}"#,
+                "field \"start_at\"",
+            ),
+            (
+                r#"{"name":"link-flap","device":"nl6-dev-0000","duration":"1s","when":"now"}"#,
+                "field \"when\" is not known",
+            ),
+        ] {
+            let e = parse(body).unwrap_err();
+            assert!(e.starts_with(needle), "{body}: {e}");
+        }
+    }
+}

@@ -1,0 +1,429 @@
+//! SNMPv2c: the message codec (RFC 3416 PDUs over the BER codec), the agent's answer to GET, GETNEXT and
+//! GETBULK against a [`Mib`], and the per-device read loop that serves one UDP socket.
+//!
+//! [`answer`] is a plain function from request bytes to response bytes, tested without sockets. The read
+//! loop ([`serve`]) runs in a thread labelled `snmp` at birth; it drops and counts malformed datagrams and
+//! wrong communities (an agent stays silent on both), retries on EINTR and polls its stop flag through a
+//! read timeout. It never sends anything but responses to the requester.
+#![forbid(unsafe_code)]
+
+use super::ber::{self, tag, BerError, Oid, Reader, Value};
+use super::device::{Device, DeviceCounters};
+use super::mib::Mib;
+use std::io::ErrorKind;
+use std::net::UdpSocket;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+/// PDU tags (context-specific, constructed).
+pub mod pdu {
+    pub const GET: u8 = 0xa0;
+    pub const GET_NEXT: u8 = 0xa1;
+    pub const RESPONSE: u8 = 0xa2;
+    pub const SET: u8 = 0xa3;
+    pub const GET_BULK: u8 = 0xa5;
+    pub const INFORM: u8 = 0xa6;
+    pub const TRAP_V2: u8 = 0xa7;
+    pub const REPORT: u8 = 0xa8;
+}
+
+/// SNMP version field for v2c.
+pub const VERSION_2C: i64 = 1;
+/// error-status tooBig.
+pub const TOO_BIG: i64 = 1;
+/// error-status notWritable, our answer to SET (the lab's MIB is read-only).
+pub const NOT_WRITABLE: i64 = 17;
+/// The largest response we build: what fits one UDP datagram on loopback with room to spare.
+pub const MAX_RESPONSE: usize = 65_000;
+/// Cap on GETBULK repetitions regardless of what the manager asks.
+pub const MAX_REPETITIONS: usize = 256;
+
+/// A decoded SNMP message (v1/v2c community form). For GETBULK, `error_status` carries non-repeaters
+/// and `error_index` max-repetitions, as on the wire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    pub version: i64,
+    pub community: Vec<u8>,
+    pub pdu_type: u8,
+    pub request_id: i32,
+    pub error_status: i64,
+    pub error_index: i64,
+    pub varbinds: Vec<(Oid, Value)>,
+}
+
+impl Message {
+    /// Decodes a whole datagram; trailing bytes are an error.
+    pub fn decode(bytes: &[u8]) -> Result<Message, BerError> {
+        let mut outer = Reader::new(bytes);
+        let mut msg = outer.read_constructed(tag::SEQUENCE)?;
+        if !outer.is_empty() {
+            return Err(BerError::TrailingBytes);
+        }
+        let version = msg.read_integer()?;
+        let community = msg.read_octets()?.to_vec();
+        let (pdu_type, body) = msg.read_tlv()?;
+        if !msg.is_empty() {
+            return Err(BerError::TrailingBytes);
+        }
+        if !(0xa0..=0xa8).contains(&pdu_type) {
+            return Err(BerError::BadValue(pdu_type));
+        }
+        let mut p = Reader::new(body);
+        let request_id = i32::try_from(p.read_integer()?).map_err(|_| BerError::BadInteger)?;
+        let error_status = p.read_integer()?;
+        let error_index = p.read_integer()?;
+        let mut list = p.read_constructed(tag::SEQUENCE)?;
+        let mut varbinds = Vec::new();
+        while !list.is_empty() {
+            let mut vb = list.read_constructed(tag::SEQUENCE)?;
+            let oid = vb.read_oid()?;
+            let value = vb.read_value()?;
+            if !vb.is_empty() {
+                return Err(BerError::TrailingBytes);
+            }
+            varbinds.push((oid, value));
+        }
+        Ok(Message {
+            version,
+            community,
+            pdu_type,
+            request_id,
+            error_status,
+            error_index,
+            varbinds,
+        })
+    }
+
+    /// Encodes the message.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64 + self.varbinds.len() * 32);
+        ber::put_constructed(&mut out, tag::SEQUENCE, |o| {
+            ber::put_integer(o, tag::INTEGER, self.version);
+            ber::put_tlv(o, tag::OCTET_STRING, &self.community);
+            ber::put_constructed(o, self.pdu_type, |o| {
+                ber::put_integer(o, tag::INTEGER, self.request_id as i64);
+                ber::put_integer(o, tag::INTEGER, self.error_status);
+                ber::put_integer(o, tag::INTEGER, self.error_index);
+                ber::put_constructed(o, tag::SEQUENCE, |o| {
+                    for (oid, v) in &self.varbinds {
+                        ber::put_constructed(o, tag::SEQUENCE, |o| {
+                            ber::put_oid(o, oid);
+                            ber::put_value(o, v);
+                        });
+                    }
+                });
+            });
+        });
+        out
+    }
+}
+
+/// What the agent did with one datagram.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// A response to send back.
+    Reply(Vec<u8>),
+    /// Did not decode: dropped.
+    Malformed(BerError),
+    /// Decoded, but the version or community is not ours, or the PDU is not a request: dropped silently.
+    Refused,
+}
+
+/// The agent: the answer to `request` against `mib` for `community`.
+pub fn answer(request: &[u8], community: &[u8], mib: &Mib) -> Outcome {
+    let req = match Message::decode(request) {
+        Ok(m) => m,
+        Err(e) => return Outcome::Malformed(e),
+    };
+    if req.version != VERSION_2C || req.community != community {
+        return Outcome::Refused;
+    }
+    let mut resp = Message {
+        version: req.version,
+        community: req.community.clone(),
+        pdu_type: pdu::RESPONSE,
+        request_id: req.request_id,
+        error_status: 0,
+        error_index: 0,
+        varbinds: Vec::with_capacity(req.varbinds.len()),
+    };
+    match req.pdu_type {
+        pdu::GET => {
+            for (oid, _) in &req.varbinds {
+                let v = match mib.get(oid) {
+                    Some(v) => v.clone(),
+                    None if mib.has_subtree(oid) || oid_is_object(mib, oid) => {
+                        Value::NoSuchInstance
+                    }
+                    None => Value::NoSuchObject,
+                };
+                resp.varbinds.push((oid.clone(), v));
+            }
+        }
+        pdu::GET_NEXT => {
+            for (oid, _) in &req.varbinds {
+                resp.varbinds.push(next_binding(mib, oid));
+            }
+        }
+        pdu::GET_BULK => {
+            let non_rep = (req.error_status.max(0) as usize).min(req.varbinds.len());
+            let max_rep = (req.error_index.max(0) as usize).min(MAX_REPETITIONS);
+            for (oid, _) in &req.varbinds[..non_rep] {
+                resp.varbinds.push(next_binding(mib, oid));
+            }
+            let mut cursors: Vec<Oid> = req.varbinds[non_rep..]
+                .iter()
+                .map(|(o, _)| o.clone())
+                .collect();
+            'rep: for _ in 0..max_rep {
+                let mut all_done = true;
+                for c in cursors.iter_mut() {
+                    let (oid, v) = next_binding(mib, c);
+                    all_done &= v == Value::EndOfMibView;
+                    *c = oid.clone();
+                    resp.varbinds.push((oid, v));
+                    if resp.varbinds.len() * 48 > MAX_RESPONSE {
+                        break 'rep;
+                    }
+                }
+                if all_done {
+                    break;
+                }
+            }
+        }
+        pdu::SET => {
+            resp.error_status = NOT_WRITABLE;
+            resp.error_index = 1;
+            resp.varbinds = req.varbinds.clone();
+        }
+        _ => return Outcome::Refused,
+    }
+    let mut bytes = resp.encode();
+    while bytes.len() > MAX_RESPONSE && req.pdu_type == pdu::GET_BULK && !resp.varbinds.is_empty() {
+        // RFC 3416 4.2.3: a GETBULK response may be shortened until it fits.
+        let keep = resp.varbinds.len() * 3 / 4;
+        resp.varbinds.truncate(keep);
+        bytes = resp.encode();
+    }
+    if bytes.len() > MAX_RESPONSE {
+        resp.varbinds = req
+            .varbinds
+            .iter()
+            .map(|(o, _)| (o.clone(), Value::Null))
+            .collect();
+        resp.error_status = TOO_BIG;
+        resp.error_index = 0;
+        bytes = resp.encode();
+    }
+    Outcome::Reply(bytes)
+}
+
+/// An OID naming a scalar object whose instance is missing (`sysDescr` without `.0`) or a column.
+fn oid_is_object(mib: &Mib, oid: &Oid) -> bool {
+    mib.next(oid).is_some_and(|(n, _)| n.starts_with(oid))
+}
+
+fn next_binding(mib: &Mib, oid: &Oid) -> (Oid, Value) {
+    match mib.next(oid) {
+        Some((o, v)) => (o.clone(), v.clone()),
+        None => (oid.clone(), Value::EndOfMibView),
+    }
+}
+
+/// The per-device read loop: answers requests on `socket` until `stop` is set. The socket must have a
+/// read timeout (the fleet sets one) so the loop sees `stop`; EINTR is retried.
+pub fn serve(socket: &UdpSocket, device: &Device, community: &[u8], stop: &AtomicBool) {
+    crate::lab::probe!("snmp.loop");
+    let mut buf = vec![0u8; 65_535];
+    while !stop.load(Ordering::Relaxed) {
+        let (n, peer) = match socket.recv_from(&mut buf) {
+            Ok(x) => x,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::Interrupted | ErrorKind::WouldBlock | ErrorKind::TimedOut
+                ) =>
+            {
+                continue
+            }
+            Err(_) => continue,
+        };
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        DeviceCounters::inc(&device.counters.snmp_requests);
+        let mib = Mib::of_device(device, Instant::now());
+        match answer(&buf[..n], community, &mib) {
+            Outcome::Reply(bytes) => {
+                crate::lab::probe!("snmp.reply");
+                if send_retrying(socket, &bytes, peer) {
+                    DeviceCounters::inc(&device.counters.snmp_responses);
+                } else {
+                    DeviceCounters::inc(&device.counters.send_errors);
+                }
+            }
+            Outcome::Malformed(_) => DeviceCounters::inc(&device.counters.malformed),
+            Outcome::Refused => DeviceCounters::inc(&device.counters.bad_community),
+        }
+    }
+}
+
+/// Sends one datagram, retrying on EINTR; false when the OS refused it.
+pub fn send_retrying(socket: &UdpSocket, bytes: &[u8], to: std::net::SocketAddr) -> bool {
+    for _ in 0..8 {
+        match socket.send_to(bytes, to) {
+            Ok(_) => return true,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::device::Device;
+
+    fn o(s: &str) -> Oid {
+        Oid::parse(s).unwrap()
+    }
+
+    /// GetRequest sysDescr.0, community "public", request-id 0x1234abcd, assembled by hand from RFC 3416's
+    /// ASN.1 (tests/fleet_snmp.rs checks that net-snmp's snmpget request re-encodes byte for byte).
+    const GET_SYSDESCR: [u8; 43] = [
+        0x30, 0x29, 0x02, 0x01, 0x01, 0x04, 0x06, b'p', b'u', b'b', b'l', b'i', b'c', 0xa0, 0x1c,
+        0x02, 0x04, 0x12, 0x34, 0xab, 0xcd, 0x02, 0x01, 0x00, 0x02, 0x01, 0x00, 0x30, 0x0e, 0x30,
+        0x0c, 0x06, 0x08, 0x2b, 0x06, 0x01, 0x02, 0x01, 0x01, 0x01, 0x00, 0x05, 0x00,
+    ];
+
+    fn request(pdu_type: u8, es: i64, ei: i64, oids: &[&str]) -> Vec<u8> {
+        Message {
+            version: 1,
+            community: b"public".to_vec(),
+            pdu_type,
+            request_id: 77,
+            error_status: es,
+            error_index: ei,
+            varbinds: oids.iter().map(|s| (o(s), Value::Null)).collect(),
+        }
+        .encode()
+    }
+
+    fn reply(bytes: &[u8]) -> Message {
+        let boot = Instant::now();
+        let d = Device::new(0, boot);
+        match answer(bytes, b"public", &Mib::of_device(&d, boot)) {
+            Outcome::Reply(r) => Message::decode(&r).unwrap(),
+            other => panic!("expected a reply, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn decodes_a_known_get_request_byte_for_byte() {
+        let m = Message::decode(&GET_SYSDESCR).unwrap();
+        assert_eq!(m.version, 1);
+        assert_eq!(m.community, b"public");
+        assert_eq!(m.pdu_type, pdu::GET);
+        assert_eq!(m.request_id, 0x1234abcd);
+        assert_eq!(m.varbinds, vec![(o("1.3.6.1.2.1.1.1.0"), Value::Null)]);
+        assert_eq!(
+            m.encode(),
+            GET_SYSDESCR,
+            "re-encoding yields the same bytes"
+        );
+    }
+
+    #[test]
+    fn get_answers_values_and_v2_exceptions() {
+        let r = reply(&request(
+            pdu::GET,
+            0,
+            0,
+            &["1.3.6.1.2.1.1.5.0", "1.3.6.1.2.1.1.5", "1.3.6.1.2.1.99.0"],
+        ));
+        assert_eq!(r.pdu_type, pdu::RESPONSE);
+        assert_eq!(r.request_id, 77);
+        assert_eq!(
+            r.varbinds[0].1,
+            Value::OctetString(b"nl6-dev-0000".to_vec())
+        );
+        assert_eq!(r.varbinds[1].1, Value::NoSuchInstance);
+        assert_eq!(r.varbinds[2].1, Value::NoSuchObject);
+    }
+
+    #[test]
+    fn getnext_steps_and_ends_with_end_of_mib_view() {
+        let r = reply(&request(
+            pdu::GET_NEXT,
+            0,
+            0,
+            &["1.3.6.1.2.1.1", "1.3.6.1.2.1.2.2.1.22.4"],
+        ));
+        assert_eq!(r.varbinds[0].0, o("1.3.6.1.2.1.1.1.0"));
+        assert_eq!(
+            r.varbinds[1],
+            (o("1.3.6.1.2.1.2.2.1.22.4"), Value::EndOfMibView)
+        );
+    }
+
+    #[test]
+    fn getbulk_honours_non_repeaters_and_max_repetitions() {
+        let r = reply(&request(
+            pdu::GET_BULK,
+            1,
+            3,
+            &[
+                "1.3.6.1.2.1.1.3",
+                "1.3.6.1.2.1.2.2.1.2",
+                "1.3.6.1.2.1.2.2.1.10",
+            ],
+        ));
+        let names: Vec<String> = r.varbinds.iter().map(|(o, _)| o.to_string()).collect();
+        assert_eq!(
+            names,
+            [
+                "1.3.6.1.2.1.1.3.0",
+                "1.3.6.1.2.1.2.2.1.2.1",
+                "1.3.6.1.2.1.2.2.1.10.1",
+                "1.3.6.1.2.1.2.2.1.2.2",
+                "1.3.6.1.2.1.2.2.1.10.2",
+                "1.3.6.1.2.1.2.2.1.2.3",
+                "1.3.6.1.2.1.2.2.1.10.3",
+            ]
+        );
+        // Near the end every repeater runs out: endOfMibView ends the response early.
+        let r = reply(&request(pdu::GET_BULK, 0, 50, &["1.3.6.1.2.1.2.2.1.22.2"]));
+        assert_eq!(r.varbinds.len(), 3);
+        assert_eq!(r.varbinds[2].1, Value::EndOfMibView);
+    }
+
+    #[test]
+    fn wrong_community_and_malformed_packets_are_dropped() {
+        let boot = Instant::now();
+        let mib = Mib::of_device(&Device::new(0, boot), boot);
+        assert_eq!(answer(&GET_SYSDESCR, b"private", &mib), Outcome::Refused);
+        assert!(matches!(
+            answer(&GET_SYSDESCR[..20], b"public", &mib),
+            Outcome::Malformed(_)
+        ));
+        assert!(matches!(
+            answer(b"\x30\x03\x02\x01", b"public", &mib),
+            Outcome::Malformed(_)
+        ));
+        // v1 is not served: refused, not answered.
+        let mut v1 = GET_SYSDESCR;
+        v1[4] = 0;
+        assert_eq!(answer(&v1, b"public", &mib), Outcome::Refused);
+        // A response PDU sent to the agent is not a request.
+        let mut resp = GET_SYSDESCR;
+        resp[13] = pdu::RESPONSE;
+        assert_eq!(answer(&resp, b"public", &mib), Outcome::Refused);
+    }
+
+    #[test]
+    fn set_is_refused_with_not_writable() {
+        let r = reply(&request(pdu::SET, 0, 0, &["1.3.6.1.2.1.1.5.0"]));
+        assert_eq!((r.error_status, r.error_index), (NOT_WRITABLE, 1));
+    }
+}

@@ -1,0 +1,573 @@
+//! Syslog export: RFC 5424 message formatting, RFC 6587 octet-counting framing, and the exporter whose
+//! fire funnel (scoped `syslog`) sends one device's message over UDP or hands it to the TCP sender.
+//!
+//! Over TCP one long-lived sender thread (labelled `syslog` at birth) owns the connection: it reconnects
+//! with exponential backoff, checks that the peer has not closed before each write, and removes a message
+//! from the bounded queue only once it was written whole, so a receiver restart loses nothing the queue can
+//! hold; messages beyond the bound are dropped at the funnel and counted on their device.
+//! Formatting is plain values; only [`SyslogExporter`] and the sender touch sockets.
+#![forbid(unsafe_code)]
+
+use super::device::{Device, DeviceCounters};
+use super::timefmt::Timestamp;
+use crate::profiling::labels::{self, Subsystem};
+use std::collections::VecDeque;
+use std::io::{ErrorKind, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, SystemTime};
+
+/// Transport of a syslog target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Udp,
+    Tcp,
+}
+
+/// `udp://host:port` or `tcp://host:port`.
+pub fn parse_target(text: &str) -> Result<(Transport, SocketAddr), String> {
+    let (transport, rest) = if let Some(r) = text.strip_prefix("udp://") {
+        (Transport::Udp, r)
+    } else if let Some(r) = text.strip_prefix("tcp://") {
+        (Transport::Tcp, r)
+    } else {
+        return Err(format!(
+            "invalid syslog target {text:?}: want udp://host:port or tcp://host:port"
+        ));
+    };
+    let addr =
+        super::config::resolve(rest).map_err(|e| format!("invalid syslog target {text:?}: {e}"))?;
+    Ok((transport, addr))
+}
+
+/// One SD-ELEMENT: an SD-ID and its parameters.
+#[derive(Debug, Clone, Copy)]
+pub struct SdElement<'a> {
+    pub id: &'a str,
+    pub params: &'a [(&'a str, &'a str)],
+}
+
+/// An RFC 5424 message. Empty header fields print as the NILVALUE `-`.
+#[derive(Debug, Clone, Copy)]
+pub struct Message<'a> {
+    pub facility: u8,
+    pub severity: u8,
+    pub timestamp: Option<Timestamp>,
+    pub hostname: &'a str,
+    pub app_name: &'a str,
+    pub procid: &'a str,
+    pub msgid: &'a str,
+    pub structured_data: &'a [SdElement<'a>],
+    pub msg: &'a str,
+    /// Prefix MSG with the UTF-8 BOM, which RFC 5424 6.4 uses to mark MSG as UTF-8.
+    pub bom: bool,
+}
+
+/// Facility local7, used by network gear.
+pub const FACILITY_LOCAL7: u8 = 23;
+pub const SEVERITY_WARNING: u8 = 4;
+pub const SEVERITY_NOTICE: u8 = 5;
+pub const SEVERITY_INFO: u8 = 6;
+
+impl Message<'_> {
+    /// Appends the SYSLOG-MSG bytes.
+    pub fn write_to(&self, out: &mut Vec<u8>) {
+        use std::fmt::Write as _;
+        let mut s = String::with_capacity(128 + self.msg.len());
+        let pri = self.facility as u32 * 8 + self.severity as u32;
+        let _ = write!(s, "<{pri}>1 ");
+        match &self.timestamp {
+            Some(t) => {
+                let _ = t.write_to(&mut s);
+            }
+            None => s.push('-'),
+        }
+        for field in [self.hostname, self.app_name, self.procid, self.msgid] {
+            s.push(' ');
+            s.push_str(if field.is_empty() { "-" } else { field });
+        }
+        s.push(' ');
+        if self.structured_data.is_empty() {
+            s.push('-');
+        }
+        for e in self.structured_data {
+            s.push('[');
+            s.push_str(e.id);
+            for (k, v) in e.params {
+                let _ = write!(s, " {k}=\"");
+                for c in v.chars() {
+                    // RFC 5424 6.3.3: '"', '\' and ']' are escaped inside PARAM-VALUE.
+                    if matches!(c, '"' | '\\' | ']') {
+                        s.push('\\');
+                    }
+                    s.push(c);
+                }
+                s.push('"');
+            }
+            s.push(']');
+        }
+        out.extend_from_slice(s.as_bytes());
+        if !self.msg.is_empty() || self.bom {
+            out.push(b' ');
+            if self.bom {
+                out.extend_from_slice(b"\xef\xbb\xbf");
+            }
+            out.extend_from_slice(self.msg.as_bytes());
+        }
+    }
+}
+
+/// Appends one RFC 6587 octet-counted frame: `MSG-LEN SP SYSLOG-MSG`.
+pub fn frame_octet_counting(msg: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(msg.len().to_string().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(msg);
+}
+
+/// Splits octet-counted frames off the front of `buf`: the complete messages and how many bytes they used.
+/// `Err` on a frame header that is not `digits SP` (a framing error a receiver cannot recover from).
+pub fn parse_octet_counted(buf: &[u8]) -> Result<(Vec<Vec<u8>>, usize), String> {
+    let mut at = 0;
+    let mut msgs = Vec::new();
+    while at < buf.len() {
+        let Some(sp) = buf[at..].iter().position(|b| *b == b' ') else {
+            break;
+        };
+        let digits = &buf[at..at + sp];
+        if digits.is_empty()
+            || digits.len() > 9
+            || !digits.iter().all(u8::is_ascii_digit)
+            || digits[0] == b'0'
+        {
+            return Err(format!(
+                "bad octet count {:?}",
+                String::from_utf8_lossy(digits)
+            ));
+        }
+        let len: usize = std::str::from_utf8(digits)
+            .unwrap_or("0")
+            .parse()
+            .unwrap_or(0);
+        let start = at + sp + 1;
+        if buf.len() < start + len {
+            break;
+        }
+        msgs.push(buf[start..start + len].to_vec());
+        at = start + len;
+    }
+    Ok((msgs, at))
+}
+
+/// The TCP send queue shared by the funnel (producer) and the sender thread (consumer).
+#[derive(Debug)]
+pub struct SendQueue {
+    items: Mutex<VecDeque<(usize, Vec<u8>)>>,
+    ready: Condvar,
+    capacity: usize,
+}
+
+impl SendQueue {
+    pub fn new(capacity: usize) -> SendQueue {
+        SendQueue {
+            items: Mutex::new(VecDeque::with_capacity(capacity.min(4096))),
+            ready: Condvar::new(),
+            capacity,
+        }
+    }
+    /// Enqueues a frame for device `device`; false when full (the caller counts the drop).
+    pub fn push(&self, device: usize, frame: Vec<u8>) -> bool {
+        let mut q = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        if q.len() >= self.capacity {
+            return false;
+        }
+        q.push_back((device, frame));
+        self.ready.notify_one();
+        true
+    }
+    pub fn len(&self) -> usize {
+        self.items.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Wakes the sender (used at stop).
+    pub fn wake(&self) {
+        self.ready.notify_all();
+    }
+    /// The front frame, waiting at most `wait`.
+    fn front(&self, wait: Duration) -> Option<(usize, Vec<u8>)> {
+        let q = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        let (q, _) = self
+            .ready
+            .wait_timeout_while(q, wait, |q| q.is_empty())
+            .unwrap_or_else(|e| e.into_inner());
+        q.front().cloned()
+    }
+    fn pop(&self) {
+        self.items
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop_front();
+    }
+    /// Sleeps up to `d` unless woken (stop).
+    fn nap(&self, d: Duration) {
+        let q = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = self.ready.wait_timeout(q, d);
+    }
+}
+
+/// Where an exporter's messages go.
+#[derive(Debug)]
+enum Sink {
+    Udp {
+        socket: UdpSocket,
+        target: SocketAddr,
+    },
+    Tcp {
+        queue: Arc<SendQueue>,
+    },
+}
+
+/// The syslog exporter of a fleet.
+#[derive(Debug)]
+pub struct SyslogExporter {
+    sink: Sink,
+    procid: String,
+}
+
+impl SyslogExporter {
+    /// A UDP exporter sending from `socket`.
+    pub fn udp(socket: UdpSocket, target: SocketAddr) -> SyslogExporter {
+        SyslogExporter {
+            sink: Sink::Udp { socket, target },
+            procid: std::process::id().to_string(),
+        }
+    }
+    /// A TCP exporter feeding `queue` (drained by [`run_tcp_sender`]).
+    pub fn tcp(queue: Arc<SendQueue>) -> SyslogExporter {
+        SyslogExporter {
+            sink: Sink::Tcp { queue },
+            procid: std::process::id().to_string(),
+        }
+    }
+
+    /// The fire funnel: one message from `device`, scoped `syslog` for its duration.
+    pub fn fire(
+        &self,
+        device: &Device,
+        severity: u8,
+        msgid: &str,
+        text: &str,
+        now: SystemTime,
+    ) -> bool {
+        labels::with(Subsystem::SYSLOG, || {
+            self.fire_unscoped(device, severity, msgid, text, now)
+        })
+    }
+
+    /// The funnel's work without the label scope (the label-cost benchmark compares the two).
+    pub fn fire_unscoped(
+        &self,
+        device: &Device,
+        severity: u8,
+        msgid: &str,
+        text: &str,
+        now: SystemTime,
+    ) -> bool {
+        crate::lab::probe!("syslog.fire");
+        // `[meta sequenceId]` (RFC 5424 7.3.1) lets a receiver see gaps.
+        let n = device
+            .counters
+            .syslog_sequence
+            .fetch_add(1, Ordering::Relaxed)
+            % 2_147_483_647
+            + 1;
+        let seq_text = n.to_string();
+        let meta = [("sequenceId", seq_text.as_str())];
+        let sd = [SdElement {
+            id: "meta",
+            params: &meta,
+        }];
+        let m = Message {
+            facility: FACILITY_LOCAL7,
+            severity,
+            timestamp: Some(Timestamp::utc_millis(now)),
+            hostname: device.name(),
+            app_name: "nl6",
+            procid: &self.procid,
+            msgid,
+            structured_data: &sd,
+            msg: text,
+            bom: false,
+        };
+        let mut body = Vec::with_capacity(160 + text.len());
+        m.write_to(&mut body);
+        match &self.sink {
+            Sink::Udp { socket, target } => {
+                if super::snmp::send_retrying(socket, &body, *target) {
+                    DeviceCounters::inc(&device.counters.syslog_sent);
+                    true
+                } else {
+                    DeviceCounters::inc(&device.counters.send_errors);
+                    false
+                }
+            }
+            Sink::Tcp { queue } => {
+                let mut frame = Vec::with_capacity(body.len() + 8);
+                frame_octet_counting(&body, &mut frame);
+                if queue.push(device.index(), frame) {
+                    true
+                } else {
+                    DeviceCounters::inc(&device.counters.syslog_dropped);
+                    false
+                }
+            }
+        }
+    }
+}
+
+/// Backoff bounds of the TCP reconnect loop.
+pub const BACKOFF_MIN: Duration = Duration::from_millis(100);
+pub const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// The TCP sender: the reconnect loop (run in a thread labelled `syslog` at birth). Drains `queue` to
+/// `target` until `stop`; `devices[i]` gets the sent count of its messages.
+pub fn run_tcp_sender(
+    queue: &SendQueue,
+    target: SocketAddr,
+    devices: &[Arc<Device>],
+    stop: &AtomicBool,
+) {
+    crate::lab::probe!("syslog.reconnect");
+    let mut backoff = BACKOFF_MIN;
+    while !stop.load(Ordering::Relaxed) {
+        let mut conn = match TcpStream::connect_timeout(&target, Duration::from_secs(1)) {
+            Ok(c) => c,
+            Err(_) => {
+                queue.nap(backoff);
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+                continue;
+            }
+        };
+        backoff = BACKOFF_MIN;
+        let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
+        let _ = conn.set_nodelay(true);
+        while !stop.load(Ordering::Relaxed) {
+            let Some((dev, frame)) = queue.front(Duration::from_millis(200)) else {
+                if !peer_alive(&conn) {
+                    break;
+                }
+                continue;
+            };
+            if !peer_alive(&conn) || conn.write_all(&frame).is_err() {
+                // The frame stays queued and goes out whole on the next connection.
+                break;
+            }
+            queue.pop();
+            if let Some(d) = devices.get(dev) {
+                DeviceCounters::inc(&d.counters.syslog_sent);
+            }
+        }
+    }
+}
+
+/// Whether the peer has not closed its side: a non-blocking peek sees EOF once the receiver closed, so we
+/// never write a message into a connection that is already gone (it would be lost with the RST).
+fn peer_alive(conn: &TcpStream) -> bool {
+    if conn.set_nonblocking(true).is_err() {
+        return false;
+    }
+    let mut b = [0u8; 64];
+    let alive = loop {
+        match conn.peek(&mut b) {
+            Ok(0) => break false,
+            Ok(_) => {
+                // A receiver has nothing to say on a syslog stream; discard it so peek keeps working.
+                let _ = std::io::Read::read(&mut &*conn, &mut b);
+                break true;
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => break true,
+            Err(_) => break false,
+        }
+    };
+    conn.set_nonblocking(false).is_ok() && alive
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::timefmt::parse_rfc3339;
+
+    fn ts(text: &str, digits: u8, offset_minutes: i32) -> Timestamp {
+        // The text's wall-clock fields as written; the offset is only printed.
+        let t = parse_rfc3339(text).unwrap();
+        let mut s = Timestamp::utc_millis(t);
+        let nanos = t
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        s.fraction = nanos / 10u32.pow(9 - digits as u32);
+        s.frac_digits = digits;
+        s.offset_minutes = offset_minutes;
+        s
+    }
+
+    fn text(m: &Message) -> Vec<u8> {
+        let mut v = Vec::new();
+        m.write_to(&mut v);
+        v
+    }
+
+    #[test]
+    fn rfc5424_example_1_with_bom() {
+        let m = Message {
+            facility: 4,
+            severity: 2,
+            timestamp: Some(ts("2003-10-11T22:14:15.003Z", 3, 0)),
+            hostname: "mymachine.example.com",
+            app_name: "su",
+            procid: "",
+            msgid: "ID47",
+            structured_data: &[],
+            msg: "'su root' failed for lonvick on /dev/pts/8",
+            bom: true,
+        };
+        let want = b"<34>1 2003-10-11T22:14:15.003Z mymachine.example.com su - ID47 - \xef\xbb\xbf'su root' failed for lonvick on /dev/pts/8";
+        assert_eq!(text(&m), want.to_vec());
+    }
+
+    #[test]
+    fn rfc5424_example_2_with_offset_and_microseconds() {
+        let m = Message {
+            facility: 20,
+            severity: 5,
+            timestamp: Some(ts("2003-08-24T05:14:15.000003Z", 6, -7 * 60)),
+            hostname: "192.0.2.1",
+            app_name: "myproc",
+            procid: "8710",
+            msgid: "",
+            structured_data: &[],
+            msg: "%% It's time to make the do-nuts.",
+            bom: false,
+        };
+        assert_eq!(
+            String::from_utf8(text(&m)).unwrap(),
+            "<165>1 2003-08-24T05:14:15.000003-07:00 192.0.2.1 myproc 8710 - - %% It's time to make the do-nuts."
+        );
+    }
+
+    #[test]
+    fn rfc5424_examples_3_and_4_structured_data() {
+        let p1 = [
+            ("iut", "3"),
+            ("eventSource", "Application"),
+            ("eventID", "1011"),
+        ];
+        let p2 = [("class", "high")];
+        let sd = [
+            SdElement {
+                id: "exampleSDID@32473",
+                params: &p1,
+            },
+            SdElement {
+                id: "examplePriority@32473",
+                params: &p2,
+            },
+        ];
+        let m = Message {
+            facility: 20,
+            severity: 5,
+            timestamp: Some(ts("2003-10-11T22:14:15.003Z", 3, 0)),
+            hostname: "mymachine.example.com",
+            app_name: "evntslog",
+            procid: "",
+            msgid: "ID47",
+            structured_data: &sd[..1],
+            msg: "An application event log entry...",
+            bom: true,
+        };
+        let want = b"<165>1 2003-10-11T22:14:15.003Z mymachine.example.com evntslog - ID47 [exampleSDID@32473 iut=\"3\" eventSource=\"Application\" eventID=\"1011\"] \xef\xbb\xbfAn application event log entry...";
+        assert_eq!(text(&m), want.to_vec());
+        let m4 = Message {
+            structured_data: &sd,
+            msg: "",
+            bom: false,
+            ..m
+        };
+        assert_eq!(
+            String::from_utf8(text(&m4)).unwrap(),
+            "<165>1 2003-10-11T22:14:15.003Z mymachine.example.com evntslog - ID47 [exampleSDID@32473 iut=\"3\" eventSource=\"Application\" eventID=\"1011\"][examplePriority@32473 class=\"high\"]"
+        );
+    }
+
+    #[test]
+    fn param_values_escape_quote_backslash_and_bracket() {
+        let p = [("v", "a\"b\\c]d")];
+        let sd = [SdElement {
+            id: "x@32473",
+            params: &p,
+        }];
+        let m = Message {
+            facility: 1,
+            severity: 0,
+            timestamp: None,
+            hostname: "",
+            app_name: "",
+            procid: "",
+            msgid: "",
+            structured_data: &sd,
+            msg: "",
+            bom: false,
+        };
+        assert_eq!(
+            String::from_utf8(text(&m)).unwrap(),
+            r#"<8>1 - - - - - [x@32473 v="a\"b\\c\]d"]"#
+        );
+    }
+
+    #[test]
+    fn octet_counting_counts_octets_not_characters() {
+        // RFC 6587 3.4.1: MSG-LEN is the octet count of SYSLOG-MSG; the BOM and 'é' are multi-octet.
+        let msg = "<34>1 2003-10-11T22:14:15.003Z mymachine.example.com su - ID47 - \u{feff}'su root' failed é".as_bytes();
+        let mut f = Vec::new();
+        frame_octet_counting(msg, &mut f);
+        frame_octet_counting(b"<13>1 - - - - - -", &mut f);
+        let first_len = msg.len();
+        assert_eq!(first_len, 87);
+        assert!(f.starts_with(b"87 <34>1 "));
+        assert_eq!(&f[3 + 87..], b"17 <13>1 - - - - - -");
+        let (msgs, used) = parse_octet_counted(&f).unwrap();
+        assert_eq!(msgs, vec![msg.to_vec(), b"<13>1 - - - - - -".to_vec()]);
+        assert_eq!(used, f.len());
+        // A partial frame stays for the next read; garbage is a framing error.
+        let (msgs, used) = parse_octet_counted(&f[..50]).unwrap();
+        assert!(msgs.is_empty() && used == 0);
+        assert!(parse_octet_counted(b"<34>1 x").is_err());
+    }
+
+    #[test]
+    fn targets_parse_with_clear_errors() {
+        assert_eq!(
+            parse_target("udp://127.0.0.1:514").unwrap(),
+            (Transport::Udp, "127.0.0.1:514".parse().unwrap())
+        );
+        assert_eq!(
+            parse_target("tcp://127.0.0.1:6514").unwrap().0,
+            Transport::Tcp
+        );
+        assert!(parse_target("127.0.0.1:514")
+            .unwrap_err()
+            .contains("udp://host:port"));
+        assert!(parse_target("tcp://nohost").is_err());
+    }
+
+    #[test]
+    fn full_queue_refuses() {
+        let q = SendQueue::new(2);
+        assert!(q.push(0, vec![1]) && q.push(0, vec![2]));
+        assert!(!q.push(0, vec![3]));
+        assert_eq!(q.len(), 2);
+    }
+}

@@ -1,0 +1,176 @@
+//! `nl6 report`: prints the top table of a profile, or the diff of two, and can write a flame graph.
+//!
+//! ```text
+//! nl6 report [-sample-index N|NAME] [-svg OUT.svg] FILE.pb.gz
+//! nl6 report -diff-base OLD.pb.gz [-sample-index N|NAME] [-svg OUT.svg] NEW.pb.gz
+//! ```
+//! Exit status: 0 on success, 1 when a file cannot be read, decoded or written, 2 on a usage error.
+#![forbid(unsafe_code)]
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use crate::collect::atomic::write_atomically;
+use crate::collect::flags::go_style_args;
+use crate::profiling::proto::{self, Profile};
+
+const USAGE: &str =
+    "usage: nl6 report [-sample-index N|NAME] [-svg OUT.svg] [-diff-base OLD.pb.gz] FILE.pb.gz";
+
+/// Parsed `nl6 report` arguments.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct ReportArgs {
+    file: PathBuf,
+    diff_base: Option<PathBuf>,
+    svg: Option<PathBuf>,
+    sample_index: Option<String>,
+    help: bool,
+}
+
+fn parse(args: Vec<OsString>) -> Result<ReportArgs, String> {
+    use lexopt::prelude::*;
+    let mut parser = lexopt::Parser::from_args(go_style_args(args));
+    let mut out = ReportArgs::default();
+    let mut file: Option<PathBuf> = None;
+    while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
+        match arg {
+            Long("diff-base") | Long("diff_base") => {
+                out.diff_base = Some(parser.value().map_err(|e| e.to_string())?.into())
+            }
+            Long("svg") => out.svg = Some(parser.value().map_err(|e| e.to_string())?.into()),
+            Long("sample-index") | Long("sample_index") => {
+                out.sample_index = Some(
+                    parser
+                        .value()
+                        .map_err(|e| e.to_string())?
+                        .string()
+                        .map_err(|e| e.to_string())?,
+                )
+            }
+            Short('h') | Long("help") => out.help = true,
+            Value(v) if file.is_none() => file = Some(v.into()),
+            Value(v) => return Err(format!("unexpected extra argument {:?}", v)),
+            _ => return Err(arg.unexpected().to_string()),
+        }
+    }
+    if out.help {
+        return Ok(out);
+    }
+    out.file = file.ok_or_else(|| "missing profile file".to_string())?;
+    Ok(out)
+}
+
+/// Runs `nl6 report` with `args` (without the program name and subcommand); returns the exit status.
+pub fn main(args: Vec<OsString>) -> i32 {
+    let args = match parse(args) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("nl6 report: {e}\n{USAGE}");
+            return 2;
+        }
+    };
+    if args.help {
+        println!("{USAGE}");
+        return 0;
+    }
+    match run(&args) {
+        Ok(text) => {
+            print!("{text}");
+            0
+        }
+        Err((code, e)) => {
+            eprintln!("nl6 report: {e}");
+            code
+        }
+    }
+}
+
+fn load(path: &PathBuf) -> Result<Profile, (i32, String)> {
+    let bytes = std::fs::read(path).map_err(|e| (1, format!("{}: {e}", path.display())))?;
+    proto::decode(&bytes).map_err(|e| (1, format!("{}: {e}", path.display())))
+}
+
+fn run(args: &ReportArgs) -> Result<String, (i32, String)> {
+    let new = load(&args.file)?;
+    let index = match &args.sample_index {
+        Some(spec) => super::sample_index_by_name(&new, spec).ok_or_else(|| {
+            (
+                2,
+                format!(
+                    "-sample-index {spec:?}: no such sample type in {}",
+                    args.file.display()
+                ),
+            )
+        })?,
+        None => super::default_sample_index(&new)
+            .ok_or_else(|| (1, format!("{}: no sample types", args.file.display())))?,
+    };
+    let title = args.file.display().to_string();
+    let (text, svg) = match &args.diff_base {
+        Some(base_path) => {
+            let base = load(base_path)?;
+            let text = super::diff_table(&base, &new, index).map_err(|e| (1, e.to_string()))?;
+            let svg = match &args.svg {
+                Some(_) => {
+                    let t = format!("{} → {}", base_path.display(), title);
+                    Some(
+                        super::diff_flamegraph_svg(&base, &new, index, &t)
+                            .map_err(|e| (1, e.to_string()))?,
+                    )
+                }
+                None => None,
+            };
+            (text, svg)
+        }
+        None => (
+            super::top_table(&new, index),
+            args.svg
+                .as_ref()
+                .map(|_| super::flamegraph_svg_for(&new, index, &title)),
+        ),
+    };
+    if let (Some(path), Some(svg)) = (&args.svg, svg) {
+        write_atomically(path, &svg).map_err(|e| (1, format!("{}: {e}", path.display())))?;
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn go_style_and_gnu_style_flags_parse_alike() {
+        let a = parse(os(&["-diff-base", "old.pb.gz", "-svg=d.svg", "new.pb.gz"])).unwrap();
+        let b = parse(os(&[
+            "--diff-base",
+            "old.pb.gz",
+            "--svg",
+            "d.svg",
+            "new.pb.gz",
+        ]))
+        .unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.diff_base, Some(PathBuf::from("old.pb.gz")));
+        assert_eq!(a.file, PathBuf::from("new.pb.gz"));
+    }
+
+    #[test]
+    fn usage_errors_exit_2() {
+        assert!(parse(os(&[])).unwrap_err().contains("missing profile file"));
+        assert!(parse(os(&["a", "b"]))
+            .unwrap_err()
+            .contains("extra argument"));
+        assert!(parse(os(&["-bogus", "a"])).is_err());
+        assert_eq!(main(os(&["-nope"])), 2);
+    }
+
+    #[test]
+    fn unreadable_file_exits_1() {
+        assert_eq!(main(os(&["/nonexistent/nl6/x.pb.gz"])), 1);
+    }
+}

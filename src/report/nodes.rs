@@ -1,0 +1,374 @@
+//! The function-level view of a profile that `go tool pprof -top` prints: stacks reduced to function
+//! names (inlined frames included, leaf first), flat and cum per function, pprof's node trimming
+//! (nodes under 0.5% cum are dropped) and its sort order.
+//!
+//! Plain values in, plain values out; formatting lives in [`super::top`].
+#![forbid(unsafe_code)]
+
+use std::collections::{HashMap, HashSet};
+
+use crate::profiling::proto::Profile;
+
+/// pprof's default `nodefraction`: nodes whose |cum| is below this share of the total are hidden.
+pub const NODE_FRACTION: f64 = 0.005;
+
+/// One sample reduced to what a top table needs: frame names leaf first, whether each frame was
+/// inlined into the next one (it is not the last line of its location), and one value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WeightedStack {
+    pub frames: Vec<String>,
+    pub inlined: Vec<bool>,
+    pub value: i64,
+}
+
+/// One row of a top table: a function's flat (as the leaf) and cum (anywhere on the stack) values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    pub name: String,
+    pub flat: i64,
+    pub cum: i64,
+}
+
+/// The sample type `go tool pprof` picks by default: `default_sample_type` when it names one, else the
+/// last. `None` for a profile without sample types.
+pub fn default_sample_index(p: &Profile) -> Option<usize> {
+    if p.sample_type.is_empty() {
+        return None;
+    }
+    if p.default_sample_type != 0 {
+        let wanted = string(p, p.default_sample_type);
+        if let Some(i) = p
+            .sample_type
+            .iter()
+            .position(|t| string(p, t.r#type) == wanted)
+        {
+            return Some(i);
+        }
+    }
+    Some(p.sample_type.len() - 1)
+}
+
+/// The string-table entry `i` (empty when out of range).
+pub fn string(p: &Profile, i: i64) -> &str {
+    usize::try_from(i)
+        .ok()
+        .and_then(|i| p.string_table.get(i))
+        .map(String::as_str)
+        .unwrap_or("")
+}
+
+/// (type, unit) of sample type `index`.
+pub fn sample_type(p: &Profile, index: usize) -> Option<(String, String)> {
+    p.sample_type.get(index).map(|t| {
+        (
+            string(p, t.r#type).to_string(),
+            string(p, t.unit).to_string(),
+        )
+    })
+}
+
+/// Every sample as function names (leaf first, inlined frames expanded innermost first) and the value
+/// at `index`. Locations without lines are named after their mapping (`[file]`) or `<unknown>`, which
+/// is how pprof names them at function granularity.
+pub fn weighted_stacks(p: &Profile, index: usize) -> Vec<WeightedStack> {
+    let functions: HashMap<u64, &str> = p
+        .function
+        .iter()
+        .map(|f| (f.id, string(p, f.name)))
+        .collect();
+    let mappings: HashMap<u64, &str> = p
+        .mapping
+        .iter()
+        .map(|m| (m.id, string(p, m.filename)))
+        .collect();
+    let mut locations: HashMap<u64, Vec<(String, bool)>> = HashMap::with_capacity(p.location.len());
+    for l in &p.location {
+        let mut names: Vec<String> = l
+            .line
+            .iter()
+            .map(|line| {
+                functions
+                    .get(&line.function_id)
+                    .copied()
+                    .unwrap_or("")
+                    .to_string()
+            })
+            .collect();
+        if names.is_empty() {
+            names.push(String::new());
+        }
+        for n in names.iter_mut().filter(|n| n.is_empty()) {
+            let file = mappings.get(&l.mapping_id).copied().unwrap_or("");
+            *n = match file.rsplit('/').next() {
+                Some(base) if !base.is_empty() => format!("[{base}]"),
+                _ => "<unknown>".to_string(),
+            };
+        }
+        let last = names.len() - 1;
+        locations.insert(
+            l.id,
+            names
+                .into_iter()
+                .enumerate()
+                .map(|(i, n)| (n, i != last))
+                .collect(),
+        );
+    }
+    p.sample
+        .iter()
+        .map(|s| {
+            let (frames, inlined) = s
+                .location_id
+                .iter()
+                .filter_map(|id| locations.get(id))
+                .flatten()
+                .cloned()
+                .unzip();
+            WeightedStack {
+                frames,
+                inlined,
+                value: s.value.get(index).copied().unwrap_or(0),
+            }
+        })
+        .collect()
+}
+
+/// pprof's `(inline)` / `(partial-inline)` marks for the `kept` functions: a function is inline when
+/// every call edge into it (between kept functions, once per sample) is an inlined call, partial
+/// when only some are.
+pub fn inline_labels(
+    stacks: &[WeightedStack],
+    kept: &HashSet<&str>,
+) -> HashMap<String, &'static str> {
+    // (caller, callee) -> all occurrences inlined so far
+    let mut edges: HashMap<(&str, &str), bool> = HashMap::new();
+    let mut seen: HashSet<(&str, &str)> = HashSet::new();
+    for s in stacks {
+        if s.value == 0 {
+            continue;
+        }
+        seen.clear();
+        let mut parent: Option<&str> = None;
+        for (i, f) in s.frames.iter().enumerate().rev() {
+            let f = f.as_str();
+            if !kept.contains(f) {
+                continue;
+            }
+            if let Some(p) = parent.filter(|p| *p != f) {
+                if seen.insert((p, f)) {
+                    let inl = s.inlined.get(i).copied().unwrap_or(false);
+                    edges.entry((p, f)).and_modify(|e| *e &= inl).or_insert(inl);
+                }
+            }
+            parent = Some(f);
+        }
+    }
+    let mut into: HashMap<&str, (bool, bool)> = HashMap::new();
+    for ((_, callee), inl) in edges {
+        let e = into.entry(callee).or_default();
+        if inl {
+            e.0 = true;
+        } else {
+            e.1 = true;
+        }
+    }
+    into.into_iter()
+        .filter_map(|(name, (inline, noinline))| match (inline, noinline) {
+            (true, true) => Some((name.to_string(), "(partial-inline)")),
+            (true, false) => Some((name.to_string(), "(inline)")),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Sum of |value| over all samples: pprof's report total (percentages are shares of it).
+pub fn total(stacks: &[WeightedStack]) -> i64 {
+    stacks
+        .iter()
+        .map(|s| s.value.saturating_abs())
+        .fold(0i64, i64::saturating_add)
+}
+
+/// Flat and cum per function. Flat goes to the leaf (first frame); cum counts each distinct function
+/// once per sample, however often it recurs on the stack. Nodes with zero flat and cum are left out.
+pub fn nodes(stacks: &[WeightedStack]) -> Vec<Node> {
+    let mut by_name: HashMap<&str, (i64, i64)> = HashMap::new();
+    let mut seen: HashSet<&str> = HashSet::new();
+    for s in stacks {
+        if s.value == 0 || s.frames.is_empty() {
+            continue;
+        }
+        seen.clear();
+        for f in &s.frames {
+            if seen.insert(f.as_str()) {
+                by_name.entry(f).or_default().1 += s.value;
+            }
+        }
+        by_name.entry(&s.frames[0]).or_default().0 += s.value;
+    }
+    let mut out: Vec<Node> = by_name
+        .into_iter()
+        .filter(|(_, (flat, cum))| *flat != 0 || *cum != 0)
+        .map(|(name, (flat, cum))| Node {
+            name: name.to_string(),
+            flat,
+            cum,
+        })
+        .collect();
+    sort_flat_name(&mut out);
+    out
+}
+
+/// pprof's `FlatNameOrder`: |flat| descending, then name, then |cum| descending.
+pub fn sort_flat_name(nodes: &mut [Node]) {
+    nodes.sort_by(|a, b| {
+        b.flat
+            .saturating_abs()
+            .cmp(&a.flat.saturating_abs())
+            .then_with(|| a.name.cmp(&b.name))
+            .then_with(|| b.cum.saturating_abs().cmp(&a.cum.saturating_abs()))
+    });
+}
+
+/// The nodes pprof keeps (|cum| at least [`NODE_FRACTION`] of the summed flat values) and how many
+/// it dropped.
+pub fn trim(nodes: Vec<Node>) -> (Vec<Node>, usize) {
+    let flat_sum: i64 = nodes.iter().map(|n| n.flat).sum();
+    let cutoff = ((flat_sum as f64 * NODE_FRACTION) as i64).saturating_abs();
+    let before = nodes.len();
+    let kept: Vec<Node> = nodes
+        .into_iter()
+        .filter(|n| n.cum.saturating_abs() >= cutoff)
+        .collect();
+    let dropped = before - kept.len();
+    (kept, dropped)
+}
+
+/// The smallest non-zero |flat| (or |cum| where flat is zero) among `nodes`, 0 when all are zero: the
+/// input to pprof's output-unit choice.
+pub fn min_node_value(nodes: &[Node]) -> i64 {
+    nodes
+        .iter()
+        .map(|n| {
+            if n.flat != 0 {
+                n.flat.saturating_abs()
+            } else {
+                n.cum.saturating_abs()
+            }
+        })
+        .filter(|v| *v > 0)
+        .min()
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stack(frames: &[&str], value: i64) -> WeightedStack {
+        WeightedStack {
+            frames: frames.iter().map(|s| s.to_string()).collect(),
+            inlined: vec![false; frames.len()],
+            value,
+        }
+    }
+
+    fn find<'a>(nodes: &'a [Node], name: &str) -> &'a Node {
+        nodes
+            .iter()
+            .find(|n| n.name == name)
+            .unwrap_or_else(|| panic!("no node {name}"))
+    }
+
+    #[test]
+    fn flat_goes_to_the_leaf_and_cum_counts_once_per_sample() {
+        let stacks = vec![
+            stack(&["burn", "work", "main"], 30),
+            stack(&["work", "main"], 10),
+            // Recursion: `rec` appears twice but its cum counts the sample once.
+            stack(&["rec", "rec", "main"], 5),
+            stack(&["idle"], 0),
+        ];
+        let n = nodes(&stacks);
+        assert_eq!(
+            find(&n, "burn"),
+            &Node {
+                name: "burn".into(),
+                flat: 30,
+                cum: 30
+            }
+        );
+        assert_eq!(
+            find(&n, "work"),
+            &Node {
+                name: "work".into(),
+                flat: 10,
+                cum: 40
+            }
+        );
+        assert_eq!(
+            find(&n, "main"),
+            &Node {
+                name: "main".into(),
+                flat: 0,
+                cum: 45
+            }
+        );
+        assert_eq!(
+            find(&n, "rec"),
+            &Node {
+                name: "rec".into(),
+                flat: 5,
+                cum: 5
+            }
+        );
+        assert!(
+            n.iter().all(|x| x.name != "idle"),
+            "zero-valued samples make no node"
+        );
+        let names: Vec<&str> = n.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(names, ["burn", "work", "rec", "main"]);
+        assert_eq!(total(&stacks), 45);
+    }
+
+    #[test]
+    fn inline_marks_follow_the_call_edges() {
+        // `inl` is always inlined into `caller`; `mixed` is inlined once and called once.
+        let mut a = stack(&["inl", "caller", "main"], 3);
+        a.inlined = vec![true, false, false];
+        let mut b = stack(&["mixed", "caller", "main"], 2);
+        b.inlined = vec![true, false, false];
+        let c = stack(&["mixed", "main"], 1);
+        let stacks = vec![a, b, c];
+        let kept: HashSet<&str> = ["inl", "caller", "main", "mixed"].into_iter().collect();
+        let labels = inline_labels(&stacks, &kept);
+        assert_eq!(labels.get("inl"), Some(&"(inline)"));
+        assert_eq!(labels.get("mixed"), Some(&"(partial-inline)"));
+        assert_eq!(labels.get("caller"), None);
+        assert_eq!(labels.get("main"), None);
+    }
+
+    #[test]
+    fn ties_sort_by_name_then_cum() {
+        let n = nodes(&[
+            stack(&["b", "x"], 5),
+            stack(&["a", "y"], 5),
+            stack(&["a2"], -5),
+        ]);
+        let names: Vec<&str> = n.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(names, ["a", "a2", "b", "x", "y"]);
+    }
+
+    #[test]
+    fn trim_drops_nodes_under_half_a_percent() {
+        let mut stacks = vec![stack(&["hot", "main"], 1000)];
+        stacks.push(stack(&["tiny", "main"], 4));
+        stacks.push(stack(&["small", "main"], 6));
+        let (kept, dropped) = trim(nodes(&stacks));
+        // cutoff = 1010 * 0.005 = 5 (truncated): 4 < 5 is dropped, 6 kept.
+        assert_eq!(dropped, 1);
+        assert!(kept.iter().any(|n| n.name == "small"));
+        assert!(!kept.iter().any(|n| n.name == "tiny"));
+        assert_eq!(min_node_value(&kept), 6);
+    }
+}
