@@ -1,4 +1,10 @@
-#[global_allocator]
-static ALLOC: nl6::profiling::heap::SamplingAllocator = nl6::profiling::heap::SamplingAllocator::system();
+//! The `nl6` binary: installs the sampling allocator and hands over to [`nl6::cli::main`].
+#![forbid(unsafe_code)]
 
-fn main() {}
+#[global_allocator]
+static ALLOC: nl6::profiling::heap::SamplingAllocator =
+    nl6::profiling::heap::SamplingAllocator::system();
+
+fn main() {
+    std::process::exit(nl6::cli::main());
+}

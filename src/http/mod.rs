@@ -1,16 +1,18 @@
 //! HTTP serving: request and reply values ([`Request`], [`Response`]) that handlers take and return, and
 //! the bounded server ([`server`]) that alone touches sockets.
 //!
-//! Handlers never see a socket, so they are tested as plain functions.
-#![forbid(unsafe_code)]
+//! Handlers never see a socket, so they are tested as plain functions. `unsafe` is denied here and allowed
+//! only in [`sys`] (the `poll(2)` and `setrlimit(2)` wrappers std lacks).
+#![deny(unsafe_code)]
 
 pub mod server;
+pub mod sys;
 
 use std::time::Duration;
 
 /// A parsed request: method, path (percent-decoding is the handler's business), raw query, headers
 /// (names lower-cased) and the whole body.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Request {
     pub method: String,
     pub path: String,
@@ -26,7 +28,13 @@ impl Request {
             Some((p, q)) => (p.to_string(), q.to_string()),
             None => (target.to_string(), String::new()),
         };
-        Request { method: method.to_string(), path, query, headers: Vec::new(), body: Vec::new() }
+        Request {
+            method: method.to_string(),
+            path,
+            query,
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
     }
 
     /// The same request with a body.
@@ -37,15 +45,21 @@ impl Request {
 
     /// The first header named `name` (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 
     /// The first query parameter named `name`, percent-decoded (`+` is a space).
     pub fn query_param(&self, name: &str) -> Option<String> {
-        self.query.split('&').filter(|kv| !kv.is_empty()).find_map(|kv| {
-            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-            (percent_decode(k) == name).then(|| percent_decode(v))
-        })
+        self.query
+            .split('&')
+            .filter(|kv| !kv.is_empty())
+            .find_map(|kv| {
+                let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+                (percent_decode(k) == name).then(|| percent_decode(v))
+            })
     }
 }
 
@@ -58,7 +72,8 @@ pub fn percent_decode(s: &str) -> String {
         match b[i] {
             b'+' => out.push(b' '),
             b'%' if i + 2 < b.len() => {
-                match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16) {
+                match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16)
+                {
                     Ok(v) => {
                         out.push(v);
                         i += 2;
@@ -103,7 +118,10 @@ impl Response {
 
     /// The first header named `name` (case-insensitive).
     pub fn get_header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 
     /// The body as text (lossy), for tests and logs.

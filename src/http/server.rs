@@ -1,1 +1,757 @@
-//! STUB: owner serve helper.
+//! The bounded HTTP/1.1 server: one poll thread that accepts and parks sockets, and a fixed pool of
+//! workers that read, call the handler and write. It owns every socket of the serving side; handlers only
+//! see [`Request`] values and return [`Response`] values.
+//!
+//! Shape (why: tiny_http stops accepting for good on one accept error, grows a thread per busy connection
+//! and sets no timeouts; see ARCHITECTURE.md):
+//! - The **poll thread** watches the listener, a wake-up socket and every parked connection (idle
+//!   keep-alive sockets and sockets whose request has not fully arrived). A readable socket goes to the
+//!   work queue; a socket parked past its deadline (idle timeout, or the time allowed to receive a request)
+//!   is dropped. Accept errors (EMFILE, ENFILE, ENOBUFS, …) are logged once per burst and the listener is
+//!   left out of the poll set for a short pause; they are never fatal.
+//! - **Workers** (a fixed number) take a readable socket, read what is there without waiting (`httparse`
+//!   decides whether a request head is complete; bodies are `Content-Length` only, chunked bodies get 411),
+//!   and either answer or hand the socket back to be parked. A worker therefore never waits for a slow
+//!   sender. Writes have a deadline (the write timeout plus the handler's
+//!   [`Response::extra_write_time`]), enforced per `write` call, so a slow reader holds a worker for at most
+//!   that long.
+//! - Thread count is `1 + workers`, whatever the number of connections.
+//!
+//! Never parses HTTP itself beyond framing (httparse reads heads), never spawns per connection, never
+//! blocks a worker on a read.
+#![deny(unsafe_code)]
+
+use super::sys::{self, PollFd};
+use super::{Request, Response};
+use std::collections::VecDeque;
+use std::io::{self, ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// What a handler is: a request value in, a response value out. Shared by every worker.
+pub type Handler = dyn Fn(&Request) -> Response + Send + Sync;
+
+/// Largest request head accepted (431 above it).
+pub const MAX_HEAD: usize = 16 * 1024;
+/// How long a worker's read waits when poll said "readable" but nothing came (a spurious wake-up).
+const READ_PEEK: Duration = Duration::from_millis(20);
+/// How long the listener is left alone after an accept error.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+/// Longest the poll thread sleeps without looking at deadlines and the stop flag.
+const POLL_TICK: Duration = Duration::from_millis(500);
+
+/// Server limits. Defaults: 16 workers, 10 s idle, 10 s to receive a request, 30 s write, 1 MiB body.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    workers: usize,
+    idle_timeout: Duration,
+    request_timeout: Duration,
+    write_timeout: Duration,
+    max_body: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            workers: 16,
+            idle_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(30),
+            max_body: 1024 * 1024,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Number of worker threads. Defaults to 16.
+    pub fn workers(mut self, n: usize) -> Self {
+        self.workers = n.max(1);
+        self
+    }
+    /// How long a keep-alive connection may sit idle. Defaults to 10 s.
+    pub fn idle_timeout(mut self, d: Duration) -> Self {
+        self.idle_timeout = d;
+        self
+    }
+    /// How long a request (head and body) may take to arrive once it has started. Defaults to 10 s.
+    pub fn request_timeout(mut self, d: Duration) -> Self {
+        self.request_timeout = d;
+        self
+    }
+    /// Deadline for writing a response, added to the handler's own `extra_write_time`. Defaults to 30 s.
+    pub fn write_timeout(mut self, d: Duration) -> Self {
+        self.write_timeout = d;
+        self
+    }
+    /// Largest request body read (413 above it; surfaces may refuse smaller ones). Defaults to 1 MiB.
+    pub fn max_body(mut self, n: usize) -> Self {
+        self.max_body = n;
+        self
+    }
+}
+
+/// A socket and whatever part of its next request has arrived.
+struct Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    /// When the first byte of the pending request arrived (None: idle between requests).
+    request_started: Option<Instant>,
+    /// When the socket was last parked (idle deadline base).
+    parked_at: Instant,
+}
+
+/// State shared by the poll thread and the workers.
+struct Shared {
+    config: ServerConfig,
+    handler: Arc<Handler>,
+    stop: AtomicBool,
+    queue: Mutex<VecDeque<Conn>>,
+    queue_ready: Condvar,
+    returned: Mutex<Vec<Conn>>,
+    wake_tx: UnixStream,
+}
+
+impl Shared {
+    fn wake(&self) {
+        // A full wake socket means a wake-up is already pending: nothing to do.
+        let _ = (&self.wake_tx).write(&[1]);
+    }
+}
+
+/// A running server. [`Server::shutdown`] stops it; dropping it leaves it running (as `main` wants).
+pub struct Server {
+    local_addr: SocketAddr,
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Binds `addr` and starts the poll thread and the workers.
+    pub fn bind(
+        addr: impl ToSocketAddrs,
+        config: ServerConfig,
+        handler: Arc<Handler>,
+    ) -> io::Result<Server> {
+        let listener = TcpListener::bind(addr)?;
+        Server::from_listener(listener, config, handler)
+    }
+
+    /// Serves an already bound listener.
+    pub fn from_listener(
+        listener: TcpListener,
+        config: ServerConfig,
+        handler: Arc<Handler>,
+    ) -> io::Result<Server> {
+        listener.set_nonblocking(true)?;
+        let local_addr = listener.local_addr()?;
+        let (wake_tx, wake_rx) = UnixStream::pair()?;
+        wake_tx.set_nonblocking(true)?;
+        wake_rx.set_nonblocking(true)?;
+        let workers = config.workers;
+        let shared = Arc::new(Shared {
+            config,
+            handler,
+            stop: AtomicBool::new(false),
+            queue: Mutex::new(VecDeque::new()),
+            queue_ready: Condvar::new(),
+            returned: Mutex::new(Vec::new()),
+            wake_tx,
+        });
+        let mut threads = Vec::with_capacity(workers + 1);
+        for i in 0..workers {
+            let s = Arc::clone(&shared);
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("http-worker-{i}"))
+                    .spawn(move || worker_loop(&s))?,
+            );
+        }
+        let s = Arc::clone(&shared);
+        threads.push(
+            std::thread::Builder::new()
+                .name("http-poll".to_string())
+                .spawn(move || poll_loop(&s, listener, wake_rx))?,
+        );
+        Ok(Server {
+            local_addr,
+            shared,
+            threads,
+        })
+    }
+
+    /// The address actually bound (port 0 resolved).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Stops accepting, drops parked connections, lets workers finish their current request, and joins.
+    pub fn shutdown(self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.shared.wake();
+        self.shared.queue_ready.notify_all();
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panicking handler is caught before it can poison these locks; recover anyway.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn poll_loop(shared: &Shared, listener: TcpListener, mut wake_rx: UnixStream) {
+    let config = &shared.config;
+    let mut parked: Vec<Conn> = Vec::new();
+    let mut listener_paused_until: Option<Instant> = None;
+    let mut accept_failing = false;
+    let mut fds: Vec<PollFd> = Vec::new();
+    while !shared.stop.load(Ordering::SeqCst) {
+        parked.append(&mut lock(&shared.returned));
+        let now = Instant::now();
+        if listener_paused_until.is_some_and(|t| now >= t) {
+            listener_paused_until = None;
+        }
+        // Drop connections past their deadline.
+        parked.retain(|c| now < deadline(c, config));
+        let mut timeout = POLL_TICK;
+        for c in &parked {
+            timeout = timeout.min(deadline(c, config).saturating_duration_since(now));
+        }
+        if let Some(t) = listener_paused_until {
+            timeout = timeout.min(t.saturating_duration_since(now));
+        }
+        fds.clear();
+        fds.push(PollFd::readable(wake_rx.as_raw_fd()));
+        fds.push(PollFd::readable(if listener_paused_until.is_none() {
+            listener.as_raw_fd()
+        } else {
+            -1
+        }));
+        fds.extend(
+            parked
+                .iter()
+                .map(|c| PollFd::readable(c.stream.as_raw_fd())),
+        );
+        match sys::poll(&mut fds, timeout.max(Duration::from_millis(1))) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!("nl6: http: poll failed: {e}");
+                std::thread::sleep(ACCEPT_PAUSE);
+                continue;
+            }
+        }
+        if fds[0].is_ready() {
+            let mut sink = [0u8; 256];
+            while matches!(wake_rx.read(&mut sink), Ok(n) if n > 0) {}
+        }
+        let mut ready = Vec::new();
+        let mut still_parked = Vec::with_capacity(parked.len());
+        for (c, fd) in parked.drain(..).zip(&fds[2..]) {
+            if fd.is_ready() {
+                ready.push(c);
+            } else {
+                still_parked.push(c);
+            }
+        }
+        parked = still_parked;
+        if fds[1].is_ready() {
+            loop {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        if accept_failing {
+                            eprintln!("nl6: http: accepting again");
+                            accept_failing = false;
+                        }
+                        if stream.set_nonblocking(false).is_err()
+                            || stream.set_read_timeout(Some(READ_PEEK)).is_err()
+                        {
+                            continue;
+                        }
+                        let _ = stream.set_nodelay(true);
+                        parked.push(Conn {
+                            stream,
+                            buf: Vec::new(),
+                            request_started: None,
+                            parked_at: Instant::now(),
+                        });
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    Err(e) if e.kind() == ErrorKind::ConnectionAborted => continue,
+                    Err(e) => {
+                        if !accept_failing {
+                            eprintln!("nl6: http: accept failed: {e}; retrying (logged once until it recovers)");
+                            accept_failing = true;
+                        }
+                        listener_paused_until = Some(Instant::now() + ACCEPT_PAUSE);
+                        break;
+                    }
+                }
+            }
+        }
+        if !ready.is_empty() {
+            lock(&shared.queue).extend(ready);
+            shared.queue_ready.notify_all();
+        }
+    }
+}
+
+fn deadline(c: &Conn, config: &ServerConfig) -> Instant {
+    match c.request_started {
+        Some(t) => t + config.request_timeout,
+        None => c.parked_at + config.idle_timeout,
+    }
+}
+
+fn worker_loop(shared: &Shared) {
+    loop {
+        let conn = {
+            let mut q = lock(&shared.queue);
+            loop {
+                if shared.stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                if let Some(c) = q.pop_front() {
+                    break c;
+                }
+                q = shared
+                    .queue_ready
+                    .wait(q)
+                    .unwrap_or_else(|e| e.into_inner());
+            }
+        };
+        if let Some(mut c) = serve_ready(shared, conn) {
+            c.parked_at = Instant::now();
+            lock(&shared.returned).push(c);
+            shared.wake();
+        }
+    }
+}
+
+/// What the bytes received so far hold.
+#[derive(Debug, PartialEq)]
+enum Framed {
+    /// More bytes are needed.
+    Incomplete,
+    /// A whole request of `consumed` bytes.
+    Complete {
+        request: Request,
+        consumed: usize,
+        keep_alive: bool,
+    },
+    /// The request cannot be served: answer this status and close.
+    Refused(u16, &'static str),
+}
+
+/// Reads what has arrived on a readable socket and serves every complete request in it. Returns the
+/// connection when it should be parked (idle, or waiting for the rest of a request); `None` closes it.
+fn serve_ready(shared: &Shared, mut c: Conn) -> Option<Conn> {
+    let mut chunk = [0u8; 8192];
+    loop {
+        match c.stream.read(&mut chunk) {
+            Ok(0) => return None,
+            Ok(n) => {
+                c.buf.extend_from_slice(&chunk[..n]);
+                break;
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return Some(c)
+            }
+            Err(_) => return None,
+        }
+    }
+    loop {
+        match frame(&c.buf, shared.config.max_body) {
+            Framed::Incomplete => {
+                if c.buf.is_empty() {
+                    c.request_started = None;
+                } else if c.request_started.is_none() {
+                    c.request_started = Some(Instant::now());
+                }
+                return Some(c);
+            }
+            Framed::Refused(status, msg) => {
+                let resp = Response::new(status, "text/plain; charset=utf-8", format!("{msg}\n"));
+                let _ = write_response(
+                    &mut c.stream,
+                    &resp,
+                    false,
+                    false,
+                    shared.config.write_timeout,
+                );
+                return None;
+            }
+            Framed::Complete {
+                request,
+                consumed,
+                keep_alive,
+            } => {
+                c.buf.drain(..consumed);
+                c.request_started = if c.buf.is_empty() {
+                    None
+                } else {
+                    Some(Instant::now())
+                };
+                let handler = &shared.handler;
+                let resp =
+                    catch_unwind(AssertUnwindSafe(|| handler(&request))).unwrap_or_else(|_| {
+                        Response::new(
+                            500,
+                            "text/plain; charset=utf-8",
+                            "internal error: the handler panicked\n",
+                        )
+                    });
+                let head_only = request.method == "HEAD";
+                let budget = shared.config.write_timeout + resp.extra_write_time;
+                if write_response(&mut c.stream, &resp, keep_alive, head_only, budget).is_err()
+                    || !keep_alive
+                {
+                    return None;
+                }
+                if c.buf.is_empty() {
+                    return Some(c);
+                }
+            }
+        }
+    }
+}
+
+/// Frames one request out of `buf` with httparse.
+fn frame(buf: &[u8], max_body: usize) -> Framed {
+    if buf.is_empty() {
+        return Framed::Incomplete;
+    }
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut req = httparse::Request::new(&mut headers);
+    let head_len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
+            return Framed::Refused(431, "request header fields too large")
+        }
+        Ok(httparse::Status::Partial) => return Framed::Incomplete,
+        Err(httparse::Error::TooManyHeaders) => {
+            return Framed::Refused(431, "too many request header fields")
+        }
+        Err(_) => return Framed::Refused(400, "malformed HTTP request"),
+    };
+    if head_len > MAX_HEAD {
+        return Framed::Refused(431, "request header fields too large");
+    }
+    let method = req.method.unwrap_or("").to_string();
+    let target = req.path.unwrap_or("");
+    let version = req.version.unwrap_or(1);
+    let mut content_length: usize = 0;
+    let mut close = version == 0;
+    let mut headers_out = Vec::with_capacity(req.headers.len());
+    for h in req.headers.iter() {
+        let value = String::from_utf8_lossy(h.value).trim().to_string();
+        let name = h.name.to_ascii_lowercase();
+        match name.as_str() {
+            "transfer-encoding" => {
+                return Framed::Refused(
+                    411,
+                    "chunked request bodies are not accepted; send Content-Length",
+                )
+            }
+            "content-length" => match value.parse::<usize>() {
+                Ok(n) if n > max_body => return Framed::Refused(413, "request body too large"),
+                Ok(n) => content_length = n,
+                Err(_) => return Framed::Refused(400, "invalid Content-Length"),
+            },
+            "connection" => {
+                let v = value.to_ascii_lowercase();
+                if v.split(',').any(|t| t.trim() == "close") {
+                    close = true;
+                } else if v.split(',').any(|t| t.trim() == "keep-alive") {
+                    close = false;
+                }
+            }
+            _ => {}
+        }
+        headers_out.push((name, value));
+    }
+    if !target.starts_with('/') {
+        return Framed::Refused(400, "request target must be an absolute path");
+    }
+    if buf.len() < head_len + content_length {
+        return Framed::Incomplete;
+    }
+    let (path, query) = match target.split_once('?') {
+        Some((p, q)) => (p.to_string(), q.to_string()),
+        None => (target.to_string(), String::new()),
+    };
+    let request = Request {
+        method,
+        path,
+        query,
+        headers: headers_out,
+        body: buf[head_len..head_len + content_length].to_vec(),
+    };
+    Framed::Complete {
+        request,
+        consumed: head_len + content_length,
+        keep_alive: !close,
+    }
+}
+
+/// The reason phrase of the statuses nl6 answers.
+pub fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        301 => "Moved Permanently",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        411 => "Length Required",
+        413 => "Content Too Large",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "",
+    }
+}
+
+/// Serialises a response (head, then body unless HEAD) and writes it within `budget`.
+fn write_response(
+    stream: &mut TcpStream,
+    resp: &Response,
+    keep_alive: bool,
+    head_only: bool,
+    budget: Duration,
+) -> io::Result<()> {
+    let mut out = Vec::with_capacity(256 + if head_only { 0 } else { resp.body.len() });
+    out.extend_from_slice(
+        format!("HTTP/1.1 {} {}\r\n", resp.status, reason(resp.status)).as_bytes(),
+    );
+    for (k, v) in &resp.headers {
+        if k.eq_ignore_ascii_case("content-length") || k.eq_ignore_ascii_case("connection") {
+            continue;
+        }
+        out.extend_from_slice(format!("{k}: {v}\r\n").as_bytes());
+    }
+    if resp.get_header("x-content-type-options").is_none() {
+        out.extend_from_slice(b"X-Content-Type-Options: nosniff\r\n");
+    }
+    let conn = if keep_alive { "keep-alive" } else { "close" };
+    out.extend_from_slice(
+        format!(
+            "Content-Length: {}\r\nConnection: {conn}\r\n\r\n",
+            resp.body.len()
+        )
+        .as_bytes(),
+    );
+    if !head_only {
+        out.extend_from_slice(&resp.body);
+    }
+    write_all_by(stream, &out, Instant::now() + budget)
+}
+
+/// `write_all` with one deadline for the whole buffer: each `write` gets the time that is left.
+fn write_all_by(stream: &mut TcpStream, mut data: &[u8], deadline: Instant) -> io::Result<()> {
+    while !data.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(ErrorKind::TimedOut, "write deadline passed"));
+        }
+        stream.set_write_timeout(Some(left))?;
+        match stream.write(data) {
+            Ok(0) => return Err(io::Error::new(ErrorKind::WriteZero, "peer closed")),
+            Ok(n) => data = &data[n..],
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn complete(buf: &[u8]) -> (Request, usize, bool) {
+        match frame(buf, 1024) {
+            Framed::Complete {
+                request,
+                consumed,
+                keep_alive,
+            } => (request, consumed, keep_alive),
+            other => panic!("not complete: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn frames_a_get_with_query() {
+        let (r, n, ka) = complete(b"GET /debug/pprof/heap?gc=1 HTTP/1.1\r\nHost: x\r\n\r\nrest");
+        assert_eq!(
+            (r.method.as_str(), r.path.as_str(), r.query.as_str()),
+            ("GET", "/debug/pprof/heap", "gc=1")
+        );
+        assert_eq!(n, 48);
+        assert!(ka);
+        assert_eq!(r.header("HOST"), Some("x"));
+    }
+
+    #[test]
+    fn frames_bodies_by_content_length() {
+        let head = b"POST /a HTTP/1.1\r\nContent-Length: 4\r\n\r\n";
+        let mut buf = head.to_vec();
+        buf.extend_from_slice(b"ab");
+        assert_eq!(frame(&buf, 1024), Framed::Incomplete);
+        buf.extend_from_slice(b"cdGET");
+        let (r, n, _) = complete(&buf);
+        assert_eq!(r.body, b"abcd");
+        assert_eq!(n, head.len() + 4);
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_frame() {
+        assert_eq!(frame(b"GET / HTTP/1.1\r\n", 10), Framed::Incomplete);
+        assert!(matches!(
+            frame(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 10),
+            Framed::Refused(411, _)
+        ));
+        assert!(matches!(
+            frame(b"POST / HTTP/1.1\r\nContent-Length: 11\r\n\r\n", 10),
+            Framed::Refused(413, _)
+        ));
+        assert!(matches!(
+            frame(b"POST / HTTP/1.1\r\nContent-Length: x\r\n\r\n", 10),
+            Framed::Refused(400, _)
+        ));
+        assert!(matches!(
+            frame(b"\x00\x01garbage\r\n\r\n", 10),
+            Framed::Refused(400, _)
+        ));
+        let big = format!("GET / HTTP/1.1\r\nX: {}", "a".repeat(MAX_HEAD + 10));
+        assert!(matches!(frame(big.as_bytes(), 10), Framed::Refused(431, _)));
+    }
+
+    #[test]
+    fn connection_close_and_http10_end_keep_alive() {
+        assert!(!complete(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n").2);
+        assert!(!complete(b"GET / HTTP/1.0\r\n\r\n").2);
+        assert!(complete(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").2);
+    }
+
+    fn echo_server(config: ServerConfig) -> Server {
+        let h: Arc<Handler> = Arc::new(|r: &Request| {
+            if r.path == "/panic" {
+                panic!("handler panic for a test");
+            }
+            Response::new(
+                200,
+                "text/plain",
+                format!("{} {} {}", r.method, r.path, r.body.len()),
+            )
+        });
+        Server::bind("127.0.0.1:0", config, h).unwrap()
+    }
+
+    fn roundtrip(s: &mut TcpStream, req: &[u8]) -> String {
+        let head_only = req.starts_with(b"HEAD ");
+        s.write_all(req).unwrap();
+        let mut out = Vec::new();
+        let mut chunk = [0u8; 4096];
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            match s.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => {
+                    out.extend_from_slice(&chunk[..n]);
+                    let text = String::from_utf8_lossy(&out);
+                    if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("Content-Length: "))
+                            .and_then(|v| v.parse().ok())
+                            .unwrap_or(0);
+                        if head_only || body.len() >= len {
+                            break;
+                        }
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[test]
+    fn serves_keep_alive_pipelined_and_survives_a_panic() {
+        let server = echo_server(ServerConfig::default().workers(2));
+        let mut s = TcpStream::connect(server.local_addr()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let a = roundtrip(&mut s, b"GET /one HTTP/1.1\r\n\r\n");
+        assert!(a.starts_with("HTTP/1.1 200 OK\r\n"), "{a}");
+        assert!(a.contains("X-Content-Type-Options: nosniff\r\n"));
+        assert!(a.ends_with("GET /one 0"));
+        let b = roundtrip(
+            &mut s,
+            b"POST /two HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc",
+        );
+        assert!(b.ends_with("POST /two 3"), "{b}");
+        let p = roundtrip(&mut s, b"GET /panic HTTP/1.1\r\n\r\n");
+        assert!(p.starts_with("HTTP/1.1 500 "), "{p}");
+        let c = roundtrip(&mut s, b"HEAD /three HTTP/1.1\r\n\r\n");
+        assert!(
+            c.contains("Content-Length: 13\r\n") && c.ends_with("\r\n\r\n"),
+            "{c}"
+        );
+        server.shutdown();
+    }
+
+    #[test]
+    fn idle_connections_are_dropped_after_the_idle_timeout() {
+        let server = echo_server(ServerConfig::default().idle_timeout(Duration::from_millis(200)));
+        let mut s = TcpStream::connect(server.local_addr()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let started = Instant::now();
+        let mut b = [0u8; 16];
+        let n = loop {
+            match s.read(&mut b) {
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                other => break other,
+            }
+        };
+        assert!(
+            matches!(n, Ok(0)) || n.is_err(),
+            "expected the server to close: {n:?}"
+        );
+        let waited = started.elapsed();
+        assert!(
+            waited >= Duration::from_millis(150) && waited < Duration::from_secs(4),
+            "{waited:?}"
+        );
+        server.shutdown();
+    }
+
+    #[test]
+    fn a_slow_sender_does_not_hold_a_worker() {
+        // One worker: a client trickling its head must not stop another client being served.
+        let server = echo_server(ServerConfig::default().workers(1));
+        let mut slow = TcpStream::connect(server.local_addr()).unwrap();
+        slow.write_all(b"GET /slow HT").unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let mut fast = TcpStream::connect(server.local_addr()).unwrap();
+        fast.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let started = Instant::now();
+        let a = roundtrip(&mut fast, b"GET /fast HTTP/1.1\r\n\r\n");
+        assert!(a.ends_with("GET /fast 0"), "{a}");
+        assert!(started.elapsed() < Duration::from_secs(1));
+        slow.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let b = roundtrip(&mut slow, b"TP/1.1\r\n\r\n");
+        assert!(b.ends_with("GET /slow 0"), "{b}");
+        server.shutdown();
+    }
+}

@@ -1,0 +1,249 @@
+//! `GET`/`POST /api/v1/profiling`: the gate's REST, and the JSON shape every REST answer shares
+//! (`{"data": …}` on success, `{"error": "…"}` on failure, plus `"data"` with the state when a push could
+//! not start).
+//!
+//! Parses the POST body strictly (unknown fields, wrong types and a missing `enabled` are 400s naming the
+//! field) and hands a [`PostRequest`] value to the gate. Never echoes credentials: the view has none.
+#![forbid(unsafe_code)]
+
+use crate::gate::control::{Gate, GateView, PostError};
+use crate::gate::duration::parse_go_duration;
+use crate::gate::rfc3339;
+use crate::gate::state::{AddressField, PostRequest};
+use crate::http::{Request, Response};
+use serde::Serialize;
+use serde_json::Value;
+
+/// Largest POST body accepted (413 above it).
+pub const MAX_BODY: usize = 64 * 1024;
+
+/// The fields a POST may carry.
+const FIELDS: &[&str] = &["enabled", "server_address", "duration"];
+
+/// The state as JSON (`data` of GET and POST).
+#[derive(Debug, Serialize)]
+struct ProfilingState {
+    enabled: bool,
+    startup_flag: String,
+    server_address: String,
+    pushing: bool,
+    pprof_path: &'static str,
+    revert_pending: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    revert_at: Option<String>,
+    sdk_errors: u64,
+    last_error: Option<String>,
+    uploads: u64,
+    last_upload_at: Option<String>,
+}
+
+fn state_json(v: &GateView) -> ProfilingState {
+    ProfilingState {
+        enabled: v.enabled,
+        startup_flag: v.startup_flag.clone().unwrap_or_default(),
+        server_address: v.server_address.clone().unwrap_or_default(),
+        pushing: v.pushing,
+        pprof_path: "/debug/pprof/",
+        revert_pending: v.revert_at.is_some(),
+        revert_at: v.revert_at.map(rfc3339),
+        sdk_errors: v.sdk_errors,
+        last_error: v.last_error.clone(),
+        uploads: v.uploads,
+        last_upload_at: v.last_upload_at.map(rfc3339),
+    }
+}
+
+/// A JSON response with `Content-Type: application/json`.
+pub fn json(status: u16, value: &impl Serialize) -> Response {
+    let mut body =
+        serde_json::to_vec(value).unwrap_or_else(|_| b"{\"error\":\"encoding failed\"}".to_vec());
+    body.push(b'\n');
+    Response::new(status, "application/json", body)
+}
+
+/// `{"error": msg}`.
+pub fn error(status: u16, msg: &str) -> Response {
+    json(status, &serde_json::json!({ "error": msg }))
+}
+
+/// 404 for a path no surface knows.
+pub fn not_found(path: &str) -> Response {
+    error(404, &format!("no route for {path}"))
+}
+
+/// 405 on `/api/v1/profiling`.
+pub fn method_not_allowed() -> Response {
+    error(405, "method not allowed: use GET or POST").header("Allow", "GET, HEAD, POST")
+}
+
+/// `GET /api/v1/profiling`: the published state, never waiting behind a transition.
+pub fn get(gate: &Gate) -> Response {
+    json(
+        200,
+        &serde_json::json!({ "data": state_json(&gate.view()) }),
+    )
+}
+
+/// `POST /api/v1/profiling`.
+pub fn post(gate: &Gate, req: &Request) -> Response {
+    if req.body.len() > MAX_BODY {
+        return error(
+            413,
+            &format!(
+                "request body is {} bytes; the limit is {MAX_BODY} (64 KiB)",
+                req.body.len()
+            ),
+        );
+    }
+    let parsed = match parse_post(&req.body) {
+        Ok(p) => p,
+        Err(msg) => return error(400, &msg),
+    };
+    match gate.post(&parsed) {
+        Ok(view) => json(200, &serde_json::json!({ "data": state_json(&view) })),
+        Err(PostError::Invalid(msg)) => error(400, &msg),
+        Err(PostError::PushFailed { message, view }) => json(
+            500,
+            &serde_json::json!({ "error": message, "data": state_json(&view) }),
+        ),
+    }
+}
+
+/// Parses a POST body into a request value. Every refusal names the field.
+pub fn parse_post(body: &[u8]) -> Result<PostRequest, String> {
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| format!("body is not valid JSON: {e}"))?;
+    let Value::Object(map) = value else {
+        return Err("body must be a JSON object such as {\"enabled\":true}".to_string());
+    };
+    if let Some(unknown) = map.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+        return Err(format!(
+            "unknown field {unknown:?} (accepted: enabled, server_address, duration)"
+        ));
+    }
+    let enabled = match map.get("enabled") {
+        None => return Err("enabled is required (true or false)".to_string()),
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            return Err(format!(
+                "enabled must be a boolean, not {}",
+                type_name(other)
+            ))
+        }
+    };
+    let server_address = match map.get("server_address") {
+        None => AddressField::Omitted,
+        Some(Value::String(s)) if s.is_empty() => AddressField::Empty,
+        Some(Value::String(s)) => AddressField::Value(s.clone()),
+        Some(other) => {
+            return Err(format!(
+                "server_address must be a string, not {}",
+                type_name(other)
+            ))
+        }
+    };
+    let duration = match map.get("duration") {
+        None => None,
+        Some(Value::String(s)) => Some(parse_go_duration(s).map_err(|e| format!("duration: {e}"))?),
+        Some(other) => {
+            return Err(format!(
+                "duration must be a string in Go syntax such as \"30m\", not {}",
+                type_name(other)
+            ))
+        }
+    };
+    Ok(PostRequest {
+        enabled,
+        server_address,
+        duration,
+    })
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn parses_the_three_address_shapes_and_duration() {
+        let p = parse_post(br#"{"enabled":true}"#).unwrap();
+        assert_eq!(
+            p,
+            PostRequest {
+                enabled: true,
+                server_address: AddressField::Omitted,
+                duration: None
+            }
+        );
+        let p = parse_post(br#"{"enabled":true,"server_address":""}"#).unwrap();
+        assert_eq!(p.server_address, AddressField::Empty);
+        let p = parse_post(br#"{"enabled":true,"server_address":"http://h:1","duration":"30m"}"#)
+            .unwrap();
+        assert_eq!(
+            p.server_address,
+            AddressField::Value("http://h:1".to_string())
+        );
+        assert_eq!(p.duration, Some(Duration::from_secs(1800)));
+    }
+
+    #[test]
+    fn refusals_name_the_field() {
+        let rows: &[(&str, &str)] = &[
+            ("", "not valid JSON"),
+            ("not json", "not valid JSON"),
+            ("[true]", "JSON object"),
+            ("{}", "enabled is required"),
+            (r#"{"server_address":""}"#, "enabled is required"),
+            (
+                r#"{"enabled":"yes"}"#,
+                "enabled must be a boolean, not a string",
+            ),
+            (
+                r#"{"enabled":1}"#,
+                "enabled must be a boolean, not a number",
+            ),
+            (r#"{"enabled":null}"#, "enabled must be a boolean, not null"),
+            (
+                r#"{"enabled":true,"server_address":5}"#,
+                "server_address must be a string",
+            ),
+            (
+                r#"{"enabled":true,"server_address":null}"#,
+                "server_address must be a string, not null",
+            ),
+            (
+                r#"{"enabled":true,"duration":30}"#,
+                "duration must be a string",
+            ),
+            (
+                r#"{"enabled":true,"duration":"30"}"#,
+                "duration: invalid duration \"30\"",
+            ),
+            (r#"{"enabled":true,"duration":"0s"}"#, "greater than zero"),
+            (r#"{"enabled":true,"duration":"2562048h"}"#, "maximum"),
+            (
+                r#"{"enabled":true,"basic_auth":"u:p"}"#,
+                "unknown field \"basic_auth\"",
+            ),
+            (
+                r#"{"enabled":true,"Enabled":true}"#,
+                "unknown field \"Enabled\"",
+            ),
+        ];
+        for (body, want) in rows {
+            let e = parse_post(body.as_bytes()).expect_err(body);
+            assert!(e.contains(want), "{body}: {e}");
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! The thread-safe gate: runs the transitions [`super::state`] computes, owns the running push (through
+//! the [`Pusher`] port), publishes a snapshot for readers, and keeps the revert timer.
+//!
+//! Locks and threads:
+//! - `state` serialises transitions and is held across a push's bounded stop (up to 20 s). Readers never
+//!   take it.
+//! - `published` holds an `Arc` of the state as of the last completed transition; [`Gate::view`] and
+//!   [`Gate::is_open`] clone it under a lock held for a pointer copy, so `GET` never waits behind a
+//!   transition in progress.
+//! - `run` holds the running push; it is locked only to put, take, or read its status (never across a
+//!   stop or a start).
+//! - The revert timer is one thread that exists only while a revert is pending; a later transition bumps a
+//!   generation number, which wakes and ends the old timer.
+//!
+//! Never does network I/O: the push behind the port does. Every transition logs exactly one line starting
+//! `[profiling] `.
+#![forbid(unsafe_code)]
+
+use super::port::{PushRun, PushStatus, Pusher};
+use super::state::{self, Action, GateState, PostRequest, Startup, Transition, ADHOC_ENV};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::time::{Duration, SystemTime};
+
+/// How long closing the gate waits for the push's final flush (two upload timeouts).
+pub const STOP_BUDGET: Duration = Duration::from_secs(20);
+
+/// What `GET /api/v1/profiling` reports. Never holds credentials.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateView {
+    pub enabled: bool,
+    pub startup_flag: Option<String>,
+    /// The push address in force (None: pull-only or closed).
+    pub server_address: Option<String>,
+    pub pushing: bool,
+    /// When a pending revert happens.
+    pub revert_at: Option<SystemTime>,
+    pub sdk_errors: u64,
+    pub last_error: Option<String>,
+    pub uploads: u64,
+    pub last_upload_at: Option<SystemTime>,
+}
+
+/// Why a POST did not (fully) take effect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PostError {
+    /// The request was refused; nothing changed (400).
+    Invalid(String),
+    /// The gate is open but the push could not start (500, with the state).
+    PushFailed {
+        message: String,
+        view: Box<GateView>,
+    },
+}
+
+type EnvCheck = Box<dyn Fn() -> bool + Send + Sync>;
+type LogSink = Box<dyn Fn(&str) + Send + Sync>;
+
+struct Published {
+    state: GateState,
+    /// The push's status when it was taken out to stop, so GET has numbers while it flushes.
+    stopping_status: PushStatus,
+}
+
+struct Inner {
+    startup: Startup,
+    pusher: Box<dyn Pusher>,
+    state: Mutex<GateState>,
+    published: Mutex<Arc<Published>>,
+    run: Mutex<Option<Box<dyn PushRun>>>,
+    revert_generation: Mutex<u64>,
+    revert_wake: Condvar,
+    adhoc_env_set: EnvCheck,
+    log: LogSink,
+    stop_budget: Duration,
+}
+
+/// The gate. Cheap to clone (shared).
+#[derive(Clone)]
+pub struct Gate {
+    inner: Arc<Inner>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Gate {
+    /// A closed gate that reads [`ADHOC_ENV`] from the process environment and logs to stderr. Call
+    /// [`Gate::start`] to apply the startup flag.
+    pub fn new(startup: Startup, pusher: Box<dyn Pusher>) -> Gate {
+        Gate::with_hooks(
+            startup,
+            pusher,
+            Box::new(|| std::env::var_os(ADHOC_ENV).is_some()),
+            Box::new(|line| eprintln!("{line}")),
+            STOP_BUDGET,
+        )
+    }
+
+    /// A closed gate with the environment check, the log sink and the stop budget given (for tests).
+    pub fn with_hooks(
+        startup: Startup,
+        pusher: Box<dyn Pusher>,
+        adhoc_env_set: EnvCheck,
+        log: LogSink,
+        stop_budget: Duration,
+    ) -> Gate {
+        let published = Arc::new(Published {
+            state: GateState::default(),
+            stopping_status: PushStatus::default(),
+        });
+        Gate {
+            inner: Arc::new(Inner {
+                startup,
+                pusher,
+                state: Mutex::new(GateState::default()),
+                published: Mutex::new(published),
+                run: Mutex::new(None),
+                revert_generation: Mutex::new(0),
+                revert_wake: Condvar::new(),
+                adhoc_env_set,
+                log,
+                stop_budget,
+            }),
+        }
+    }
+
+    /// Applies the startup flag (opens the gate with a push when `-profiling-pyroscope` was given).
+    /// Returns the push's start error, if any.
+    pub fn start(&self) -> Result<(), String> {
+        let mut st = lock(&self.inner.state);
+        let t = state::on_startup(&self.inner.startup, (self.inner.adhoc_env_set)());
+        match Inner::execute(&self.inner, &mut st, t) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Applies a POST. The response is written after this returns (so after a closing push's flush).
+    pub fn post(&self, req: &PostRequest) -> Result<GateView, PostError> {
+        let mut st = lock(&self.inner.state);
+        let t = state::on_post(
+            &st,
+            req,
+            &self.inner.startup,
+            (self.inner.adhoc_env_set)(),
+            SystemTime::now(),
+        )
+        .map_err(PostError::Invalid)?;
+        let failure = Inner::execute(&self.inner, &mut st, t);
+        drop(st);
+        match failure {
+            Some(message) => Err(PostError::PushFailed {
+                message,
+                view: Box::new(self.view()),
+            }),
+            None => Ok(self.view()),
+        }
+    }
+
+    /// Closes the gate (bounded flush of a running push) and cancels any revert. Returns `false` when the
+    /// flush was abandoned at the deadline.
+    pub fn shutdown(&self) -> bool {
+        let mut st = lock(&self.inner.state);
+        let t = state::on_shutdown(&st, &self.inner.startup);
+        let abandoned = Inner::execute(&self.inner, &mut st, t).is_some();
+        !abandoned
+    }
+
+    /// The state as of the last completed transition, with the running push's counters. Never waits
+    /// behind a transition.
+    pub fn view(&self) -> GateView {
+        let published = Arc::clone(&lock(&self.inner.published));
+        let live = lock(&self.inner.run).as_ref().map(|r| r.status());
+        let s = &published.state;
+        let status = if s.pushing {
+            live.unwrap_or_else(|| published.stopping_status.clone())
+        } else {
+            PushStatus::default()
+        };
+        GateView {
+            enabled: s.value.enabled,
+            startup_flag: self.inner.startup.flag_address().map(str::to_string),
+            server_address: s.value.push_address.clone().filter(|_| s.value.enabled),
+            pushing: s.pushing,
+            revert_at: s.revert.as_ref().map(|r| r.at),
+            sdk_errors: status.sdk_errors,
+            last_error: status.last_error.or_else(|| s.last_error.clone()),
+            uploads: status.uploads,
+            last_upload_at: status.last_upload_at,
+        }
+    }
+
+    /// True while the gate is open (the pull surface serves).
+    pub fn is_open(&self) -> bool {
+        lock(&self.inner.published).state.value.enabled
+    }
+}
+
+impl Inner {
+    /// Runs a transition's actions, stores and publishes the new state, logs its line and (re)arms the
+    /// revert timer. Returns the failure the caller reports (push refused or not started; for shutdown, a
+    /// flush abandoned).
+    fn execute(this: &Arc<Inner>, st: &mut GateState, t: Transition) -> Option<String> {
+        let Transition {
+            state: mut next,
+            actions,
+            mut log,
+            mut failure,
+        } = t;
+        for action in actions {
+            match action {
+                Action::StopPush => {
+                    let run = lock(&this.run).take();
+                    if let Some(run) = run {
+                        this.publish(Published {
+                            state: st.clone(),
+                            stopping_status: run.status(),
+                        });
+                        if !run.stop(this.stop_budget) {
+                            let msg = format!(
+                                "flush abandoned after {} s: the last profiles may not have reached the collector",
+                                this.stop_budget.as_secs()
+                            );
+                            log.push_str("; ");
+                            log.push_str(&msg);
+                            failure = failure.or(Some(msg));
+                        }
+                    }
+                }
+                Action::StartPush(target) => match this.pusher.start(target) {
+                    Ok(run) => *lock(&this.run) = Some(run),
+                    Err(e) => {
+                        next.pushing = false;
+                        next.last_error = Some(e.clone());
+                        log.push_str("; push failed to start: ");
+                        log.push_str(&e);
+                        failure = Some(e);
+                    }
+                },
+            }
+        }
+        *st = next.clone();
+        let revert_at = next.revert.as_ref().map(|r| r.at);
+        this.publish(Published {
+            state: next,
+            stopping_status: PushStatus::default(),
+        });
+        (this.log)(&log);
+        this.arm_revert(revert_at);
+        failure
+    }
+
+    fn publish(&self, p: Published) {
+        *lock(&self.published) = Arc::new(p);
+    }
+
+    /// Cancels any pending timer and, when `at` is set, starts the one thread that waits for it.
+    fn arm_revert(self: &Arc<Inner>, at: Option<SystemTime>) {
+        let generation = {
+            let mut g = lock(&self.revert_generation);
+            *g += 1;
+            *g
+        };
+        self.revert_wake.notify_all();
+        let Some(at) = at else { return };
+        let weak = Arc::downgrade(self);
+        let spawned = std::thread::Builder::new()
+            .name("gate-revert".to_string())
+            .spawn(move || revert_timer(&weak, generation, at));
+        if let Err(e) = spawned {
+            (self.log)(&format!(
+                "[profiling] revert timer could not start ({e}); the revert will not happen"
+            ));
+        }
+    }
+
+    /// Applies the revert if it is still this timer's and has fallen due. Returns true when the timer is
+    /// done (applied or superseded).
+    fn revert_if_due(this: &Arc<Inner>, generation: u64) -> bool {
+        let mut st = lock(&this.state);
+        if *lock(&this.revert_generation) != generation {
+            return true;
+        }
+        match state::on_revert_due(
+            &st,
+            &this.startup,
+            (this.adhoc_env_set)(),
+            SystemTime::now(),
+        ) {
+            Some(t) => {
+                Inner::execute(this, &mut st, t);
+                true
+            }
+            None => st.revert.is_none(),
+        }
+    }
+}
+
+fn revert_timer(weak: &Weak<Inner>, generation: u64, at: SystemTime) {
+    loop {
+        let Some(inner) = weak.upgrade() else { return };
+        {
+            let g = lock(&inner.revert_generation);
+            if *g != generation {
+                return;
+            }
+            let left = at
+                .duration_since(SystemTime::now())
+                .unwrap_or(Duration::ZERO);
+            if !left.is_zero() {
+                // Wake at least every second so a dropped gate ends this thread.
+                let _ = inner
+                    .revert_wake
+                    .wait_timeout(g, left.min(Duration::from_secs(1)));
+                continue;
+            }
+        }
+        if Inner::revert_if_due(&inner, generation) {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "control_tests.rs"]
+mod tests;

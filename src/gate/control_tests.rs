@@ -1,0 +1,300 @@
+//! The controller with a fake pusher: actions reach the port in order, GET never waits, reverts fire and
+//! are cancelled, failures answer with the state, one log line per transition.
+use super::*;
+use crate::gate::port::PushTarget;
+use crate::gate::state::{AddressField, ADHOC_ENV};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+#[derive(Default)]
+struct Record {
+    events: Mutex<Vec<String>>,
+    fail_start: AtomicBool,
+}
+
+struct FakePusher {
+    record: Arc<Record>,
+    stop_delay: Duration,
+}
+
+struct FakeRun {
+    record: Arc<Record>,
+    address: String,
+    stop_delay: Duration,
+}
+
+impl Pusher for FakePusher {
+    fn start(&self, target: PushTarget) -> Result<Box<dyn PushRun>, String> {
+        if self.record.fail_start.load(Ordering::SeqCst) {
+            return Err("refused by the fake".to_string());
+        }
+        lock(&self.record.events).push(format!(
+            "start {} auth={}",
+            target.address,
+            target.basic_auth.is_some()
+        ));
+        Ok(Box::new(FakeRun {
+            record: Arc::clone(&self.record),
+            address: target.address,
+            stop_delay: self.stop_delay,
+        }))
+    }
+}
+
+impl PushRun for FakeRun {
+    fn status(&self) -> PushStatus {
+        PushStatus {
+            sdk_errors: 3,
+            last_error: Some("upload: 401".to_string()),
+            uploads: 7,
+            last_upload_at: None,
+        }
+    }
+    fn stop(self: Box<Self>, budget: Duration) -> bool {
+        std::thread::sleep(self.stop_delay);
+        lock(&self.record.events).push(format!(
+            "stop {} budget={}s",
+            self.address,
+            budget.as_secs()
+        ));
+        true
+    }
+}
+
+struct Harness {
+    gate: Gate,
+    record: Arc<Record>,
+    logs: Arc<Mutex<Vec<String>>>,
+    adhoc: Arc<AtomicBool>,
+}
+
+fn harness(flag: Option<&str>, stop_delay: Duration) -> Harness {
+    let record = Arc::new(Record::default());
+    let logs = Arc::new(Mutex::new(Vec::new()));
+    let adhoc = Arc::new(AtomicBool::new(false));
+    let startup = Startup::new(
+        flag.map(str::to_string),
+        flag.map(|_| ("u".to_string(), "p".to_string())),
+        None,
+        Duration::from_secs(15),
+    );
+    let (l, a) = (Arc::clone(&logs), Arc::clone(&adhoc));
+    let gate = Gate::with_hooks(
+        startup,
+        Box::new(FakePusher {
+            record: Arc::clone(&record),
+            stop_delay,
+        }),
+        Box::new(move || a.load(Ordering::SeqCst)),
+        Box::new(move |line| lock(&l).push(line.to_string())),
+        STOP_BUDGET,
+    );
+    Harness {
+        gate,
+        record,
+        logs,
+        adhoc,
+    }
+}
+
+fn req(enabled: bool, addr: AddressField, duration: Option<Duration>) -> PostRequest {
+    PostRequest {
+        enabled,
+        server_address: addr,
+        duration,
+    }
+}
+
+fn events(h: &Harness) -> Vec<String> {
+    lock(&h.record.events).clone()
+}
+
+fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    f()
+}
+
+#[test]
+fn startup_flag_opens_and_pushes_with_credentials() {
+    let h = harness(Some("http://pyro:4040"), Duration::ZERO);
+    assert!(!h.gate.is_open());
+    h.gate.start().unwrap();
+    assert!(h.gate.is_open());
+    assert_eq!(events(&h), vec!["start http://pyro:4040 auth=true"]);
+    let v = h.gate.view();
+    assert_eq!(v.startup_flag.as_deref(), Some("http://pyro:4040"));
+    assert_eq!(v.server_address.as_deref(), Some("http://pyro:4040"));
+    assert!(v.pushing);
+    assert_eq!(
+        (v.sdk_errors, v.uploads, v.last_error.as_deref()),
+        (3, 7, Some("upload: 401"))
+    );
+    assert_eq!(lock(&h.logs).len(), 1);
+}
+
+#[test]
+fn retarget_stops_then_starts_and_logs_one_line() {
+    let h = harness(Some("http://pyro:4040"), Duration::ZERO);
+    h.gate.start().unwrap();
+    let v = h
+        .gate
+        .post(&req(
+            true,
+            AddressField::Value("http://other:1".into()),
+            None,
+        ))
+        .unwrap();
+    assert_eq!(v.server_address.as_deref(), Some("http://other:1"));
+    assert_eq!(
+        events(&h),
+        vec![
+            "start http://pyro:4040 auth=true",
+            "stop http://pyro:4040 budget=20s",
+            "start http://other:1 auth=false"
+        ]
+    );
+    let logs = lock(&h.logs).clone();
+    assert_eq!(logs.len(), 2);
+    assert!(
+        logs[1].starts_with("[profiling] ") && logs[1].contains("credentials withheld"),
+        "{}",
+        logs[1]
+    );
+}
+
+#[test]
+fn refused_post_leaves_state_and_logs_nothing() {
+    let h = harness(None, Duration::ZERO);
+    let before = h.gate.view();
+    let e = h
+        .gate
+        .post(&req(false, AddressField::Empty, None))
+        .unwrap_err();
+    assert!(
+        matches!(e, PostError::Invalid(ref m) if m.contains("server_address")),
+        "{e:?}"
+    );
+    assert_eq!(h.gate.view(), before);
+    assert!(lock(&h.logs).is_empty());
+}
+
+#[test]
+fn push_start_failure_answers_with_the_state() {
+    let h = harness(None, Duration::ZERO);
+    h.record.fail_start.store(true, Ordering::SeqCst);
+    match h
+        .gate
+        .post(&req(true, AddressField::Value("http://x:1".into()), None))
+    {
+        Err(PostError::PushFailed { message, view }) => {
+            assert_eq!(message, "refused by the fake");
+            assert!(view.enabled && !view.pushing);
+            assert_eq!(view.last_error.as_deref(), Some("refused by the fake"));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(h.gate.is_open());
+    assert!(lock(&h.logs)[0].contains("push failed to start: refused by the fake"));
+}
+
+#[test]
+fn adhoc_env_refuses_a_runtime_push() {
+    let h = harness(None, Duration::ZERO);
+    h.adhoc.store(true, Ordering::SeqCst);
+    let e = h
+        .gate
+        .post(&req(true, AddressField::Value("http://x:1".into()), None))
+        .unwrap_err();
+    let PostError::PushFailed { message, view } = e else {
+        panic!()
+    };
+    assert!(message.contains(ADHOC_ENV));
+    assert!(view.enabled && !view.pushing && view.last_error.unwrap().contains(ADHOC_ENV));
+    assert!(events(&h).is_empty());
+    assert_eq!(lock(&h.logs).len(), 1);
+}
+
+#[test]
+fn get_never_waits_behind_a_slow_stop() {
+    let h = harness(Some("http://pyro:4040"), Duration::from_millis(800));
+    h.gate.start().unwrap();
+    let g = h.gate.clone();
+    let closer = std::thread::spawn(move || g.post(&req(false, AddressField::Omitted, None)));
+    assert!(wait_until(Duration::from_secs(2), || events(&h).len() == 1
+        && lock(&h.gate.inner.run).is_none()));
+    let t = Instant::now();
+    let v = h.gate.view();
+    assert!(
+        t.elapsed() < Duration::from_millis(100),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(
+        v.enabled && v.pushing,
+        "the old state shows until the flush ends: {v:?}"
+    );
+    assert_eq!(
+        v.sdk_errors, 3,
+        "counters of the stopping push stay visible"
+    );
+    let after = closer.join().unwrap().unwrap();
+    assert!(!after.enabled && !after.pushing);
+}
+
+#[test]
+fn a_short_duration_reverts() {
+    let h = harness(None, Duration::ZERO);
+    let v = h
+        .gate
+        .post(&req(
+            true,
+            AddressField::Empty,
+            Some(Duration::from_millis(150)),
+        ))
+        .unwrap();
+    assert!(v.enabled && v.revert_at.is_some());
+    assert!(wait_until(Duration::from_secs(3), || !h.gate.is_open()));
+    let v = h.gate.view();
+    assert_eq!(v.revert_at, None);
+    let logs = lock(&h.logs).clone();
+    assert_eq!(logs.len(), 2, "{logs:?}");
+    assert!(
+        logs[1].starts_with("[profiling] duration elapsed, reverted: gate closed"),
+        "{}",
+        logs[1]
+    );
+}
+
+#[test]
+fn a_later_post_cancels_the_pending_revert() {
+    let h = harness(None, Duration::ZERO);
+    h.gate
+        .post(&req(
+            true,
+            AddressField::Empty,
+            Some(Duration::from_millis(100)),
+        ))
+        .unwrap();
+    h.gate.post(&req(true, AddressField::Empty, None)).unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    assert!(h.gate.is_open());
+    assert_eq!(lock(&h.logs).len(), 2);
+}
+
+#[test]
+fn shutdown_stops_the_push() {
+    let h = harness(Some("http://pyro:4040"), Duration::ZERO);
+    h.gate.start().unwrap();
+    assert!(h.gate.shutdown());
+    assert!(!h.gate.is_open());
+    assert_eq!(
+        events(&h).last().unwrap(),
+        "stop http://pyro:4040 budget=20s"
+    );
+}

@@ -1,0 +1,351 @@
+//! The gate's state machine as plain values: given the current [`GateState`], a request value (a POST, a
+//! revert falling due, startup, shutdown) and the [`Startup`] configuration, it computes the next state, the
+//! push actions to run and the one log line that describes the transition.
+//!
+//! Never does I/O, never reads a clock or the environment (`now` and the `PYROSCOPE_ADHOC_SERVER_ADDRESS`
+//! check are passed in), never holds a lock: [`super::control`] executes what it decides.
+#![forbid(unsafe_code)]
+
+use super::address;
+use super::port::PushTarget;
+use super::rfc3339;
+use std::time::{Duration, SystemTime};
+
+/// The environment variable the Go SDK would silently push to; nl6 never reads it and refuses to push
+/// while it is set.
+pub const ADHOC_ENV: &str = "PYROSCOPE_ADHOC_SERVER_ADDRESS";
+
+/// The startup flags the gate consults on every transition. Credentials are bound to `flag_address`.
+#[derive(Clone, Default)]
+pub struct Startup {
+    flag_address: Option<String>,
+    basic_auth: Option<(String, String)>,
+    tenant: Option<String>,
+    interval: Duration,
+}
+
+impl std::fmt::Debug for Startup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Startup")
+            .field("flag_address", &self.flag_address)
+            .field("basic_auth", &self.basic_auth.as_ref().map(|_| "<set>"))
+            .field("tenant", &self.tenant.as_ref().map(|_| "<set>"))
+            .field("interval", &self.interval)
+            .finish()
+    }
+}
+
+impl Startup {
+    /// Startup configuration (already validated by the CLI).
+    pub fn new(
+        flag_address: Option<String>,
+        basic_auth: Option<(String, String)>,
+        tenant: Option<String>,
+        interval: Duration,
+    ) -> Startup {
+        Startup {
+            flag_address,
+            basic_auth,
+            tenant,
+            interval,
+        }
+    }
+    /// `-profiling-pyroscope`. Defaults to none.
+    pub fn flag_address(&self) -> Option<&str> {
+        self.flag_address.as_deref()
+    }
+    /// Upload cadence handed to every push. Defaults to zero (the CLI always sets it).
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    /// The push target for `address`: credentials and tenant only when it is the flag's address
+    /// (normalised). The flag says whether credentials were withheld.
+    pub fn target_for(&self, address: &str) -> (PushTarget, bool) {
+        let Startup {
+            flag_address,
+            basic_auth,
+            tenant,
+            interval,
+        } = self;
+        let bound = flag_address
+            .as_deref()
+            .is_some_and(|f| address::same(f, address));
+        let has_secrets = basic_auth.is_some() || tenant.is_some();
+        let target = PushTarget {
+            address: address.to_string(),
+            basic_auth: if bound { basic_auth.clone() } else { None },
+            tenant: if bound { tenant.clone() } else { None },
+            interval: *interval,
+        };
+        (target, has_secrets && !bound)
+    }
+}
+
+/// What a revert restores, and what a POST chooses: open or closed, and where to push (None = pull-only).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GateValue {
+    pub enabled: bool,
+    pub push_address: Option<String>,
+}
+
+/// A scheduled return to an earlier value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Revert {
+    pub at: SystemTime,
+    pub to: GateValue,
+}
+
+/// The whole gate state. `pushing` is true while a push run is held; `last_error` is the reason the
+/// newest push could not start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GateState {
+    pub value: GateValue,
+    pub pushing: bool,
+    pub last_error: Option<String>,
+    pub revert: Option<Revert>,
+}
+
+/// The three shapes of `server_address` in a POST.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AddressField {
+    /// Keep the running push's address, else the flag's, else pull-only.
+    Omitted,
+    /// `""`: pull-only even when the flag is set.
+    Empty,
+    /// Re-target (a no-op when it is the running push's address).
+    Value(String),
+}
+
+/// A validated-shape POST body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostRequest {
+    pub enabled: bool,
+    pub server_address: AddressField,
+    pub duration: Option<Duration>,
+}
+
+/// A push action for the controller to run, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Stop the running push (bounded flush).
+    StopPush,
+    /// Start a push to this target.
+    StartPush(PushTarget),
+}
+
+/// The outcome of a transition: the next state, what to do, the log line, and whether the request failed
+/// after all (the push could not start: the POST answers 500 with the state).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transition {
+    pub state: GateState,
+    pub actions: Vec<Action>,
+    /// Starts with `[profiling] `; the controller may append what happened while running the actions.
+    pub log: String,
+    pub failure: Option<String>,
+}
+
+/// The message a push refused because of [`ADHOC_ENV`] carries.
+pub fn adhoc_refusal() -> String {
+    format!(
+        "{ADHOC_ENV} is set in nl6's environment: nl6 never reads it and refuses to push while it is set \
+         (the Go SDK would silently push there instead); unset it"
+    )
+}
+
+/// A POST. `Err` is a 400 with its message; the state is then unchanged.
+pub fn on_post(
+    state: &GateState,
+    req: &PostRequest,
+    startup: &Startup,
+    adhoc_env_set: bool,
+    now: SystemTime,
+) -> Result<Transition, String> {
+    if !req.enabled && req.server_address != AddressField::Omitted {
+        return Err(
+            "server_address is not accepted with enabled:false (it would be ignored)".to_string(),
+        );
+    }
+    let revert = match req.duration {
+        Some(d) => {
+            let at = now
+                .checked_add(d)
+                .ok_or_else(|| "duration: too long for this system's clock".to_string())?;
+            Some(Revert {
+                at,
+                to: state.value.clone(),
+            })
+        }
+        None => None,
+    };
+    let target = if !req.enabled {
+        GateValue {
+            enabled: false,
+            push_address: None,
+        }
+    } else {
+        let push_address = match &req.server_address {
+            AddressField::Omitted if state.pushing => state.value.push_address.clone(),
+            AddressField::Omitted => startup.flag_address.clone(),
+            AddressField::Empty => None,
+            AddressField::Value(a) => {
+                address::validate(a).map_err(|e| format!("server_address: {e}"))?;
+                Some(a.clone())
+            }
+        };
+        GateValue {
+            enabled: true,
+            push_address,
+        }
+    };
+    let mut cause = "POST".to_string();
+    if state.revert.is_some() {
+        cause.push_str(" (pending revert cancelled)");
+    }
+    Ok(apply(state, target, revert, startup, adhoc_env_set, &cause))
+}
+
+/// A pending revert that has fallen due at `now`; `None` when there is nothing to do yet.
+pub fn on_revert_due(
+    state: &GateState,
+    startup: &Startup,
+    adhoc_env_set: bool,
+    now: SystemTime,
+) -> Option<Transition> {
+    let revert = state.revert.as_ref()?;
+    if now < revert.at {
+        return None;
+    }
+    Some(apply(
+        state,
+        revert.to.clone(),
+        None,
+        startup,
+        adhoc_env_set,
+        "duration elapsed, reverted",
+    ))
+}
+
+/// Boot: the flag opens the gate with a push (the CLI has refused the adhoc variable already).
+pub fn on_startup(startup: &Startup, adhoc_env_set: bool) -> Transition {
+    let target = GateValue {
+        enabled: startup.flag_address.is_some(),
+        push_address: startup.flag_address.clone(),
+    };
+    apply(
+        &GateState::default(),
+        target,
+        None,
+        startup,
+        adhoc_env_set,
+        "startup",
+    )
+}
+
+/// SIGTERM/SIGINT: close, stopping any push, cancelling any revert.
+pub fn on_shutdown(state: &GateState, startup: &Startup) -> Transition {
+    apply(
+        state,
+        GateValue::default(),
+        None,
+        startup,
+        false,
+        "shutdown",
+    )
+}
+
+/// Moves from `state` to `target`: a push already running to the same (normalised) address is kept,
+/// anything else stops it and starts the new one.
+fn apply(
+    state: &GateState,
+    target: GateValue,
+    revert: Option<Revert>,
+    startup: &Startup,
+    adhoc_env_set: bool,
+    cause: &str,
+) -> Transition {
+    let running = if state.pushing {
+        state.value.push_address.as_deref()
+    } else {
+        None
+    };
+    let wanted = if target.enabled {
+        target.push_address.as_deref()
+    } else {
+        None
+    };
+    let mut actions = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    let mut failure = None;
+    let mut next = GateState {
+        value: target.clone(),
+        pushing: false,
+        last_error: None,
+        revert: revert.clone(),
+    };
+    let what = match (running, wanted) {
+        (Some(old), Some(new)) if address::same(old, new) => {
+            next.value.push_address = Some(old.to_string());
+            next.pushing = true;
+            format!("gate open, push to {old} unchanged")
+        }
+        (_, wanted) => {
+            if let Some(old) = running {
+                actions.push(Action::StopPush);
+                notes.push(format!("stopped push to {old}"));
+            }
+            match wanted {
+                None if target.enabled => "gate open, pull-only".to_string(),
+                None => "gate closed".to_string(),
+                Some(new) if adhoc_env_set => {
+                    let msg = adhoc_refusal();
+                    next.last_error = Some(msg.clone());
+                    failure = Some(msg.clone());
+                    format!("gate open, push to {new} refused: {msg}")
+                }
+                Some(new) => {
+                    let (push, withheld) = startup.target_for(new);
+                    actions.push(Action::StartPush(push));
+                    next.pushing = true;
+                    if withheld {
+                        notes.push(
+                            "credentials withheld: address differs from -profiling-pyroscope"
+                                .to_string(),
+                        );
+                    }
+                    format!("gate open, pushing to {new}")
+                }
+            }
+        }
+    };
+    if let Some(r) = &revert {
+        notes.push(format!(
+            "reverts at {} to {}",
+            rfc3339(r.at),
+            describe(&r.to)
+        ));
+    }
+    let mut log = format!("[profiling] {cause}: {what}");
+    for n in notes {
+        log.push_str("; ");
+        log.push_str(&n);
+    }
+    Transition {
+        state: next,
+        actions,
+        log,
+        failure,
+    }
+}
+
+fn describe(v: &GateValue) -> String {
+    match (v.enabled, &v.push_address) {
+        (false, _) => "closed".to_string(),
+        (true, None) => "open, pull-only".to_string(),
+        (true, Some(a)) => format!("open, pushing to {a}"),
+    }
+}
+
+#[cfg(test)]
+#[path = "state_tests.rs"]
+mod tests;

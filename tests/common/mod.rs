@@ -1,0 +1,357 @@
+//! Shared helper for integration tests that boot the real `nl6` binary.
+//!
+//! - [`boot`] builds a command line ([`Boot::arg`], [`Boot::env`], [`Boot::nofile`]); [`Boot::start`]
+//!   serves on a free loopback port (`-listen 127.0.0.1:0` unless the test gives `-listen`/`-port`) and
+//!   waits, bounded, for the boot line that names the bound address; [`Boot::run`] runs a command to
+//!   completion (refusals, `--version`) with a bound on its time.
+//! - [`Nl6::http`] is a small client on a raw `TcpStream` with timeouts (one request per connection).
+//! - Dropping an [`Nl6`] kills its own child and nothing else.
+//!
+//! Never sends traffic outside 127.0.0.1.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Path of the binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_nl6");
+
+/// How long a boot may take before the test fails.
+const BOOT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A command line for the binary.
+#[derive(Default, Clone)]
+pub struct Boot {
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    nofile: Option<u64>,
+    binary: Option<String>,
+}
+
+/// Starts describing an `nl6` run.
+pub fn boot() -> Boot {
+    Boot::default()
+}
+
+impl Boot {
+    /// Adds arguments.
+    pub fn arg(mut self, a: &str) -> Boot {
+        self.args.push(a.to_string());
+        self
+    }
+    /// Adds several arguments.
+    pub fn args(mut self, a: &[&str]) -> Boot {
+        self.args.extend(a.iter().map(|s| s.to_string()));
+        self
+    }
+    /// Sets an environment variable for the child.
+    pub fn env(mut self, k: &str, v: &str) -> Boot {
+        self.env.push((k.to_string(), v.to_string()));
+        self
+    }
+    /// Runs another build of nl6 (e.g. the static musl release) instead of the test's own.
+    pub fn binary(mut self, path: &str) -> Boot {
+        self.binary = Some(path.to_string());
+        self
+    }
+    /// Runs the child with `ulimit -n` set to `n` (soft and hard), through `sh`.
+    pub fn nofile(mut self, n: u64) -> Boot {
+        self.nofile = Some(n);
+        self
+    }
+
+    fn command(&self, args: &[String]) -> Command {
+        let bin = self.binary.clone().unwrap_or_else(|| BIN.to_string());
+        let mut cmd = match self.nofile {
+            Some(n) => {
+                let mut c = Command::new("sh");
+                c.arg("-c")
+                    .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
+                    .arg(&bin);
+                c
+            }
+            None => Command::new(&bin),
+        };
+        cmd.args(args);
+        // The adhoc variable would change behaviour: only a test that sets it gets it.
+        cmd.env_remove("PYROSCOPE_ADHOC_SERVER_ADDRESS");
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    /// Runs to completion (bounded by `limit`); the child is killed if it overruns.
+    pub fn run_within(&self, limit: Duration) -> Output {
+        let mut child = self
+            .command(&self.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn nl6");
+        let end = Instant::now() + limit;
+        loop {
+            if child.try_wait().expect("try_wait").is_some() {
+                return child.wait_with_output().expect("output");
+            }
+            if Instant::now() > end {
+                let _ = child.kill();
+                let out = child.wait_with_output().expect("output");
+                panic!(
+                    "nl6 {:?} did not exit within {limit:?}: {}",
+                    self.args,
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Runs to completion within 10 s.
+    pub fn run(&self) -> Output {
+        self.run_within(Duration::from_secs(10))
+    }
+
+    /// Boots a server and waits for its boot line.
+    pub fn start(&self) -> Nl6 {
+        let mut args = self.args.clone();
+        if !args
+            .iter()
+            .any(|a| a.trim_start_matches('-') == "listen" || a.trim_start_matches('-') == "port")
+        {
+            args.extend(["-listen".to_string(), "127.0.0.1:0".to_string()]);
+        }
+        let mut child = self
+            .command(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn nl6");
+        let stderr = child.stderr.take().expect("stderr");
+        let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+        let sink = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let mut nl6 = Nl6 {
+            child,
+            addr: "127.0.0.1:0".parse().unwrap(),
+            lines,
+        };
+        let end = Instant::now() + BOOT_TIMEOUT;
+        loop {
+            let found = nl6.lines.lock().unwrap().iter().find_map(|l| {
+                l.strip_prefix("nl6 listening on ")
+                    .and_then(|rest| rest.split(';').next())
+                    .map(str::to_string)
+            });
+            if let Some(addr) = found {
+                nl6.addr = addr.parse().expect("bound address");
+                return nl6;
+            }
+            if let Some(status) = nl6.child.try_wait().expect("try_wait") {
+                panic!("nl6 exited during boot ({status}): {}", nl6.stderr());
+            }
+            assert!(
+                Instant::now() < end,
+                "no boot line within {BOOT_TIMEOUT:?}: {}",
+                nl6.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// A running `nl6` child.
+pub struct Nl6 {
+    child: Child,
+    /// The address it serves on.
+    pub addr: SocketAddr,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+/// A response: status, headers (names lower-cased), body.
+pub type Reply = (u16, Vec<(String, String)>, Vec<u8>);
+
+/// The first header named `name` (lower-case).
+pub fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+impl Nl6 {
+    /// The child's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Everything the child wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.lines.lock().unwrap().join("\n")
+    }
+
+    /// Lines of stderr starting with `prefix`.
+    pub fn log_lines(&self, prefix: &str) -> Vec<String> {
+        self.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.starts_with(prefix))
+            .cloned()
+            .collect()
+    }
+
+    /// Waits (bounded) until stderr has a line containing `needle`.
+    pub fn wait_for_log(&self, needle: &str, limit: Duration) -> bool {
+        let end = Instant::now() + limit;
+        while Instant::now() < end {
+            if self
+                .lines
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|l| l.contains(needle))
+            {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    /// One request on a fresh connection (`Connection: close`), 10 s timeouts.
+    pub fn http(&self, method: &str, path: &str, body: &[u8]) -> Reply {
+        self.http_with(method, path, &[], body, Duration::from_secs(10))
+    }
+
+    /// One request with extra headers and a read timeout.
+    pub fn http_with(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+        timeout: Duration,
+    ) -> Reply {
+        let mut s =
+            TcpStream::connect_timeout(&self.addr, Duration::from_secs(5)).expect("connect");
+        s.set_read_timeout(Some(timeout)).unwrap();
+        s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
+            self.addr
+        );
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        if !body.is_empty() || method == "POST" {
+            req.push_str(&format!("Content-Length: {}\r\n", body.len()));
+        }
+        req.push_str("\r\n");
+        let mut bytes = req.into_bytes();
+        bytes.extend_from_slice(body);
+        s.write_all(&bytes).expect("send");
+        read_reply(&mut s, method == "HEAD")
+    }
+
+    /// Sends SIGTERM and waits (bounded) for the exit status.
+    pub fn terminate(&mut self, limit: Duration) -> ExitStatus {
+        let ok = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.pid().to_string())
+            .status()
+            .expect("kill");
+        assert!(ok.success());
+        let end = Instant::now() + limit;
+        loop {
+            if let Some(st) = self.child.try_wait().expect("try_wait") {
+                return st;
+            }
+            assert!(
+                Instant::now() < end,
+                "nl6 did not exit within {limit:?} of SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Reads one response to the end (Content-Length, or EOF).
+pub fn read_reply(s: &mut TcpStream, head_only: bool) -> Reply {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 16384];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        match s.read(&mut chunk) {
+            Ok(0) => panic!(
+                "connection closed before a full response head: {:?}",
+                String::from_utf8_lossy(&buf)
+            ),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => panic!(
+                "reading response head: {e}; got {:?}",
+                String::from_utf8_lossy(&buf)
+            ),
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status: u16 = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|c| c.parse().ok())
+        .expect("status");
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let len: Option<usize> = header(&headers, "content-length").and_then(|v| v.parse().ok());
+    let mut body = buf[head_end..].to_vec();
+    if head_only {
+        return (status, headers, Vec::new());
+    }
+    loop {
+        if len.is_some_and(|n| body.len() >= n) {
+            break;
+        }
+        match s.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => body.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => panic!("reading response body: {e}"),
+        }
+    }
+    (status, headers, body)
+}
+
+impl Drop for Nl6 {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A loopback URL on a port nothing listens on (bound, then released), for push targets in tests.
+pub fn unused_loopback_url() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    format!("http://127.0.0.1:{}", l.local_addr().unwrap().port())
+}
+
+/// Parses a JSON body.
+pub fn json(body: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(body)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(body)))
+}
