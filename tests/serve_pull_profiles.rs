@@ -198,3 +198,17 @@ fn symbol_names_addresses_from_the_goroutine_profile() {
         );
     }
 }
+
+#[test]
+fn heap_rate_flag_reaches_the_sampler() {
+    let n = boot().args(&["-profiling-heap-rate", "4096"]).start();
+    open_pull_only(&n);
+    let (s, _, b) = n.http("GET", "/debug/pprof/heap?debug=1", b"");
+    assert_eq!(s, 200);
+    let text = String::from_utf8_lossy(&b);
+    assert!(
+        text.lines().next().unwrap_or("").ends_with("@ heap/8192"),
+        "{}",
+        &text[..text.len().min(200)]
+    );
+}

@@ -37,6 +37,9 @@
 //! profile that would look like an idle process). To scrape CPU, open the gate pull-only. At most 8 timed
 //! requests (`profile`, `?seconds=N`) run at once; more answer 503, so they cannot take every server worker.
 //!
+//! `HEAD` runs the handler as Go does (a `HEAD` on `delta_heap` advances its state; on `profile` it profiles);
+//! only the body is left out.
+//!
 //! Unlike Go before 1.23 (which refused `seconds` ≥ the server's 30 s write timeout), the write deadline
 //! is extended by the profiling time, as Go 1.23+ does.
 //!

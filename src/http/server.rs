@@ -386,7 +386,7 @@ fn serve_ready(shared: &Shared, mut c: Conn) -> Option<Conn> {
                     &resp,
                     false,
                     false,
-                    shared.config.write_timeout,
+                    Instant::now() + shared.config.write_timeout,
                 );
                 return None;
             }
@@ -402,6 +402,7 @@ fn serve_ready(shared: &Shared, mut c: Conn) -> Option<Conn> {
                     Some(Instant::now())
                 };
                 let handler = &shared.handler;
+                let handled_at = Instant::now();
                 let resp =
                     catch_unwind(AssertUnwindSafe(|| handler(&request))).unwrap_or_else(|_| {
                         Response::new(
@@ -411,8 +412,10 @@ fn serve_ready(shared: &Shared, mut c: Conn) -> Option<Conn> {
                         )
                     });
                 let head_only = request.method == "HEAD";
-                let budget = shared.config.write_timeout + resp.extra_write_time;
-                if write_response(&mut c.stream, &resp, keep_alive, head_only, budget).is_err()
+                // Go 1.23+'s rule: the write deadline counts from the request, extended by the handler's
+                // own time (a CPU profile's seconds), so a slow reader gets the write timeout, not more.
+                let deadline = handled_at + shared.config.write_timeout + resp.extra_write_time;
+                if write_response(&mut c.stream, &resp, keep_alive, head_only, deadline).is_err()
                     || !keep_alive
                 {
                     return None;
@@ -521,13 +524,13 @@ pub fn reason(status: u16) -> &'static str {
     }
 }
 
-/// Serialises a response (head, then body unless HEAD) and writes it within `budget`.
+/// Serialises a response (head, then body unless HEAD) and writes it by `deadline`.
 fn write_response(
     stream: &mut TcpStream,
     resp: &Response,
     keep_alive: bool,
     head_only: bool,
-    budget: Duration,
+    deadline: Instant,
 ) -> io::Result<()> {
     let mut out = Vec::with_capacity(256 + if head_only { 0 } else { resp.body.len() });
     out.extend_from_slice(
@@ -553,7 +556,7 @@ fn write_response(
     if !head_only {
         out.extend_from_slice(&resp.body);
     }
-    write_all_by(stream, &out, Instant::now() + budget)
+    write_all_by(stream, &out, deadline)
 }
 
 /// `write_all` with one deadline for the whole buffer: each `write` gets the time that is left.
@@ -647,6 +650,9 @@ mod tests {
         let h: Arc<Handler> = Arc::new(|r: &Request| {
             if r.path == "/panic" {
                 panic!("handler panic for a test");
+            }
+            if r.path == "/big" {
+                return Response::new(200, "application/octet-stream", vec![7u8; 32 << 20]);
             }
             Response::new(
                 200,
@@ -752,6 +758,30 @@ mod tests {
         slow.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let b = roundtrip(&mut slow, b"TP/1.1\r\n\r\n");
         assert!(b.ends_with("GET /slow 0"), "{b}");
+        server.shutdown();
+    }
+
+    #[test]
+    fn a_slow_reader_holds_a_worker_only_until_the_write_deadline() {
+        let config = ServerConfig::default()
+            .workers(1)
+            .write_timeout(Duration::from_millis(300));
+        let server = echo_server(config);
+        // Asks for 32 MiB and never reads: the kernel buffers fill and the write blocks.
+        let mut stuck = TcpStream::connect(server.local_addr()).unwrap();
+        stuck.write_all(b"GET /big HTTP/1.1\r\n\r\n").unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let mut next = TcpStream::connect(server.local_addr()).unwrap();
+        next.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let started = Instant::now();
+        let a = roundtrip(&mut next, b"GET /after HTTP/1.1\r\n\r\n");
+        assert!(a.ends_with("GET /after 0"), "{a}");
+        let waited = started.elapsed();
+        assert!(
+            waited < Duration::from_secs(3),
+            "the only worker was held {waited:?}"
+        );
+        drop(stuck);
         server.shutdown();
     }
 }
