@@ -118,6 +118,9 @@ struct SlotData {
     weight: u32,
     label: u16,
     depth: u16,
+    /// Nonzero: this thread's stack top is unknown (its tid); `rsp` lets the collector learn it.
+    unknown_tid: i32,
+    rsp: u64,
     frames: [u64; MAX_DEPTH],
 }
 
@@ -134,6 +137,8 @@ impl Slot {
                 weight: 0,
                 label: 0,
                 depth: 0,
+                unknown_tid: 0,
+                rsp: 0,
                 frames: [0; MAX_DEPTH],
             }),
         }
@@ -217,10 +222,15 @@ unsafe extern "C" fn on_sigprof(_sig: c_int, info: *mut libc::siginfo_t, ctx: *m
     let Some(regs) = regs else { return };
     let weight = overrun.saturating_add(1);
     let label = labels::current_index();
-    let top = unwind::stack_top_in_handler();
+    let (top, unknown_tid) = match unwind::stack_top_in_handler() {
+        unwind::Top::Known(top) => (top, 0),
+        unwind::Top::Unknown(tid) => (0, tid),
+    };
     let written = RING.push(|slot| {
         slot.weight = weight;
         slot.label = label;
+        slot.unknown_tid = unknown_tid;
+        slot.rsp = regs.rsp;
         slot.depth = unwind::unwind_interrupted(regs, top, &mut slot.frames) as u16;
     });
     if written {
@@ -290,12 +300,19 @@ fn arm_timer(tid: i32, period_ns: u64) -> Result<c_int, std::io::Error> {
     }
     LIVE_TIMERS.fetch_add(1, Ordering::Relaxed);
     let period = libc::timespec {
-        tv_sec: (period_ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (period_ns % 1_000_000_000) as libc::c_long,
+        tv_sec: (period_ns / 1_000_000_000) as _,
+        tv_nsec: (period_ns % 1_000_000_000) as _,
+    };
+    // The first expiry comes after a random fraction of a period: a thread that lives for less than one
+    // period is then sampled with probability cpu/period instead of never (unbiased for short threads).
+    let first_ns = 1 + random_u64(tid) % period_ns.max(1);
+    let first = libc::timespec {
+        tv_sec: (first_ns / 1_000_000_000) as _,
+        tv_nsec: (first_ns % 1_000_000_000) as _,
     };
     let spec = libc::itimerspec {
         it_interval: period,
-        it_value: period,
+        it_value: first,
     };
     // SAFETY: spec outlives the call; the old-value pointer is null.
     let rc = unsafe {
@@ -313,6 +330,19 @@ fn arm_timer(tid: i32, period_ns: u64) -> Result<c_int, std::io::Error> {
         return Err(err);
     }
     Ok(id)
+}
+
+/// A cheap non-cryptographic random number (SplitMix64 over a counter, the clock and `salt`).
+fn random_u64(salt: i32) -> u64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut z =
+        nanos ^ COUNTER.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed) ^ ((salt as u64) << 32);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 fn delete_timer(id: c_int) {
@@ -357,6 +387,14 @@ pub(crate) fn diff_tids(armed: &[i32], live: &[i32]) -> (Vec<i32>, Vec<i32>) {
     (arm, delete)
 }
 
+/// The timers of the running session, by tid (None between sessions). Locked by the collector's rescan,
+/// by threads arming themselves at birth ([`arm_current_thread`]) and by stop; never by a handler.
+static TIMERS: Mutex<Option<Timers>> = Mutex::new(None);
+
+fn timers() -> std::sync::MutexGuard<'static, Option<Timers>> {
+    TIMERS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The timers of one session, by tid.
 struct Timers {
     by_tid: HashMap<i32, c_int>,
@@ -364,6 +402,13 @@ struct Timers {
 }
 
 impl Timers {
+    fn arm(&mut self, tid: i32) -> Result<(), std::io::Error> {
+        if !self.by_tid.contains_key(&tid) {
+            self.by_tid.insert(tid, arm_timer(tid, self.period_ns)?);
+        }
+        Ok(())
+    }
+
     /// Arms new threads and deletes timers of dead ones. Returns how many timers were armed.
     fn sync(&mut self) -> Result<usize, std::io::Error> {
         let live = list_tids()?;
@@ -374,15 +419,13 @@ impl Timers {
             if let Some(id) = self.by_tid.remove(&tid) {
                 delete_timer(id);
             }
+            unwind::forget_foreign(tid);
         }
         let mut n = 0;
         let mut first_err = None;
         for tid in arm {
-            match arm_timer(tid, self.period_ns) {
-                Ok(id) => {
-                    self.by_tid.insert(tid, id);
-                    n += 1;
-                }
+            match self.arm(tid) {
+                Ok(()) => n += 1,
                 // The thread may have exited since the scan (EINVAL); remember other errors.
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
                 Err(e) => first_err = first_err.or(Some(e)),
@@ -398,6 +441,17 @@ impl Timers {
         for (_, id) in self.by_tid.drain() {
             delete_timer(id);
         }
+    }
+}
+
+/// Arms the calling thread's timer now if a session runs, so a short-lived thread is sampled from its
+/// first instruction instead of from the next rescan. Called at birth by `threads::spawn_recorded`.
+pub(crate) fn arm_current_thread() {
+    if !ACTIVE.load(Ordering::Acquire) {
+        return;
+    }
+    if let Some(t) = timers().as_mut() {
+        let _ = t.arm(signal::gettid());
     }
 }
 
@@ -421,13 +475,19 @@ impl Window {
         }
     }
 
-    /// Moves the ring's published samples into this window.
-    fn drain_ring(&mut self) {
+    /// Moves the ring's published samples into this window; returns `(tid, rsp)` of samples taken on
+    /// threads whose stack top the handler did not know.
+    fn drain_ring(&mut self) -> Vec<(i32, u64)> {
+        let mut unknown = Vec::new();
         RING.drain(|s| {
             let depth = (s.depth as usize).min(MAX_DEPTH);
             let stack = s.frames.get(..depth).unwrap_or(&[]).to_vec();
             *self.counts.entry((stack, s.label)).or_insert(0) += s.weight as u64;
+            if s.unknown_tid != 0 && !unknown.iter().any(|u: &(i32, u64)| u.0 == s.unknown_tid) {
+                unknown.push((s.unknown_tid, s.rsp));
+            }
         });
+        unknown
     }
 
     fn into_profile(self, period_ns: u64) -> CpuProfile {
@@ -449,6 +509,21 @@ impl Window {
             lost: LOST
                 .load(Ordering::Relaxed)
                 .saturating_sub(self.lost_at_start),
+        }
+    }
+}
+
+/// Publishes stack tops for threads the handler could not bound, from `/proc/self/maps`.
+fn learn_stack_tops(unknown: &[(i32, u64)]) {
+    if unknown.is_empty() {
+        return;
+    }
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return;
+    };
+    for (tid, rsp) in unknown {
+        if let Some(end) = unwind::mapping_end(&maps, *rsp) {
+            unwind::set_foreign_top(*tid, end);
         }
     }
 }
@@ -479,6 +554,9 @@ pub fn start(hz: u32) -> Result<CpuSession, CpuError> {
         Ok(s) => Ok(s),
         Err(e) => {
             ACTIVE.store(false, Ordering::SeqCst);
+            if let Some(mut t) = timers().take() {
+                t.delete_all();
+            }
             SESSION.store(false, Ordering::Release);
             Err(e)
         }
@@ -489,6 +567,7 @@ fn start_inner(hz: u32) -> Result<CpuSession, CpuError> {
     let period_ns = 1_000_000_000 / effective_hz(hz) as u64;
     signal::install(signal::CPU_SIGNAL, on_sigprof).map_err(CpuError::Os)?;
     unwind::init_thread_bounds();
+    unwind::learn_text();
     // Discard anything a handler published after the previous session ended.
     Window::new().drain_ring();
     let shared = Arc::new(Shared {
@@ -497,17 +576,19 @@ fn start_inner(hz: u32) -> Result<CpuSession, CpuError> {
         wake: Condvar::new(),
     });
     ACTIVE.store(true, Ordering::SeqCst);
-    let mut timers = Timers {
-        by_tid: HashMap::new(),
-        period_ns,
-    };
-    timers
-        .sync()
-        .map_err(|e| CpuError::Os(format!("timer_create: {e}")))?;
+    {
+        let mut slot = timers();
+        let t = slot.insert(Timers {
+            by_tid: HashMap::new(),
+            period_ns,
+        });
+        t.sync()
+            .map_err(|e| CpuError::Os(format!("timer_create: {e}")))?;
+    }
     let for_collector = Arc::clone(&shared);
     let collector = std::thread::Builder::new()
         .name("nl6-cpu-collect".to_string())
-        .spawn(move || collect(for_collector, timers))
+        .spawn(move || collect(for_collector))
         .map_err(|e| CpuError::Os(format!("spawning the cpu collector: {e}")))?;
     Ok(CpuSession {
         shared,
@@ -517,17 +598,20 @@ fn start_inner(hz: u32) -> Result<CpuSession, CpuError> {
 }
 
 /// The collector loop: rescan, drain, sleep; on stop delete every timer.
-fn collect(shared: Arc<Shared>, mut timers: Timers) {
+fn collect(shared: Arc<Shared>) {
     unwind::init_thread_bounds();
     let mut stop = shared.stop.lock().unwrap_or_else(|e| e.into_inner());
     loop {
         drop(stop);
-        let _ = timers.sync();
-        shared
+        if let Some(t) = timers().as_mut() {
+            let _ = t.sync();
+        }
+        let unknown = shared
             .window
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .drain_ring();
+        learn_stack_tops(&unknown);
         stop = shared.stop.lock().unwrap_or_else(|e| e.into_inner());
         if *stop {
             break;
@@ -543,7 +627,9 @@ fn collect(shared: Arc<Shared>, mut timers: Timers) {
         }
     }
     drop(stop);
-    timers.delete_all();
+    if let Some(mut t) = timers().take() {
+        t.delete_all();
+    }
 }
 
 impl CpuSession {

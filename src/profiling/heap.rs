@@ -8,8 +8,9 @@
 //! (frame pointers) and size into a site table keyed by (stack, size), like Go's buckets; frees of sampled
 //! blocks are matched through [`LiveTable`]. [`snapshot`] returns raw counters; unbiasing is the encoder's.
 //!
-//! Cost on the path every allocation takes: one relaxed atomic load, one thread-local read-modify-write.
-//! On every free: a seqlock read and a short probe of a fixed, lock-free table (an empty slot ends it).
+//! Cost on the path every allocation takes: one relaxed atomic load, one thread-local read-modify-write,
+//! decided before the inner allocator is called so that call stays a tail call. On every free: one bit of
+//! a 4 KiB filter; only when it is set, a seqlock read around a short probe of a fixed, lock-free table.
 //! Only sampled allocations and frees of sampled blocks take the site-table mutex.
 //!
 //! What it never does: sample an allocation made while recording a sample (a per-thread guard sends those
@@ -33,7 +34,8 @@ pub const DEFAULT_RATE: usize = 512 * 1024;
 /// Frames kept per sampled stack.
 pub const MAX_DEPTH: usize = 64;
 
-/// Distinct (stack, size) sites the table holds; the site index must fit [`LiveTable`]'s 16-bit tag.
+/// Distinct (stack, size) sites the table holds; the site index must fit [`LiveTable`]'s 16-bit tag
+/// (`u16::MAX` is the "no site" marker).
 pub const MAX_SITES: usize = 65_535;
 
 static RATE: AtomicUsize = AtomicUsize::new(DEFAULT_RATE);
@@ -75,19 +77,52 @@ impl<A> SamplingAllocator<A> {
     }
 }
 
+/// Counts `size` bytes against the thread's countdown, before the block is allocated (as Go decides in
+/// `mallocgc`), so the unsampled path ends in a tail call to the inner allocator. True when the countdown
+/// ran out and this allocation must be recorded.
+#[inline(always)]
+fn countdown(size: usize) -> bool {
+    if RATE.load(Ordering::Relaxed) == 0 {
+        return false;
+    }
+    let next = NEXT_SAMPLE.with(Cell::get);
+    if size < next {
+        NEXT_SAMPLE.with(|c| c.set(next - size));
+        return false;
+    }
+    true
+}
+
+/// How a sampled block is obtained from the inner allocator.
+#[derive(Clone, Copy)]
+enum Obtain {
+    Alloc,
+    Zeroed,
+    Realloc(*mut u8, Layout),
+}
+
 impl<A: GlobalAlloc> SamplingAllocator<A> {
-    /// Counts `size` bytes against the thread's countdown; records `ptr` when the countdown runs out.
-    #[inline(always)]
-    fn account(&self, ptr: *mut u8, size: usize) {
-        if ptr.is_null() || RATE.load(Ordering::Relaxed) == 0 {
-            return;
+    /// The sampled path: obtains the block, then records it.
+    ///
+    /// # Safety
+    /// The arguments satisfy the `GlobalAlloc` method that `how` stands for.
+    #[cold]
+    #[inline(never)]
+    unsafe fn obtain_sampled(&self, how: Obtain, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded under the caller's GlobalAlloc contract.
+        let p = unsafe {
+            match how {
+                Obtain::Alloc => self.inner.alloc(layout),
+                Obtain::Zeroed => self.inner.alloc_zeroed(layout),
+                Obtain::Realloc(old, old_layout) => {
+                    self.inner.realloc(old, old_layout, layout.size())
+                }
+            }
+        };
+        if !p.is_null() {
+            sample_slow(p, layout.size());
         }
-        let next = NEXT_SAMPLE.with(Cell::get);
-        if size < next {
-            NEXT_SAMPLE.with(|c| c.set(next - size));
-            return;
-        }
-        sample_slow(ptr, size);
+        p
     }
 }
 
@@ -129,18 +164,22 @@ fn sample_slow(ptr: *mut u8, size: usize) {
 unsafe impl<A: GlobalAlloc> GlobalAlloc for SamplingAllocator<A> {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if countdown(layout.size()) {
+            // SAFETY: the caller's layout, for an alloc.
+            return unsafe { self.obtain_sampled(Obtain::Alloc, layout) };
+        }
         // SAFETY: forwarded with the caller's layout.
-        let p = unsafe { self.inner.alloc(layout) };
-        self.account(p, layout.size());
-        p
+        unsafe { self.inner.alloc(layout) }
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if countdown(layout.size()) {
+            // SAFETY: the caller's layout, for an alloc_zeroed.
+            return unsafe { self.obtain_sampled(Obtain::Zeroed, layout) };
+        }
         // SAFETY: forwarded with the caller's layout.
-        let p = unsafe { self.inner.alloc_zeroed(layout) };
-        self.account(p, layout.size());
-        p
+        unsafe { self.inner.alloc_zeroed(layout) }
     }
 
     #[inline]
@@ -169,10 +208,14 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for SamplingAllocator<A> {
             }
             return new;
         }
+        if countdown(new_size) {
+            // SAFETY: the caller guarantees `new_size` with `layout.align()` forms a valid layout.
+            let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+            // SAFETY: the caller's realloc arguments.
+            return unsafe { self.obtain_sampled(Obtain::Realloc(ptr, layout), new_layout) };
+        }
         // SAFETY: forwarded with the caller's arguments.
-        let p = unsafe { self.inner.realloc(ptr, layout, new_size) };
-        self.account(p, new_size);
-        p
+        unsafe { self.inner.realloc(ptr, layout, new_size) }
     }
 }
 
@@ -231,62 +274,88 @@ pub fn lost_counts() -> (u64, u64) {
 // ---------------------------------------------------------------------------------------------------------
 // Site table (behind a mutex: sampled path only).
 
-/// FNV-1a: deterministic, allocation-free and without the thread-local keys `RandomState` would read.
+/// Passes a precomputed, well-mixed `u64` through as its own hash (the site table hashes stacks itself, so
+/// no lookup allocates a key and no `RandomState` thread-local keys are read on the sampled path).
 #[derive(Default)]
-struct Fnv(u64);
+struct PreHashed(u64);
 
-impl Hasher for Fnv {
+impl Hasher for PreHashed {
     fn finish(&self) -> u64 {
         self.0
     }
-    fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 {
-            0xcbf2_9ce4_8422_2325
-        } else {
-            self.0
-        };
-        for b in bytes {
-            h = (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
-        }
-        self.0 = h;
+    fn write(&mut self, _bytes: &[u8]) {
+        unreachable!("the site index is keyed by u64 only")
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
     }
 }
 
+/// A mixed hash of one (stack, size) site, word at a time.
+fn site_hash(stack: &[u64], size: u64) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h = size.wrapping_mul(K) ^ stack.len() as u64;
+    for &w in stack {
+        h = (h ^ w).wrapping_mul(K).rotate_left(29);
+    }
+    h ^= h >> 32;
+    h.wrapping_mul(K)
+}
+
+const NO_SITE: u16 = u16::MAX;
+
 struct Sites {
-    index: HashMap<(Stack, u64), u16, BuildHasherDefault<Fnv>>,
+    /// Site hash -> first site with that hash; further ones chain through `next`.
+    index: HashMap<u64, u16, BuildHasherDefault<PreHashed>>,
+    next: Vec<u16>,
     records: Vec<HeapRecord>,
 }
 
 static SITES: Mutex<Sites> = Mutex::new(Sites {
     index: HashMap::with_hasher(BuildHasherDefault::new()),
+    next: Vec::new(),
     records: Vec::new(),
 });
 
 static LIVE: LiveTable<{ 1 << 16 }> = LiveTable::new();
 
+impl Sites {
+    /// The site of (stack, size), created on first use; `None` when the table is full.
+    fn site(&mut self, stack: &[u64], size: u64) -> Option<u16> {
+        let h = site_hash(stack, size);
+        let head = self.index.get(&h).copied().unwrap_or(NO_SITE);
+        let mut i = head;
+        while i != NO_SITE {
+            let r = &self.records[i as usize];
+            if r.size == size && r.stack == stack {
+                return Some(i);
+            }
+            i = self.next[i as usize];
+        }
+        if self.records.len() >= MAX_SITES {
+            return None;
+        }
+        let new = self.records.len() as u16;
+        self.records.push(HeapRecord {
+            stack: stack.to_vec(),
+            size,
+            alloc_objects: 0,
+            alloc_bytes: 0,
+            free_objects: 0,
+            free_bytes: 0,
+        });
+        self.next.push(head);
+        self.index.insert(h, new);
+        Some(new)
+    }
+}
+
 /// Records a sampled allocation. The caller has set `BUSY`, so allocations in here go straight through.
 fn record_alloc(ptr: usize, size: usize, stack: &[u64]) {
     let mut sites = SITES.lock().unwrap_or_else(|e| e.into_inner());
-    let key = (stack.to_vec(), size as u64);
-    let site = match sites.index.get(&key) {
-        Some(&i) => i,
-        None => {
-            if sites.records.len() >= MAX_SITES {
-                DROPPED.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
-            let i = sites.records.len() as u16;
-            sites.records.push(HeapRecord {
-                stack: key.0.clone(),
-                size: size as u64,
-                alloc_objects: 0,
-                alloc_bytes: 0,
-                free_objects: 0,
-                free_bytes: 0,
-            });
-            sites.index.insert(key, i);
-            i
-        }
+    let Some(site) = sites.site(stack, size as u64) else {
+        DROPPED.fetch_add(1, Ordering::Relaxed);
+        return;
     };
     let r = &mut sites.records[site as usize];
     r.alloc_objects += 1;
@@ -507,6 +576,28 @@ mod tests {
         // q = 1: log2(1) - 26 = -26 -> 26 * ln2 * 1000 + 1 ≈ 18022.
         assert_eq!(big, 18022);
         assert_eq!(next_gap(1), 0);
+    }
+
+    #[test]
+    fn sites_are_keyed_by_stack_and_size_even_on_hash_collisions() {
+        let mut sites = Sites {
+            index: HashMap::with_hasher(BuildHasherDefault::new()),
+            next: Vec::new(),
+            records: Vec::new(),
+        };
+        let a = sites.site(&[1, 2, 3], 64).unwrap();
+        assert_eq!(sites.site(&[1, 2, 3], 64), Some(a));
+        let b = sites.site(&[1, 2, 3], 128).unwrap();
+        let c = sites.site(&[1, 2], 64).unwrap();
+        assert!(a != b && b != c && a != c);
+        // Force a collision: point another hash's chain head at an unrelated site.
+        let h = site_hash(&[9], 8);
+        sites.index.insert(h, a);
+        let d = sites.site(&[9], 8).unwrap();
+        assert_ne!(d, a, "a colliding hash must not alias a different stack");
+        assert_eq!(sites.site(&[9], 8), Some(d));
+        assert_eq!(sites.site(&[1, 2, 3], 64), Some(a));
+        assert_eq!(sites.records[d as usize].stack, vec![9]);
     }
 
     #[test]

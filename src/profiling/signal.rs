@@ -2,7 +2,7 @@
 //!
 //! Two signals are ours: `SIGPROF` (the CPU sampler, sent by per-thread CPU-time timers) and
 //! [`stacks_signal`] (the all-thread stack capture, sent with `tgkill`). Each handler is installed once per
-//! process and **stays installed for the life of the process**: after a profile stops, a SIGPROF still
+//! process (re-installed if other code replaced it) and **stays installed for the life of the process**: after a profile stops, a SIGPROF still
 //! pending in some thread is delivered to our handler, which sees no active session and returns. The
 //! default action of SIGPROF terminates the process (pyroscope-rs#399), so we never restore it.
 //!
@@ -44,14 +44,16 @@ pub(crate) fn stacks_signal() -> c_int {
 /// An `SA_SIGINFO` handler.
 pub(crate) type Handler = unsafe extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void);
 
-/// Signals whose handlers are installed (so a second install is a no-op). Only touched outside handlers.
-static INSTALLED: Mutex<Vec<c_int>> = Mutex::new(Vec::new());
+/// Serialises installs (outside handlers only).
+static INSTALLING: Mutex<()> = Mutex::new(());
 
-/// Installs `handler` for `signo` once per process (later calls for the same signal do nothing) and
-/// leaves it installed. Errors name the call and errno.
+/// Installs `handler` for `signo` unless it is already the installed handler, and leaves it installed.
+/// Checking the live disposition (not a flag) re-installs ours if other code replaced it meanwhile
+/// (another profiler setting SIGPROF to "ignore" when it stops, for instance). Errors name the call and
+/// errno.
 pub(crate) fn install(signo: c_int, handler: Handler) -> Result<(), String> {
-    let mut installed = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
-    if installed.contains(&signo) {
+    let _serial = INSTALLING.lock().unwrap_or_else(|e| e.into_inner());
+    if is_ours(signo, handler) {
         return Ok(());
     }
     // SAFETY: an all-zero sigaction is a valid value to fill in; sigemptyset/sigaddset only write the
@@ -68,7 +70,6 @@ pub(crate) fn install(signo: c_int, handler: Handler) -> Result<(), String> {
             return Err(format!("sigaction({signo}): {err}"));
         }
     }
-    installed.push(signo);
     Ok(())
 }
 

@@ -287,7 +287,10 @@ fn exec_mapping(maps: &str, path: &str) -> Option<MappingInfo> {
 }
 
 /// Bias from the executable mapping: runtime start minus the link address of the segment at that offset.
-fn maps_bias(file: &object::File<'_>, exec: &MappingInfo) -> Option<u64> {
+fn maps_bias<'d, R: object::ReadRef<'d>>(
+    file: &object::File<'d, R>,
+    exec: &MappingInfo,
+) -> Option<u64> {
     use object::{Object, ObjectSegment};
     file.segments().find_map(|seg| {
         let (off, _) = seg.file_range();
@@ -296,7 +299,9 @@ fn maps_bias(file: &object::File<'_>, exec: &MappingInfo) -> Option<u64> {
     })
 }
 
-fn load_dwarf(file: &object::File<'static>) -> Option<addr2line::Context<Reader>> {
+fn load_dwarf<R: object::ReadRef<'static>>(
+    file: &object::File<'static, R>,
+) -> Option<addr2line::Context<Reader>> {
     use object::{Object, ObjectSection};
     let has_lines = file
         .section_by_name(".debug_line")

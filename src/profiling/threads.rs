@@ -105,10 +105,12 @@ unsafe extern "C" fn on_stacks_signal(_sig: c_int, _info: *mut libc::siginfo_t, 
     let regs = unsafe { unwind::regs_from_ucontext(ctx) };
     let data = unsafe { &mut *slot.data.get() };
     data.label = labels::current_index();
+    let top = match unwind::stack_top_in_handler() {
+        unwind::Top::Known(top) => top,
+        unwind::Top::Unknown(_) => 0,
+    };
     data.depth = match regs {
-        Some(r) => {
-            unwind::unwind_interrupted(r, unwind::stack_top_in_handler(), &mut data.frames) as u16
-        }
+        Some(r) => unwind::unwind_interrupted(r, top, &mut data.frames) as u16,
         None => 0,
     };
     slot.state.store(DONE, Ordering::Release);
@@ -124,6 +126,7 @@ fn thread_name(tid: i32) -> String {
 /// `timeout` are reported with an empty stack. Sorted by tid.
 pub fn capture_all(timeout: Duration) -> Vec<ThreadStack> {
     let _serial = CAPTURE.lock().unwrap_or_else(|e| e.into_inner());
+    unwind::learn_text();
     let me = signal::gettid();
     let tids = super::cpu::list_tids().unwrap_or_default();
     let mut out = Vec::with_capacity(tids.len());
@@ -255,6 +258,7 @@ where
         .name(name.to_string())
         .spawn(move || {
             unwind::init_thread_bounds();
+            super::cpu::arm_current_thread();
             f()
         })
 }

@@ -10,7 +10,9 @@
 //! `RBP` into an early stop, never into a read outside the live stack. What is lost, and accepted:
 //! interrupted in a function's prologue (before `push rbp; mov rbp, rsp`) or inside a libc function that
 //! keeps no frame, the direct caller of the leaf is missing (the chain resumes at the caller's caller);
-//! `[rsp]` is not used as a return address because nothing here can prove it is one.
+//! when `RBP` is not a plausible frame at all, [`chain_start`] scans a few hundred bytes above `RSP` for a
+//! saved frame pointer (bounded, within the stack, checked against the binary's code range) to resume the
+//! chain, so a thread blocked inside libc still shows its Rust callers.
 //!
 //! Stack bounds: the stack top of each thread is cached in a `const` thread-local without destructor. A
 //! thread fills it outside any handler (at birth through `threads::spawn_recorded`, on its first
@@ -18,10 +20,15 @@
 //! spawned threads and `mremap` probing for the main thread — no lock, no allocation — so a handler fills
 //! the cache on first use and every thread, even one nl6 did not spawn, gets full stacks. glibc's version
 //! takes a lock and reads /proc for the main thread, so there a handler never calls it: a thread with no
-//! cached top yields the leaf only until it fills the cache itself.
+//! cached top yields the leaf only, plus its tid and `RSP`; the CPU collector then looks that `RSP` up in
+//! `/proc/self/maps` and publishes the end of its mapping as the thread's top in a lock-free `tid → top`
+//! table, so later samples get full stacks. (That end can lie past the real stack top when the kernel merged
+//! the stack with an adjacent read-write mapping; a bogus `RBP` pointing there is still mapped memory at
+//! the time, and the entry is dropped when the thread exits. The shipped musl build never uses the table.)
 //!
 //! This module never allocates, locks or panics on the walking paths.
 use std::cell::Cell;
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 /// Deepest stack recorded; deeper stacks are truncated at the root end.
 pub(crate) const MAX_DEPTH: usize = 64;
@@ -161,37 +168,216 @@ pub(crate) fn init_thread_bounds() -> usize {
     found
 }
 
-/// The calling thread's stack top for use inside a signal handler (0 = unknown: walk nothing).
+/// Slots of the table of stack tops learnt from outside for threads that never filled their own cache.
+const FOREIGN_SLOTS: usize = 1024;
+/// Probes per lookup/insert in that table.
+const FOREIGN_PROBES: usize = 16;
+/// A tid slot whose thread has gone (reusable by an insert).
+const TOMBSTONE: i32 = -1;
+
+/// `tid → stack top` for threads whose own cache is empty (glibc threads nl6 did not spawn). Written only
+/// by the CPU collector (one writer), read by handlers: top is stored before the tid is published.
+static FOREIGN: [(AtomicI32, AtomicU64); FOREIGN_SLOTS] =
+    [const { (AtomicI32::new(0), AtomicU64::new(0)) }; FOREIGN_SLOTS];
+
+fn foreign_probe(tid: i32) -> impl Iterator<Item = &'static (AtomicI32, AtomicU64)> {
+    let start = (tid as u32 as usize).wrapping_mul(0x9E37_79B9) % FOREIGN_SLOTS;
+    (0..FOREIGN_PROBES).filter_map(move |i| FOREIGN.get((start + i) % FOREIGN_SLOTS))
+}
+
+/// The stack top the collector learnt for `tid` (0 = none). Async-signal-safe.
 #[inline]
-pub(crate) fn stack_top_in_handler() -> usize {
+pub(crate) fn foreign_top(tid: i32) -> u64 {
+    for (t, top) in foreign_probe(tid) {
+        match t.load(Ordering::Acquire) {
+            x if x == tid => return top.load(Ordering::Relaxed),
+            0 => return 0,
+            _ => {}
+        }
+    }
+    0
+}
+
+/// Records `tid`'s stack top (collector only: one writer at a time).
+pub(crate) fn set_foreign_top(tid: i32, stack_top: u64) {
+    if tid <= 0 || foreign_top(tid) != 0 {
+        return;
+    }
+    if let Some((t, top)) =
+        foreign_probe(tid).find(|(t, _)| matches!(t.load(Ordering::Relaxed), 0 | TOMBSTONE))
+    {
+        top.store(stack_top, Ordering::Relaxed);
+        t.store(tid, Ordering::Release);
+    }
+}
+
+/// Forgets `tid` (it exited).
+pub(crate) fn forget_foreign(tid: i32) {
+    for (t, top) in foreign_probe(tid) {
+        if t.load(Ordering::Relaxed) == tid {
+            top.store(0, Ordering::Relaxed);
+            t.store(TOMBSTONE, Ordering::Release);
+        }
+    }
+}
+
+/// The end of the readable-writable mapping containing `addr`, from `/proc/self/maps` text (pure).
+pub(crate) fn mapping_end(maps: &str, addr: u64) -> Option<u64> {
+    maps.lines().find_map(|line| {
+        let mut parts = line.split_ascii_whitespace();
+        let (range, perms) = (parts.next()?, parts.next()?);
+        let (lo, hi) = range.split_once('-')?;
+        let (lo, hi) = (
+            u64::from_str_radix(lo, 16).ok()?,
+            u64::from_str_radix(hi, 16).ok()?,
+        );
+        (perms.starts_with("rw") && lo <= addr && addr < hi).then_some(hi)
+    })
+}
+
+/// Where a handler found the stack top of its thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Top {
+    /// Known: walk up to here.
+    Known(usize),
+    /// Unknown for this thread (`tid`): walk nothing; the collector may learn it from the sample's `RSP`.
+    Unknown(i32),
+}
+
+/// The calling thread's stack top for use inside a signal handler.
+#[inline]
+pub(crate) fn stack_top_in_handler() -> Top {
     let top = STACK_TOP.with(Cell::get);
     if top > 1 {
-        return top;
+        return Top::Known(top);
     }
     if top == 0 && cfg!(target_env = "musl") {
         // musl's pthread_getattr_np is async-signal-safe in practice (see module doc); never on glibc.
         let found = query_stack_top();
         STACK_TOP.with(|t| t.set(if found == 0 { 1 } else { found }));
-        return found;
+        if found != 0 {
+            return Top::Known(found);
+        }
     }
-    0
+    let tid = super::signal::gettid();
+    match foreign_top(tid) {
+        0 => Top::Unknown(tid),
+        top => Top::Known(top as usize),
+    }
 }
 
-/// Unwinds an interrupted context: the interrupted `RIP` first, then the frame chain, within
-/// `[regs.rsp, stack_top)`. Async-signal-safe.
+/// Words above `RSP` searched for a saved frame pointer when `RBP` is not one.
+const SCAN_WORDS: u64 = 256;
+
+/// The executable's code range `[lo, hi)` (0, 0 = unknown), learnt outside handlers by [`learn_text`].
+static TEXT: (AtomicU64, AtomicU64) = (AtomicU64::new(0), AtomicU64::new(0));
+
+/// Records the address range of this binary's executable mappings (call outside any handler; cheap to
+/// repeat). Return addresses outside it are not trusted when a walk has to resynchronise.
+pub(crate) fn learn_text() {
+    if TEXT.1.load(Ordering::Relaxed) != 0 {
+        return;
+    }
+    let (Ok(maps), Ok(exe)) = (
+        std::fs::read_to_string("/proc/self/maps"),
+        std::fs::read_link("/proc/self/exe"),
+    ) else {
+        return;
+    };
+    if let Some((lo, hi)) = text_range(&maps, &exe.to_string_lossy()) {
+        TEXT.0.store(lo, Ordering::Relaxed);
+        TEXT.1.store(hi, Ordering::Release);
+    }
+}
+
+/// The span of `exe`'s executable mappings in `/proc/self/maps` text (pure).
+pub(crate) fn text_range(maps: &str, exe: &str) -> Option<(u64, u64)> {
+    let mut range: Option<(u64, u64)> = None;
+    for line in maps.lines() {
+        let mut parts = line.split_ascii_whitespace();
+        let (Some(r), Some(perms)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        if !perms.contains('x') || parts.nth(3) != Some(exe) {
+            continue;
+        }
+        let Some((lo, hi)) = r.split_once('-') else {
+            continue;
+        };
+        let (Ok(lo), Ok(hi)) = (u64::from_str_radix(lo, 16), u64::from_str_radix(hi, 16)) else {
+            continue;
+        };
+        range = Some(range.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
+    }
+    range
+}
+
+/// Where the frame chain of an interrupted context starts: `(return address of the leaf's caller if it
+/// had to be found by scanning, first frame pointer)`.
+///
+/// Normally `RBP` is the leaf's (or its caller's) frame. When it is not a plausible frame — code without
+/// frame pointers (musl's libc.a) uses it as a general register — scan up to [`SCAN_WORDS`] words above
+/// `RSP` for a saved frame pointer: a word `w` with `rsp < w`, a whole frame below `hi`, a return address
+/// in `text` at `w + 8`, and a saved link that is 0 or above `w`. The first code address met on the way is
+/// kept as the return into the leaf's caller. Reads only 8-aligned words in `[rsp, hi)`.
+pub(crate) fn chain_start(
+    rbp: u64,
+    rsp: u64,
+    hi: u64,
+    text: (u64, u64),
+    read: impl Fn(u64) -> u64,
+) -> (Option<u64>, u64) {
+    let in_stack = |a: u64| a.is_multiple_of(8) && a >= rsp && hi >= 16 && a <= hi - 16;
+    let in_text = |a: u64| text.1 == 0 || (text.0 <= a && a < text.1);
+    let plausible = |fp: u64| {
+        in_stack(fp) && in_text(read(fp + 8)) && {
+            let link = read(fp);
+            link == 0 || (link > fp && in_stack(link))
+        }
+    };
+    if plausible(rbp) || text.1 == 0 || !rsp.is_multiple_of(8) {
+        return (None, rbp);
+    }
+    let mut caller_ret = None;
+    let mut p = rsp;
+    let end = rsp.saturating_add(SCAN_WORDS * 8).min(hi.saturating_sub(8));
+    while p < end {
+        let w = read(p);
+        if w > p && plausible(w) {
+            return (caller_ret, w);
+        }
+        if caller_ret.is_none() && in_text(w) {
+            caller_ret = Some(w);
+        }
+        p += 8;
+    }
+    (None, rbp)
+}
+
+/// Unwinds an interrupted context: the interrupted `RIP` first, then the frame chain (see
+/// [`chain_start`]), within `[regs.rsp, stack_top)`. Async-signal-safe.
 #[inline]
 pub(crate) fn unwind_interrupted(regs: Regs, stack_top: usize, out: &mut [u64]) -> usize {
-    // SAFETY: `walk` reads only 8-aligned words inside [rsp, stack_top), the live stack of the interrupted
-    // thread (the thread is stopped in our handler, so its stack stays mapped).
-    walk(
-        Some(regs.rip),
-        regs.rbp,
-        regs.rsp,
-        stack_top as u64,
-        0,
-        out,
-        |a| unsafe { read_word(a) },
-    )
+    let text = (
+        TEXT.0.load(Ordering::Relaxed),
+        TEXT.1.load(Ordering::Acquire),
+    );
+    let hi = stack_top as u64;
+    if hi == 0 {
+        return walk(Some(regs.rip), 0, 1, 0, 0, out, |_| 0);
+    }
+    // SAFETY (both closures): reads only 8-aligned words inside [rsp, stack_top), the live stack of the
+    // interrupted thread (it is stopped in our handler, so its stack stays mapped).
+    let (caller, fp) = chain_start(regs.rbp, regs.rsp, hi, text, |a| unsafe { read_word(a) });
+    let mut n = 0;
+    for pc in [Some(regs.rip), caller].into_iter().flatten() {
+        if let Some(slot) = out.get_mut(n) {
+            *slot = pc;
+            n += 1;
+        }
+    }
+    let rest = out.get_mut(n..).unwrap_or(&mut []);
+    n + walk(None, fp, regs.rsp, hi, 0, rest, |a| unsafe { read_word(a) })
 }
 
 /// Writes the calling thread's return addresses (the caller of `current_stack` first), skipping `skip`
@@ -326,6 +512,63 @@ mod tests {
             walk(None, s.at(0), s.base, s.hi(), 0, &mut out, |a| s.read(a)),
             0
         );
+    }
+
+    #[test]
+    fn resynchronises_when_rbp_is_not_a_frame() {
+        let text = (0x1000, 0x2000);
+        let mut s = fake(32);
+        // The leaf (libc) saved the caller's frame pointer at word 3 and returns to 0x1500 (word 5).
+        let (rsp, f) = (s.at(0), s.at(10));
+        s.words[1] = 0x42;
+        s.words[3] = f;
+        s.words[5] = 0x1500;
+        s.frame(10, s.at(20), 0x1600);
+        s.frame(20, 0, 0x1700);
+        assert_eq!(chain_start(5, rsp, s.hi(), text, |a| s.read(a)), (None, f));
+        // Put a code address below the saved frame pointer: it is the return into the leaf's caller.
+        s.words[2] = 0x1400;
+        assert_eq!(
+            chain_start(5, rsp, s.hi(), text, |a| s.read(a)),
+            (Some(0x1400), f)
+        );
+        // A plausible RBP is used as is; unknown text range means no scanning.
+        assert_eq!(chain_start(f, rsp, s.hi(), text, |a| s.read(a)), (None, f));
+        assert_eq!(
+            chain_start(5, rsp, s.hi(), (0, 0), |a| s.read(a)),
+            (None, 5)
+        );
+        // Nothing plausible within the stack: keep RBP (the walk then stops at once).
+        let empty = fake(8);
+        assert_eq!(
+            chain_start(5, empty.base, empty.hi(), text, |a| empty.read(a)),
+            (None, 5)
+        );
+    }
+
+    #[test]
+    fn parses_maps_for_text_and_stack_mappings() {
+        let maps = "5555-6000 r--p 00000000 08:01 12 /bin/nl6\n\
+                    6000-9000 r-xp 00001000 08:01 12 /bin/nl6\n\
+                    9000-a000 r-xp 00000000 08:01 13 /lib/other.so\n\
+                    7ff0000-7ff8000 rw-p 00000000 00:00 0 [stack]\n";
+        assert_eq!(text_range(maps, "/bin/nl6"), Some((0x6000, 0x9000)));
+        assert_eq!(text_range(maps, "/bin/none"), None);
+        assert_eq!(mapping_end(maps, 0x7ff4000), Some(0x7ff8000));
+        assert_eq!(mapping_end(maps, 0x6500), None, "code is not a stack");
+    }
+
+    #[test]
+    fn foreign_top_table_inserts_finds_and_forgets() {
+        let tid = 0x3fff_0001;
+        assert_eq!(foreign_top(tid), 0);
+        set_foreign_top(tid, 0x7000);
+        assert_eq!(foreign_top(tid), 0x7000);
+        forget_foreign(tid);
+        assert_eq!(foreign_top(tid), 0);
+        set_foreign_top(tid, 0x8000);
+        assert_eq!(foreign_top(tid), 0x8000);
+        forget_foreign(tid);
     }
 
     #[inline(never)]

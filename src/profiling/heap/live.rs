@@ -2,17 +2,21 @@
 //!
 //! What it provides: [`LiveTable`], a fixed-size open-addressing (linear probing) table of `AtomicU64`
 //! words, each packing a block address (low 48 bits) and its site index (high 16 bits). Every `dealloc`
-//! asks [`LiveTable::contains`], so lookups are lock-free and allocation-free: a seqlock read around a probe
-//! that an empty slot ends. Writers ([`LiveTable::insert`], [`LiveTable::remove`]) are rare (sampled
+//! asks [`LiveTable::contains`], so lookups are lock-free and allocation-free: first one bit of a 4 KiB
+//! filter (one bit per hash bucket, set while any live entry hashes there, so it stays in cache and almost
+//! every free stops there), then, on a hit, a seqlock read around a probe that an empty slot ends. Writers ([`LiveTable::insert`], [`LiveTable::remove`]) are rare (sampled
 //! events only) and must be serialised by the caller (the heap sampler's site mutex); a reader that overlaps
 //! a write simply probes again.
 //!
 //! What it never does: use tombstones (removal shifts the rest of the cluster back, so an empty slot always
 //! ends a probe), grow, or allocate. When more than three quarters full it refuses inserts; the sampler
 //! counts those blocks as allocated but cannot see their frees.
-use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 const ADDR_BITS: u32 = 48;
+/// Filter buckets (bits): 32768 bits = 4 KiB.
+const FILTER_LOG2: u32 = 15;
+const FILTER_BITS: usize = 1 << FILTER_LOG2;
 const ADDR_MASK: u64 = (1 << ADDR_BITS) - 1;
 
 /// A fixed table of `N` slots (`N` a power of two).
@@ -21,6 +25,11 @@ pub struct LiveTable<const N: usize> {
     /// Seqlock: odd while a writer is changing slots.
     seq: AtomicU64,
     len: AtomicUsize,
+    /// Bit b set while `counts[b] > 0`. A free whose bit is clear is certainly not tracked: its own entry,
+    /// inserted before the block was handed out, would keep the bit set until the block's own removal.
+    filter: [AtomicU64; FILTER_BITS / 64],
+    /// Live entries per filter bucket; written by (serialised) writers only.
+    counts: [AtomicU32; FILTER_BITS],
 }
 
 impl<const N: usize> Default for LiveTable<N> {
@@ -37,6 +46,8 @@ impl<const N: usize> LiveTable<N> {
             slots: [const { AtomicU64::new(0) }; N],
             seq: AtomicU64::new(0),
             len: AtomicUsize::new(0),
+            filter: [const { AtomicU64::new(0) }; FILTER_BITS / 64],
+            counts: [const { AtomicU32::new(0) }; FILTER_BITS],
         }
     }
 
@@ -61,6 +72,31 @@ impl<const N: usize> LiveTable<N> {
         ((addr >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - N.trailing_zeros())) as usize
     }
 
+    #[inline(always)]
+    fn bucket(addr: u64) -> usize {
+        ((addr >> 4).wrapping_mul(0xc2b2_ae3d_27d4_eb4f) >> (64 - FILTER_LOG2)) as usize
+    }
+
+    #[inline(always)]
+    fn filter_hit(&self, addr: u64) -> bool {
+        let b = Self::bucket(addr);
+        self.filter[b / 64].load(Ordering::Relaxed) & (1 << (b % 64)) != 0
+    }
+
+    fn count_up(&self, addr: u64) {
+        let b = Self::bucket(addr);
+        if self.counts[b].fetch_add(1, Ordering::Relaxed) == 0 {
+            self.filter[b / 64].fetch_or(1 << (b % 64), Ordering::Relaxed);
+        }
+    }
+
+    fn count_down(&self, addr: u64) {
+        let b = Self::bucket(addr);
+        if self.counts[b].fetch_sub(1, Ordering::Relaxed) == 1 {
+            self.filter[b / 64].fetch_and(!(1 << (b % 64)), Ordering::Relaxed);
+        }
+    }
+
     /// Finds the slot holding `addr`. Callers must either hold the writer lock or validate with the seqlock.
     #[inline(always)]
     fn find(&self, addr: u64) -> Option<(usize, u16)> {
@@ -82,7 +118,7 @@ impl<const N: usize> LiveTable<N> {
     #[inline]
     pub fn contains(&self, addr: usize) -> bool {
         let addr = addr as u64;
-        if addr == 0 || addr > ADDR_MASK {
+        if addr == 0 || addr > ADDR_MASK || !self.filter_hit(addr) {
             return false;
         }
         loop {
@@ -123,6 +159,7 @@ impl<const N: usize> LiveTable<N> {
         if addr == 0 || addr > ADDR_MASK || self.len() >= Self::capacity() {
             return false;
         }
+        self.count_up(addr);
         self.begin_write();
         self.place(addr | (u64::from(site) << ADDR_BITS));
         self.len.fetch_add(1, Ordering::Relaxed);
@@ -149,6 +186,7 @@ impl<const N: usize> LiveTable<N> {
         }
         self.len.fetch_sub(1, Ordering::Relaxed);
         self.end_write();
+        self.count_down(addr);
         Some(site)
     }
 }
@@ -191,6 +229,10 @@ mod tests {
         }
         assert!(t.is_empty());
         assert!(t.slots.iter().all(|s| s.load(Ordering::Relaxed) == 0));
+        assert!(
+            t.filter.iter().all(|w| w.load(Ordering::Relaxed) == 0),
+            "filter bits cleared with the last entry"
+        );
     }
 
     #[test]

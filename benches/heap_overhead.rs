@@ -1,0 +1,158 @@
+//! Heap sampler overhead: an alloc-heavy loop (mixed sizes, alloc + free) under the plain System allocator
+//! vs `SamplingAllocator` at Go's default rate, side by side in one run.
+//!
+//! A global allocator is fixed per binary, so this binary's allocator dispatches on a mode flag (plain
+//! System or the sampler over System); both modes pay the same predictable branch, so the difference is the
+//! sampler's cost. Rounds alternate between modes so both see the same machine load (the machine is shared);
+//! each round frees everything it allocated, and both modes end in the same System allocator, so switching
+//! between rounds is sound. Thread CPU time is measured; the minimum and the median of each mode and their
+//! ratios are printed (target ≤ 1.03). `NL6_HEAP_BENCH_RATE` overrides the rate (e.g. 0 to isolate the
+//! cost of the unsampled path).
+//!
+//! Run: `cargo bench --bench heap_overhead` (glibc) and
+//! `cargo bench --target x86_64-unknown-linux-musl --bench heap_overhead` (musl).
+
+use nl6::profiling::heap::SamplingAllocator;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static SAMPLING: SamplingAllocator = SamplingAllocator::system();
+static USE_SAMPLER: AtomicBool = AtomicBool::new(false);
+
+struct Switch;
+
+// SAFETY: forwards every call, unchanged, to one of two allocators; the mode is fixed before `main`'s
+// first allocation of the workload and never changes while blocks are live.
+unsafe impl GlobalAlloc for Switch {
+    #[inline]
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        // SAFETY: forwarded.
+        unsafe {
+            if USE_SAMPLER.load(Ordering::Relaxed) {
+                SAMPLING.alloc(l)
+            } else {
+                System.alloc(l)
+            }
+        }
+    }
+    #[inline]
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: forwarded; both modes end in the same System allocator.
+        unsafe {
+            if USE_SAMPLER.load(Ordering::Relaxed) {
+                SAMPLING.dealloc(p, l)
+            } else {
+                System.dealloc(p, l)
+            }
+        }
+    }
+    #[inline]
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        // SAFETY: forwarded.
+        unsafe {
+            if USE_SAMPLER.load(Ordering::Relaxed) {
+                SAMPLING.realloc(p, l, n)
+            } else {
+                System.realloc(p, l, n)
+            }
+        }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Switch = Switch;
+
+const OPS: usize = 250_000;
+const SLOTS: usize = 4096;
+const ROUNDS: usize = 41;
+
+/// Replaces a random slot with a fresh block of a mixed size; touches it so the work is real.
+#[inline(never)]
+fn workload() -> u64 {
+    let mut slots: Vec<Option<Vec<u8>>> = (0..SLOTS).map(|_| None).collect();
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut sum = 0u64;
+    for _ in 0..OPS {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let size = match x % 100 {
+            0..=59 => 16 + (x >> 8) as usize % 112,     // small: 16..128
+            60..=89 => 128 + (x >> 8) as usize % 896,   // medium: 128..1024
+            90..=98 => 1024 + (x >> 8) as usize % 7168, // 1..8 KiB
+            _ => 32 * 1024,                             // occasional 32 KiB
+        };
+        let i = (x >> 32) as usize % SLOTS;
+        let mut v = Vec::with_capacity(size);
+        v.push(x as u8);
+        sum = sum.wrapping_add(u64::from(v[0]));
+        slots[i] = Some(v);
+    }
+    std::hint::black_box(&slots);
+    sum
+}
+
+/// CPU time of the calling thread: other processes on a busy machine inflate wall time, not this.
+fn thread_cpu_ns() -> u128 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer for clock_gettime.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128
+}
+
+fn median(mut v: Vec<u128>) -> u128 {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn main() {
+    if let Some(rate) = std::env::var("NL6_HEAP_BENCH_RATE")
+        .ok()
+        .and_then(|r| r.parse().ok())
+    {
+        nl6::profiling::heap::set_rate(rate);
+    }
+    // Warm both paths (allocator arenas, the sampler's tables), untimed.
+    for mode in [false, true] {
+        USE_SAMPLER.store(mode, Ordering::Relaxed);
+        std::hint::black_box(workload());
+    }
+    // NL6_HEAP_BENCH_AA=1: both columns use System, to show the bench's own bias between the two slots.
+    let aa = std::env::var_os("NL6_HEAP_BENCH_AA").is_some();
+    let (mut system, mut sampling) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        for (mode, out) in [(false, &mut system), (true, &mut sampling)] {
+            USE_SAMPLER.store(mode && !aa, Ordering::Relaxed);
+            let start = thread_cpu_ns();
+            std::hint::black_box(workload());
+            out.push(thread_cpu_ns() - start);
+        }
+    }
+    USE_SAMPLER.store(false, Ordering::Relaxed);
+    let (smin, pmin) = (
+        *system.iter().min().unwrap(),
+        *sampling.iter().min().unwrap(),
+    );
+    let (s, p) = (median(system), median(sampling));
+    let libc = if cfg!(target_env = "musl") {
+        "musl"
+    } else {
+        "glibc"
+    };
+    let per_op = |ns: u128| ns as f64 / OPS as f64;
+    println!(
+        "heap_overhead [{libc}] alloc+free of mixed sizes, {ROUNDS} alternating rounds of {OPS} ops, thread CPU \
+         time: system min {:.1} / median {:.1} ns/op; sampling (rate {}) min {:.1} / median {:.1} ns/op; \
+         ratio of minimums {:.3}, of medians {:.3} (target <= 1.03)",
+        per_op(smin),
+        per_op(s),
+        nl6::profiling::heap::rate(),
+        per_op(pmin),
+        per_op(p),
+        pmin as f64 / smin as f64,
+        p as f64 / s as f64
+    );
+}

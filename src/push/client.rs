@@ -1,0 +1,497 @@
+//! The only outbound HTTP in nl6: one `POST <address>/ingest` per upload, through a ureq agent built for
+//! one push.
+//!
+//! Decisions, all explicit in [`Client::new`]:
+//! - **Success is exactly 200.** `http_status_as_error` is off so the status is read here; redirects are
+//!   never followed (`max_redirects(0)`), a 3xx is a failure.
+//! - **Every phase is bounded**: `timeout_global` (resolve, connect, TLS, send, receive) is the upload
+//!   timeout, or less when a flush has less time left.
+//! - **Credentials**: `Authorization: Basic` is set here from [`PushTarget::basic_auth`], never from URL
+//!   userinfo (which [`ServerAddress`] drops); `X-Scope-OrgID` from the tenant. Every error string passes
+//!   [`Scrubber`] before it leaves this module.
+//! - **TLS roots**: rustls with the platform verifier, which on Linux loads roots through
+//!   rustls-native-certs: `SSL_CERT_FILE` and/or `SSL_CERT_DIR` when set (then only those), else the
+//!   usual system bundle paths (`/etc/ssl/certs/ca-certificates.crt`, …). Plain file reads, so the static
+//!   musl binary finds them on any distribution.
+//! - **Proxies**: Go's `net/http` rules, decided once per push by [`proxy_for`]: `HTTPS_PROXY` /
+//!   `https_proxy` for https addresses, `HTTP_PROXY` / `http_proxy` for http, `NO_PROXY` / `no_proxy`
+//!   excludes hosts, and loopback/`localhost` is never proxied. `ALL_PROXY` is ignored (ureq's own env
+//!   reading would honour it; we pass the decision explicitly instead).
+#![forbid(unsafe_code)]
+
+use super::ingest_url::{IngestParams, ServerAddress};
+use super::multipart;
+use super::source::EncodedProfile;
+use crate::gate::port::PushTarget;
+use std::net::IpAddr;
+use std::time::Duration;
+use ureq::tls::{RootCerts, TlsConfig};
+
+/// An HTTP client bound to one push target.
+pub struct Client {
+    agent: ureq::Agent,
+    address: ServerAddress,
+    name: String,
+    authorization: Option<String>,
+    tenant: Option<String>,
+    scrubber: Scrubber,
+    proxy: Option<String>,
+}
+
+impl Client {
+    /// Builds the agent; touches neither the network nor the certificate files (roots load on the first
+    /// https connection). `Err` names what is wrong with the address or proxy.
+    pub fn new(
+        target: &PushTarget,
+        name: String,
+        version: &str,
+        upload_timeout: Duration,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Client, String> {
+        let address = ServerAddress::parse(&target.address).map_err(|e| e.to_string())?;
+        let mut secrets = Vec::new();
+        let authorization = target.basic_auth.as_ref().map(|(user, password)| {
+            let token = base64(format!("{user}:{password}").as_bytes());
+            secrets.push(password.clone());
+            secrets.push(user.clone());
+            secrets.push(token.clone());
+            format!("Basic {token}")
+        });
+        // Userinfo in the address is never used, but must not leak through an error either.
+        if let Some((info, _)) = target
+            .address
+            .split_once("://")
+            .and_then(|(_, r)| r.split_once('@'))
+        {
+            if !info.contains('/') {
+                secrets.extend(info.split(':').map(str::to_string));
+            }
+        }
+        let proxy_url = proxy_for(&address, env);
+        let proxy = match &proxy_url {
+            Some(url) => {
+                let p = ureq::Proxy::new(url)
+                    .map_err(|e| format!("proxy {}: {e}", strip_userinfo(url)))?;
+                if let Some(pw) = p.password() {
+                    secrets.push(pw.to_string());
+                }
+                Some(p)
+            }
+            None => None,
+        };
+        let tls = TlsConfig::builder()
+            .root_certs(RootCerts::PlatformVerifier)
+            .build();
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .timeout_global(Some(upload_timeout))
+            .user_agent(format!("nl6/{version}"))
+            .proxy(proxy)
+            .tls_config(tls)
+            // Uploads come in bursts of three per interval; an idle connection older than this is not
+            // reused, so a server that closed it in the meantime cannot fail the next upload.
+            .max_idle_age(Duration::from_secs(5))
+            .build()
+            .into();
+        Ok(Client {
+            agent,
+            address,
+            name,
+            authorization,
+            tenant: target.tenant.clone(),
+            scrubber: Scrubber::new(secrets),
+            proxy: proxy_url.map(|u| strip_userinfo(&u)),
+        })
+    }
+
+    /// The address for log lines (no userinfo).
+    pub fn display_address(&self) -> String {
+        self.address.display()
+    }
+
+    /// The proxy in use, without credentials, if any.
+    pub fn proxy(&self) -> Option<&str> {
+        self.proxy.as_deref()
+    }
+
+    /// Scrubs credentials from any message about this push.
+    pub fn scrub(&self, message: &str) -> String {
+        self.scrubber.scrub(message)
+    }
+
+    /// Uploads one profile within `timeout`. `Ok` only for a 200; the `Err` is credential-free.
+    pub fn upload(&self, profile: &EncodedProfile, timeout: Duration) -> Result<(), String> {
+        let (units, aggregation, sample_rate) = profile.kind.query_meta();
+        let url = self.address.ingest_url(&IngestParams {
+            name: self.name.clone(),
+            from: profile.from,
+            until: profile.until,
+            sample_rate,
+            units,
+            aggregation,
+        });
+        let body = multipart::ingest_body(&profile.pprof_gz, profile.kind.sample_type_config());
+        let mut request = self
+            .agent
+            .post(&url)
+            .header("Content-Type", &body.content_type);
+        if let Some(auth) = &self.authorization {
+            request = request.header("Authorization", auth);
+        }
+        if let Some(tenant) = &self.tenant {
+            request = request.header("X-Scope-OrgID", tenant);
+        }
+        let kind = profile.kind.name();
+        let result = request
+            .config()
+            .timeout_global(Some(timeout))
+            .build()
+            .send(&body.bytes[..]);
+        let mut response = match result {
+            Ok(r) => r,
+            Err(e) => return Err(self.scrub(&format!("{kind} upload: {e}"))),
+        };
+        let status = response.status().as_u16();
+        // Read (a bounded part of) the body: it names the server's reason, and a drained body lets the
+        // connection be reused.
+        let text = response
+            .body_mut()
+            .with_config()
+            .limit(64 * 1024)
+            .read_to_string()
+            .unwrap_or_default();
+        if status == 200 {
+            return Ok(());
+        }
+        let reason = server_message(&text);
+        let msg = if (300..400).contains(&status) {
+            format!("{kind} upload: server answered {status} (redirects are not followed)")
+        } else if reason.is_empty() {
+            format!("{kind} upload: server answered {status}")
+        } else {
+            format!("{kind} upload: server answered {status}: {reason}")
+        };
+        Err(self.scrub(&msg))
+    }
+}
+
+/// The `message` of Pyroscope's JSON error body, else the body's first line, at most 200 characters.
+fn server_message(body: &str) -> String {
+    let from_json = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| {
+            v.get("message")
+                .and_then(|m| m.as_str())
+                .map(str::to_string)
+        });
+    let text = from_json.unwrap_or_else(|| body.lines().next().unwrap_or("").to_string());
+    text.trim().chars().take(200).collect()
+}
+
+/// Replaces every configured secret in a message with `<redacted>`.
+#[derive(Debug, Clone, Default)]
+pub struct Scrubber {
+    secrets: Vec<String>,
+}
+
+impl Scrubber {
+    /// Longest secrets are replaced first (a token may contain a shorter secret). User names shorter than
+    /// three characters are still replaced: a mangled message beats a leaked credential.
+    pub fn new(mut secrets: Vec<String>) -> Self {
+        secrets.retain(|s| !s.is_empty());
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        secrets.dedup();
+        Scrubber { secrets }
+    }
+
+    pub fn scrub(&self, message: &str) -> String {
+        let mut out = message.to_string();
+        for s in &self.secrets {
+            if out.contains(s.as_str()) {
+                out = out.replace(s.as_str(), "<redacted>");
+            }
+        }
+        out
+    }
+}
+
+/// The proxy URL to use for `address`, following Go's `httpproxy.FromEnvironment` (see the module doc).
+/// `env` reads a variable (`std::env::var` in production).
+pub fn proxy_for(address: &ServerAddress, env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    let get = |upper: &str, lower: &str| {
+        env(upper)
+            .filter(|v| !v.is_empty())
+            .or_else(|| env(lower).filter(|v| !v.is_empty()))
+    };
+    let proxy = if address.scheme == "https" {
+        get("HTTPS_PROXY", "https_proxy")
+    } else {
+        get("HTTP_PROXY", "http_proxy")
+    }?;
+    let host = address.host().to_ascii_lowercase();
+    if host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback()) {
+        return None;
+    }
+    let port = address
+        .authority
+        .rsplit_once(':')
+        .filter(|(_, p)| p.chars().all(|c| c.is_ascii_digit()))
+        .map(|(_, p)| p.to_string())
+        .unwrap_or_else(|| {
+            if address.scheme == "https" {
+                "443"
+            } else {
+                "80"
+            }
+            .to_string()
+        });
+    let no_proxy = get("NO_PROXY", "no_proxy").unwrap_or_default();
+    if no_proxy
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .any(|e| no_proxy_matches(e, &host, &port))
+    {
+        return None;
+    }
+    Some(if proxy.contains("://") {
+        proxy
+    } else {
+        format!("http://{proxy}")
+    })
+}
+
+fn no_proxy_matches(entry: &str, host: &str, port: &str) -> bool {
+    if entry == "*" {
+        return true;
+    }
+    let entry = entry.to_ascii_lowercase();
+    if let Some((net, bits)) = entry.split_once('/') {
+        return match (
+            net.parse::<IpAddr>(),
+            bits.parse::<u32>(),
+            host.parse::<IpAddr>(),
+        ) {
+            (Ok(net), Ok(bits), Ok(ip)) => in_cidr(ip, net, bits),
+            _ => false,
+        };
+    }
+    if let Ok(ip) = entry.trim_matches(['[', ']']).parse::<IpAddr>() {
+        return host.parse::<IpAddr>() == Ok(ip);
+    }
+    // `name[:port]`; a leading dot matches subdomains only, otherwise the name and its subdomains.
+    let (name, entry_port) = match entry.rsplit_once(':') {
+        Some((n, p)) if p.chars().all(|c| c.is_ascii_digit()) => (n, Some(p)),
+        _ => (entry.as_str(), None),
+    };
+    if entry_port.is_some_and(|p| p != port) {
+        return false;
+    }
+    match name.strip_prefix('.') {
+        Some(suffix) => host.ends_with(&format!(".{suffix}")),
+        None => host == name || host.ends_with(&format!(".{name}")),
+    }
+}
+
+fn in_cidr(ip: IpAddr, net: IpAddr, bits: u32) -> bool {
+    match (ip, net) {
+        (IpAddr::V4(a), IpAddr::V4(b)) if bits <= 32 => {
+            let mask = if bits == 0 {
+                0
+            } else {
+                u32::MAX << (32 - bits)
+            };
+            u32::from(a) & mask == u32::from(b) & mask
+        }
+        (IpAddr::V6(a), IpAddr::V6(b)) if bits <= 128 => {
+            let mask = if bits == 0 {
+                0
+            } else {
+                u128::MAX << (128 - bits)
+            };
+            u128::from(a) & mask == u128::from(b) & mask
+        }
+        _ => false,
+    }
+}
+
+/// `scheme://user:pass@host` → `scheme://host` (for log lines about a proxy).
+pub fn strip_userinfo(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let authority_end = rest.find('/').unwrap_or(rest.len());
+            match rest[..authority_end].rfind('@') {
+                Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
+                None => url.to_string(),
+            }
+        }
+        None => url.to_string(),
+    }
+}
+
+/// Standard base64 with padding (RFC 4648), for the Basic credentials.
+pub fn base64(data: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for (i, shift) in [18, 12, 6, 0].iter().enumerate() {
+            if i <= chunk.len() {
+                out.push(ALPHABET[((n >> shift) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env_of(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    fn proxy(address: &str, vars: &[(&str, &str)]) -> Option<String> {
+        proxy_for(&ServerAddress::parse(address).unwrap(), &env_of(vars))
+    }
+
+    #[test]
+    fn base64_matches_rfc4648_vectors() {
+        for (input, want) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+            ("alice:s3cret", "YWxpY2U6czNjcmV0"),
+        ] {
+            assert_eq!(base64(input.as_bytes()), want, "{input}");
+        }
+    }
+
+    #[test]
+    fn scrubber_removes_password_user_and_token() {
+        let s = Scrubber::new(vec![
+            "s3cret".into(),
+            "alice".into(),
+            "YWxpY2U6czNjcmV0".into(),
+            String::new(),
+        ]);
+        let out = s.scrub("401 for alice (Basic YWxpY2U6czNjcmV0, pass s3cret)");
+        assert_eq!(
+            out,
+            "401 for <redacted> (Basic <redacted>, pass <redacted>)"
+        );
+        assert_eq!(s.scrub("connection refused"), "connection refused");
+    }
+
+    #[test]
+    fn client_scrubs_its_own_credentials_and_address_userinfo() {
+        let target = PushTarget {
+            address: "http://bob:urlpass@127.0.0.1:9/".into(),
+            basic_auth: Some(("alice".into(), "s3cret".into())),
+            tenant: Some("t1".into()),
+            interval: Duration::from_secs(15),
+        };
+        let c = Client::new(
+            &target,
+            "nl6{}".into(),
+            "0.1.0",
+            Duration::from_secs(1),
+            &env_of(&[]),
+        )
+        .unwrap();
+        assert_eq!(c.display_address(), "http://127.0.0.1:9/");
+        let out = c.scrub("alice s3cret YWxpY2U6czNjcmV0 urlpass");
+        assert!(
+            !out.contains("s3cret") && !out.contains("alice") && !out.contains("urlpass"),
+            "{out}"
+        );
+        assert!(!out.contains("YWxpY2U6czNjcmV0"), "{out}");
+    }
+
+    #[test]
+    fn proxy_follows_scheme_and_skips_loopback() {
+        let vars = [
+            ("HTTP_PROXY", "http://p:3128"),
+            ("https_proxy", "proxy.lab:3129"),
+        ];
+        assert_eq!(
+            proxy("http://pyro.lab:4040", &vars).as_deref(),
+            Some("http://p:3128")
+        );
+        assert_eq!(
+            proxy("https://pyro.lab", &vars).as_deref(),
+            Some("http://proxy.lab:3129")
+        );
+        assert_eq!(proxy("http://127.0.0.1:4040", &vars), None);
+        assert_eq!(proxy("http://localhost:4040", &vars), None);
+        assert_eq!(proxy("http://[::1]:4040", &vars), None);
+        assert_eq!(
+            proxy("http://pyro.lab", &[("ALL_PROXY", "http://p:1")]),
+            None
+        );
+        assert_eq!(
+            proxy("http://pyro.lab", &[("HTTPS_PROXY", "http://p:1")]),
+            None
+        );
+    }
+
+    #[test]
+    fn no_proxy_rules_match_go() {
+        let with =
+            |no: &str, addr: &str| proxy(addr, &[("HTTP_PROXY", "http://p:1"), ("NO_PROXY", no)]);
+        assert_eq!(with("*", "http://a.lab"), None);
+        assert_eq!(with("lab", "http://a.lab"), None);
+        assert_eq!(with("a.lab", "http://a.lab"), None);
+        assert_eq!(with(".lab", "http://lab"), Some("http://p:1".into()));
+        assert_eq!(with(".lab", "http://x.lab"), None);
+        assert_eq!(
+            with("other.lab, b.lab", "http://a.lab"),
+            Some("http://p:1".into())
+        );
+        assert_eq!(with("10.0.0.0/8", "http://10.1.2.3:4040"), None);
+        assert_eq!(
+            with("10.0.0.0/8", "http://11.1.2.3:4040"),
+            Some("http://p:1".into())
+        );
+        assert_eq!(with("10.1.2.3", "http://10.1.2.3:4040"), None);
+        assert_eq!(with("a.lab:4040", "http://a.lab:4040"), None);
+        assert_eq!(
+            with("a.lab:80", "http://a.lab:4040"),
+            Some("http://p:1".into())
+        );
+    }
+
+    #[test]
+    fn proxy_credentials_never_reach_the_display_form() {
+        assert_eq!(strip_userinfo("http://u:pw@p:3128"), "http://p:3128");
+        assert_eq!(strip_userinfo("http://p:3128/x@y"), "http://p:3128/x@y");
+    }
+
+    #[test]
+    fn server_message_prefers_json_message() {
+        assert_eq!(
+            server_message(r#"{"code":401,"message":"authentication required"}"#),
+            "authentication required"
+        );
+        assert_eq!(server_message("plain\nsecond"), "plain");
+        assert_eq!(server_message(""), "");
+    }
+}

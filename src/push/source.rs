@@ -1,0 +1,147 @@
+//! Where the push's profiles come from: the [`ProfileSource`] seam and its engine-backed implementation.
+//!
+//! The profiler thread asks a source for a CPU window, a heap profile and the thread stacks, already
+//! encoded as gzip'd pprof with their time bounds. [`EngineSource`] (the default) drives the real engine:
+//! the SIGPROF sampler through `profiling::cpu` (one window per interval, `take_window`), the sampling
+//! allocator's snapshot (made a delta by the engine's godeltaprof-style `profiling::delta::HeapDelta`:
+//! `alloc_*` since the previous upload, `inuse_*` absolute, because the server never computes heap deltas
+//! for `/ingest`) and `profiling::threads`. Tests hand the pusher a fake source instead, so queue,
+//! uploads, errors and flush are tested without the engine. A source never does network I/O.
+#![forbid(unsafe_code)]
+
+use super::multipart::{HEAP_SAMPLE_TYPE_CONFIG, THREADS_SAMPLE_TYPE_CONFIG};
+use crate::profiling::delta::HeapDelta;
+use crate::profiling::{cpu, encode, heap, threads};
+use std::time::{Duration, SystemTime};
+
+/// What one upload holds; decides the query parameters and the `sample_type_config` part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProfileKind {
+    /// A CPU window (`process_cpu` on the server; no `sample_type_config`).
+    Cpu,
+    /// The four heap types in one profile (`memory`).
+    Heap,
+    /// Every thread's stack, as a goroutine profile (`goroutines`).
+    Threads,
+}
+
+impl ProfileKind {
+    /// Lower-case name used in error messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProfileKind::Cpu => "cpu",
+            ProfileKind::Heap => "heap",
+            ProfileKind::Threads => "threads",
+        }
+    }
+
+    /// The `sample_type_config` part, `None` for CPU (the server's default mapping already says `cpu`).
+    pub fn sample_type_config(self) -> Option<&'static str> {
+        match self {
+            ProfileKind::Cpu => None,
+            ProfileKind::Heap => Some(HEAP_SAMPLE_TYPE_CONFIG),
+            ProfileKind::Threads => Some(THREADS_SAMPLE_TYPE_CONFIG),
+        }
+    }
+
+    /// `(units, aggregationType, sampleRate)` as pyroscope-go sends them for the same profiles. The server
+    /// ignores all three on the pprof path; they are sent for older servers and for people reading logs.
+    pub fn query_meta(self) -> (&'static str, &'static str, u32) {
+        match self {
+            ProfileKind::Cpu => ("samples", "sum", cpu::DEFAULT_HZ),
+            ProfileKind::Heap => ("", "", 100),
+            ProfileKind::Threads => ("goroutines", "average", 0),
+        }
+    }
+}
+
+/// One encoded profile ready to upload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodedProfile {
+    pub kind: ProfileKind,
+    /// gzip'd pprof.
+    pub pprof_gz: Vec<u8>,
+    /// Window start (`from`).
+    pub from: SystemTime,
+    /// Window end (`until`).
+    pub until: SystemTime,
+}
+
+/// The profiles a push uploads. Errors are strings shown as `last_error` (e.g. the sampler's
+/// `cpu profiling already in use`).
+pub trait ProfileSource: Send {
+    /// Starts CPU sampling for the push's windows. `Err` when the sampler is refused (busy).
+    fn cpu_start(&mut self) -> Result<(), String>;
+    /// Ends the current CPU window and starts the next one; `None` when sampling is not running.
+    fn cpu_window(&mut self) -> Result<Option<EncodedProfile>, String>;
+    /// Stops CPU sampling and returns the last window; `None` when it was not running.
+    fn cpu_stop(&mut self) -> Result<Option<EncodedProfile>, String>;
+    /// The heap, `alloc_*` as deltas since the previous call, `inuse_*` absolute; `from` is the window
+    /// start.
+    fn heap(&mut self, from: SystemTime) -> Result<EncodedProfile, String>;
+    /// Every thread's stack; `from` is the window start.
+    fn threads(&mut self, from: SystemTime) -> Result<EncodedProfile, String>;
+}
+
+/// How long a thread-stack capture waits for each thread to answer.
+const THREAD_CAPTURE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// The real engine. Holds the CPU session while a push runs and the heap delta across pushes, so a
+/// re-targeted push does not upload the same allocations twice.
+#[derive(Default)]
+pub struct EngineSource {
+    session: Option<cpu::CpuSession>,
+    heap_delta: HeapDelta,
+}
+
+impl EngineSource {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+fn encode_cpu(profile: &cpu::CpuProfile) -> EncodedProfile {
+    EncodedProfile {
+        kind: ProfileKind::Cpu,
+        pprof_gz: encode::cpu(profile),
+        from: profile.start,
+        until: profile.start + profile.duration,
+    }
+}
+
+impl ProfileSource for EngineSource {
+    fn cpu_start(&mut self) -> Result<(), String> {
+        if self.session.is_none() {
+            self.session = Some(cpu::start(cpu::DEFAULT_HZ).map_err(|e| e.to_string())?);
+        }
+        Ok(())
+    }
+
+    fn cpu_window(&mut self) -> Result<Option<EncodedProfile>, String> {
+        Ok(self.session.as_mut().map(|s| encode_cpu(&s.take_window())))
+    }
+
+    fn cpu_stop(&mut self) -> Result<Option<EncodedProfile>, String> {
+        Ok(self.session.take().map(|s| encode_cpu(&s.stop())))
+    }
+
+    fn heap(&mut self, from: SystemTime) -> Result<EncodedProfile, String> {
+        let snapshot = heap::snapshot();
+        Ok(EncodedProfile {
+            kind: ProfileKind::Heap,
+            pprof_gz: self.heap_delta.next(&snapshot),
+            from,
+            until: SystemTime::now(),
+        })
+    }
+
+    fn threads(&mut self, from: SystemTime) -> Result<EncodedProfile, String> {
+        let stacks = threads::capture_all(THREAD_CAPTURE_TIMEOUT);
+        Ok(EncodedProfile {
+            kind: ProfileKind::Threads,
+            pprof_gz: encode::goroutine(&stacks),
+            from,
+            until: SystemTime::now(),
+        })
+    }
+}
