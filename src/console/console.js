@@ -7,6 +7,7 @@ const GATE = "/api/v1/profiling";
 const FLAME = "/api/v1/profiling/flamegraph.svg";
 const GATE_REFRESH_MS = 3000;
 const FLEET_REFRESH_MS = 10000;
+const FLAME_REFRESH_MS = 15000;
 const MAX_DEVICE_ROWS = 200;
 
 const $ = (id) => document.getElementById(id);
@@ -67,7 +68,10 @@ async function refreshGate() {
   try {
     const resp = await fetch(GATE, { cache: "no-store" });
     if (resp.ok) {
-      renderGate((await resp.json()).data);
+      const d = (await resp.json()).data;
+      renderGate(d);
+      // While pushing, each upload interval ends a CPU window: the flame graph follows it.
+      if (d.pushing && Date.now() - lastFlameCheck > FLAME_REFRESH_MS) checkFlame();
       $("connection").textContent = "updated " + new Date().toLocaleTimeString();
     } else {
       $("connection").textContent = "GET " + GATE + ": " + (await serverMessage(resp)).message;
@@ -154,7 +158,9 @@ function showFlame() {
   $("flame-panel").hidden = false;
 }
 
+let lastFlameCheck = 0;
 async function checkFlame() {
+  lastFlameCheck = Date.now();
   try {
     const resp = await fetch(FLAME, { method: "HEAD", cache: "no-store" });
     if (resp.ok) showFlame();

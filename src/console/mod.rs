@@ -8,8 +8,9 @@
 //! `/api/v1/devices` and `/api/v1/scenarios` when they answer — and shows the server's own error text.
 //!
 //! Owns one small slot: the last CPU profile the pull surface served ([`remember_cpu_profile`]) and the
-//! SVG rendered from it (by [`crate::report::flamegraph_svg`], lazily, once per profile). The flame graph is
-//! not gated: it only shows a profile already taken while the gate was open. Never touches a socket.
+//! SVG rendered from it (by [`crate::report::flamegraph_svg`], lazily, once per profile); the push
+//! remembers each CPU window it encodes too. The flame graph is not gated: it only shows a profile
+//! already taken while the gate was open. Never touches a socket.
 #![forbid(unsafe_code)]
 
 use crate::http::{Request, Response};
