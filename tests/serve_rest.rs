@@ -105,8 +105,17 @@ fn the_seeds_four_curl_examples() {
         v["data"].get("revert_at").is_none(),
         "revert_at only while pending"
     );
-    // One log line per transition: startup + 4 POSTs.
-    assert_eq!(n.log_lines("[profiling] ").len(), 5, "{}", n.stderr());
+    // One log line per transition: startup + 4 POSTs (the push's own lines say "push to … failing").
+    assert!(n.wait_for_log(
+        "POST (pending revert cancelled): gate closed",
+        Duration::from_secs(5)
+    ));
+    let transitions = n
+        .log_lines("[profiling] ")
+        .into_iter()
+        .filter(|l| l.contains(": gate "))
+        .count();
+    assert_eq!(transitions, 5, "{}", n.stderr());
 }
 
 #[test]
@@ -138,8 +147,16 @@ fn every_refusal_answers_its_status_and_leaves_the_state_unchanged() {
         &n,
         r#"{"enabled":true,"server_address":"","duration":"1h"}"#,
     );
+    // The stderr reader runs behind the process: wait for this POST's line before counting.
+    assert!(n.wait_for_log("gate open, pull-only", Duration::from_secs(5)));
     let before = state(&n);
-    let logs_before = n.log_lines("[profiling] ").len();
+    let transitions = || {
+        n.log_lines("[profiling] ")
+            .into_iter()
+            .filter(|l| l.contains(": gate "))
+            .count()
+    };
+    let logs_before = transitions();
     let big = format!(r#"{{"enabled":true,"pad":"{}"}}"#, "x".repeat(70 * 1024));
     let rows: Vec<(&str, u16, &str)> = vec![
         ("", 400, "not valid JSON"),
@@ -238,10 +255,12 @@ fn every_refusal_answers_its_status_and_leaves_the_state_unchanged() {
     );
     assert_eq!(s, 411, "{}", String::from_utf8_lossy(&b));
     assert_eq!(state(&n), before);
+    std::thread::sleep(Duration::from_millis(200));
     assert_eq!(
-        n.log_lines("[profiling] ").len(),
+        transitions(),
         logs_before,
-        "refusals log no transition"
+        "refusals log no transition: {}",
+        n.stderr()
     );
 }
 
@@ -366,6 +385,7 @@ fn adhoc_env_refuses_a_runtime_push_with_the_state_attached() {
         .as_str()
         .unwrap()
         .contains("PYROSCOPE_ADHOC_SERVER_ADDRESS"));
+    assert!(n.wait_for_log("PYROSCOPE_ADHOC_SERVER_ADDRESS", Duration::from_secs(5)));
     let lines: Vec<String> = n
         .log_lines("[profiling] ")
         .into_iter()

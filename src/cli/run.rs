@@ -9,16 +9,15 @@ use super::config::Config;
 use super::{signals, Args};
 use crate::api::Api;
 use crate::gate::control::Gate;
-use crate::gate::port::{NoopPusher, Pusher};
+use crate::gate::port::Pusher;
 use crate::http::server::{Handler, Server, ServerConfig};
 use crate::http::sys;
+use crate::push::{PushConfig, PyroscopePusher};
 use std::sync::Arc;
 
-/// The pusher the gate drives.
+/// The pusher the gate drives: the Pyroscope push over the real engine.
 fn pusher() -> Box<dyn Pusher> {
-    // WIRE: replace with the real push from crate::push once it is merged; until then a push "runs" and
-    // uploads nothing.
-    Box::new(NoopPusher)
+    Box::new(PyroscopePusher::new(PushConfig::default()))
 }
 
 pub(super) fn serve(args: Args) -> i32 {
