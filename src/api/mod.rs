@@ -2,9 +2,9 @@
 //! [`Api::handle`] turns a [`Request`] into a [`Response`] through it.
 //!
 //! Surfaces: the profiling gate's REST ([`rest`], `/api/v1/profiling`, JSON) and the pull surface
-//! ([`pprof`], `/debug/pprof/…`, Go's net/http/pprof shapes). Other surfaces (the fleet's
-//! `/api/v1/devices` and `/api/v1/scenarios`, the console's `/`) mount through [`Api::with_extension`]:
-//! the extension is asked after the built-in routes and before the 404.
+//! ([`pprof`], `/debug/pprof/…`, Go's net/http/pprof shapes), and the web console ([`crate::console`],
+//! `/` and the flame graph). Other surfaces (the fleet's `/api/v1/devices` and `/api/v1/scenarios`) mount
+//! through [`Api::with_extension`]: the extension is asked after the built-in routes and before the 404.
 //!
 //! Handlers take request values and return response values; only the server touches sockets.
 #![forbid(unsafe_code)]
@@ -31,15 +31,22 @@ pub enum Route {
     PprofCmdline,
     /// Anything else under `/debug/pprof/`: gated (503 while closed).
     Pprof(pprof::PprofRoute),
+    /// The web console: `/` (the page) and `/api/v1/profiling/flamegraph.svg` (see [`crate::console`]).
+    Console(crate::console::ConsoleRoute),
     /// Not a built-in route: the extension, then 404.
     Other,
 }
 
 /// The routing table. Every route nl6 serves is listed here.
 pub fn route(method: &str, path: &str) -> Route {
+    use crate::console::ConsoleRoute as C;
     use pprof::PprofRoute as P;
     let get = matches!(method, "GET" | "HEAD");
     match (method, path) {
+        // The console (issue 7): the page and the last CPU profile's flame graph; not gated.
+        (_, "/") if get => Route::Console(C::Page),
+        (_, crate::console::FLAMEGRAPH_PATH) if get => Route::Console(C::Flamegraph),
+        (_, "/" | crate::console::FLAMEGRAPH_PATH) => Route::Console(C::MethodNotAllowed),
         (_, "/api/v1/profiling") if get => Route::ProfilingGet,
         ("POST", "/api/v1/profiling") => Route::ProfilingPost,
         (_, "/api/v1/profiling") => Route::ProfilingMethodNotAllowed,
@@ -52,7 +59,7 @@ pub fn route(method: &str, path: &str) -> Route {
         (_, "/debug/pprof/trace") => Route::Pprof(P::Trace),
         (_, p) => match p.strip_prefix("/debug/pprof/") {
             Some(name) => Route::Pprof(pprof::lookup(name).map_or(P::Unknown, P::Profile)),
-            // MOUNT POINT: the fleet's /api/v1/devices and /api/v1/scenarios and the console's `/` are served by
+            // MOUNT POINT: the fleet's /api/v1/devices and /api/v1/scenarios are served by
             // the extension given to `Api::with_extension` (asked for every `Route::Other`).
             None => Route::Other,
         },
@@ -103,6 +110,7 @@ impl Api {
                 pprof::closed(req)
             }
             Route::Pprof(r) => self.pull.handle(r, req),
+            Route::Console(r) => crate::console::handle(r, req),
             Route::Other => match self.extension.as_ref().and_then(|ext| ext(req)) {
                 Some(resp) => resp,
                 None => rest::not_found(&req.path),
@@ -115,6 +123,7 @@ impl Api {
 mod tests {
     use super::pprof::PprofRoute as P;
     use super::*;
+    use crate::console::ConsoleRoute as C;
 
     #[test]
     fn routing_table() {
@@ -146,7 +155,20 @@ mod tests {
             ("DELETE", "/debug/pprof/", Route::Pprof(P::MethodNotAllowed)),
             ("GET", "/debug/pprof/heap/x", Route::Pprof(P::Unknown)),
             ("GET", "/debug/pprof/nope", Route::Pprof(P::Unknown)),
-            ("GET", "/", Route::Other),
+            ("GET", "/", Route::Console(C::Page)),
+            ("HEAD", "/", Route::Console(C::Page)),
+            ("POST", "/", Route::Console(C::MethodNotAllowed)),
+            (
+                "GET",
+                "/api/v1/profiling/flamegraph.svg",
+                Route::Console(C::Flamegraph),
+            ),
+            (
+                "PUT",
+                "/api/v1/profiling/flamegraph.svg",
+                Route::Console(C::MethodNotAllowed),
+            ),
+            ("GET", "/index.html", Route::Other),
             ("GET", "/api/v1/devices", Route::Other),
         ];
         for (m, p, want) in rows {

@@ -267,6 +267,8 @@ impl PullSurface {
         };
         match engine::cpu(seconds as u64) {
             Ok(body) => {
+                // The console's flame graph shows the last CPU profile served (issue 7).
+                crate::console::remember_cpu_profile(&body);
                 let mut r = attachment("profile", body);
                 r.extra_write_time = Duration::from_secs(seconds as u64);
                 r

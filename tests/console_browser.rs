@@ -1,0 +1,260 @@
+//! The console in a real browser (issue 7's acceptance): headless Chromium, driven over the Chrome
+//! DevTools Protocol, against the real binary.
+//!
+//! With the gate closed, clicking "CPU profile" shows the server's 503 text; "open pull-only" opens the
+//! gate; "heap profile" downloads a file that `go tool pprof` opens; "CPU profile (5 s)" downloads one and
+//! shows its flame graph; a bad address shows the server's 400 message as it is; the page fits a
+//! phone-sized window. Each state is captured under `target/console-screenshots/` for review.
+//!
+//! Chromium runs in its own process group with a fresh profile directory; the guards kill that group
+//! and the nl6 child (and remove the directory) even when an assertion fails. Every wait is bounded.
+
+mod common;
+mod console_support;
+
+use console_support::{Browser, TempDir};
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long any one thing may take before the test fails.
+const WAIT: Duration = Duration::from_secs(20);
+
+fn screenshot_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/console-screenshots");
+    std::fs::create_dir_all(&dir).expect("create target/console-screenshots");
+    dir
+}
+
+fn go_pprof_top(file: &Path, work: &Path) -> String {
+    let out = Command::new("go")
+        .args(["tool", "pprof", "-top"])
+        .arg(file)
+        .env("HOME", work)
+        .env("PPROF_TMPDIR", work)
+        .env_remove("http_proxy")
+        .env_remove("HTTP_PROXY")
+        .output()
+        .expect("`go` must be installed (scripts/setup.sh installs golang-go)");
+    assert!(
+        out.status.success(),
+        "go tool pprof -top {} failed: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A thread that keeps nl6 busy with requests (bounded to 30 s) until stopped.
+struct Busy {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<u64>>,
+}
+
+impl Busy {
+    fn start(addr: SocketAddr) -> Busy {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let end = Instant::now() + Duration::from_secs(30);
+            let mut n = 0;
+            while !flag.load(Ordering::SeqCst) && Instant::now() < end {
+                let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
+                    continue;
+                };
+                let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+                let req = format!(
+                    "GET /debug/pprof/heap?debug=1 HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+                );
+                if s.write_all(req.as_bytes()).is_ok() {
+                    common::read_reply(&mut s, false);
+                    n += 1;
+                }
+            }
+            n
+        });
+        Busy {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops the thread; the number of requests it made.
+    fn stop(mut self) -> u64 {
+        self.stop.store(true, Ordering::SeqCst);
+        self.thread.take().map_or(0, |t| t.join().unwrap_or(0))
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn console_drives_the_gate_and_the_profiles_in_headless_chromium() {
+    let shots = screenshot_dir();
+    let nl6 = common::boot().start();
+    let base = format!("http://{}", nl6.addr);
+    let tmp = TempDir::new("nl6-console");
+    let downloads = tmp.path().join("downloads");
+    std::fs::create_dir_all(&downloads).unwrap();
+    let mut b = Browser::launch(&tmp.path().join("profile"), WAIT);
+
+    // Desktop window; the page loads and shows the closed gate.
+    b.viewport(1280, 900, 1.0, false);
+    b.navigate(&format!("{base}/"));
+    b.wait_text("gate-state", WAIT, |t| t == "closed");
+    b.screenshot(&shots.join("01-closed.png"));
+
+    // The fleet is not started by this binary: its panels stay hidden (they appear on a 200 only).
+    assert_eq!(nl6.http("GET", "/api/v1/devices", b"").0, 404);
+    assert_eq!(
+        b.eval("document.getElementById('devices-panel').hidden"),
+        true
+    );
+
+    // Gate closed: "CPU profile" shows the server's 503 text in the page, not a silent download.
+    let (status, _, closed_text) = nl6.http("GET", "/debug/pprof/profile?seconds=5", b"");
+    assert_eq!(status, 503);
+    let closed_text = String::from_utf8_lossy(&closed_text).trim().to_string();
+    b.click("cpu-profile");
+    let shown = b.wait_text("profile-message", WAIT, |t| t.starts_with("503"));
+    assert!(
+        shown.contains("profiling is off") && shown.contains(&closed_text),
+        "page shows {shown:?}, the server says {closed_text:?}"
+    );
+    assert_eq!(
+        b.eval("document.getElementById('profile-message').className"),
+        "message error"
+    );
+    assert_eq!(
+        b.eval("document.getElementById('flame-panel').hidden"),
+        true,
+        "no flame graph before any CPU profile"
+    );
+    assert_eq!(
+        nl6.http("GET", "/api/v1/profiling/flamegraph.svg", b"").0,
+        404
+    );
+    b.screenshot(&shots.join("02-cpu-refused-503.png"));
+
+    // Open the gate from the page.
+    b.click("open-pull");
+    b.wait_text("gate-state", WAIT, |t| t == "open (pull-only)");
+    let rest = common::json(&nl6.http("GET", "/api/v1/profiling", b"").2);
+    assert_eq!(rest["data"]["enabled"], true, "{rest}");
+    assert_eq!(rest["data"]["server_address"], "", "{rest}");
+    b.screenshot(&shots.join("03-open-pull-only.png"));
+
+    // "heap profile" downloads a .pb.gz that go tool pprof opens.
+    b.allow_downloads(&downloads);
+    b.click("heap-profile");
+    let heap = b.wait_download(&downloads.join("heap.pb.gz"), WAIT);
+    let top = go_pprof_top(&heap, tmp.path());
+    assert!(
+        top.contains("Type: inuse_space"),
+        "go tool pprof -top:\n{top}"
+    );
+    b.wait_text("profile-message", WAIT, |t| {
+        t.starts_with("downloaded heap.pb.gz")
+    });
+    b.screenshot(&shots.join("04-heap-downloaded.png"));
+
+    // "CPU profile (5 s)" downloads a CPU profile and shows its flame graph; requests keep nl6 busy
+    // meanwhile so the profile has samples to draw.
+    let busy = Busy::start(nl6.addr);
+    b.click("cpu-profile");
+    let cpu = b.wait_download(&downloads.join("cpu.pb.gz"), WAIT + Duration::from_secs(5));
+    let requests = busy.stop();
+    assert!(requests > 0, "the load thread made no request");
+    let top = go_pprof_top(&cpu, tmp.path());
+    assert!(top.contains("Type: cpu"), "go tool pprof -top:\n{top}");
+    b.wait_eval(
+        WAIT,
+        "(() => { const i = document.getElementById('flame-img'); \
+         return !document.getElementById('flame-panel').hidden && i.complete && i.naturalWidth > 0; })()",
+    );
+    let (status, headers, svg) = nl6.http("GET", "/api/v1/profiling/flamegraph.svg", b"");
+    assert_eq!(status, 200);
+    assert_eq!(
+        common::header(&headers, "content-type"),
+        Some("image/svg+xml")
+    );
+    let svg = String::from_utf8_lossy(&svg);
+    assert!(svg.contains("nl6 CPU profile"), "{svg}");
+    assert!(
+        !svg.contains("no samples") && svg.contains("nl6::"),
+        "the flame graph of a busy server shows nl6's frames: {svg}"
+    );
+    b.scroll_to("flame-panel");
+    b.screenshot(&shots.join("05-cpu-flamegraph.png"));
+
+    // A refused POST: the page shows the server's message exactly.
+    let bad = "ftp://pyroscope.invalid:4040";
+    let (status, _, body) = nl6.http(
+        "POST",
+        "/api/v1/profiling",
+        format!("{{\"enabled\":true,\"server_address\":\"{bad}\"}}").as_bytes(),
+    );
+    assert_eq!(status, 400);
+    let server_error = common::json(&body)["error"]
+        .as_str()
+        .expect("error text")
+        .to_string();
+    b.scroll_to("gate-panel");
+    b.type_into("gate-address", bad);
+    b.click("open-push");
+    let shown = b.wait_text("gate-message", WAIT, |t| t.starts_with("400"));
+    assert_eq!(shown, format!("400: {server_error}"));
+    b.wait_text("gate-state", WAIT, |t| t == "open (pull-only)");
+    b.screenshot(&shots.join("06-bad-address-400.png"));
+
+    // Open with an address (a loopback port nothing listens on): the state names it.
+    let target = common::unused_loopback_url();
+    b.type_into("gate-address", &target);
+    b.click("open-push");
+    let state = b.wait_text("gate-state", WAIT, |t| t.starts_with("open, push"));
+    assert_eq!(state, format!("open, pushing to {target}"));
+    b.screenshot(&shots.join("07-open-pushing.png"));
+
+    // Close from the page.
+    b.click("close-gate");
+    b.wait_text("gate-state", WAIT, |t| t == "closed");
+    let rest = common::json(&nl6.http("GET", "/api/v1/profiling", b"").2);
+    assert_eq!(rest["data"]["enabled"], false, "{rest}");
+
+    // Phone-sized window: nothing wider than the screen, the buttons on screen, full-page screenshot.
+    b.viewport(390, 844, 2.0, true);
+    b.navigate(&format!("{base}/"));
+    b.wait_text("gate-state", WAIT, |t| t == "closed");
+    b.wait_eval(WAIT, "!document.getElementById('flame-panel').hidden");
+    assert_eq!(
+        b.eval("document.documentElement.scrollWidth <= window.innerWidth"),
+        true,
+        "the page scrolls sideways at 390 px: scrollWidth {}",
+        b.eval("document.documentElement.scrollWidth")
+    );
+    for id in [
+        "open-pull",
+        "close-gate",
+        "open-push",
+        "heap-profile",
+        "cpu-profile",
+    ] {
+        let fits = b.eval(&format!(
+            "(() => {{ const r = document.getElementById('{id}').getBoundingClientRect(); \
+             return r.left >= 0 && r.right <= window.innerWidth && r.height >= 32; }})()"
+        ));
+        assert_eq!(fits, true, "button {id} does not fit a phone-sized window");
+    }
+    b.screenshot_full_page(&shots.join("08-phone.png"));
+
+    b.close();
+}
