@@ -37,6 +37,11 @@ impl Rng {
     pub fn bytes(&mut self, n: usize) -> Vec<u8> {
         (0..n).map(|_| self.next() as u8).collect()
     }
+    /// `min..max` random bytes.
+    pub fn some_bytes(&mut self, min: usize, max: usize) -> Vec<u8> {
+        let n = min + self.below(max - min);
+        self.bytes(n)
+    }
 }
 
 /// Numbers that break naive parsers.
