@@ -79,7 +79,7 @@ pub const FLAGS: &[FlagSpec] = &[
 #[derive(Debug, PartialEq, Eq)]
 pub enum Mode {
     /// Serve (the default): boot the HTTP server and the gate.
-    Serve(Args),
+    Serve(Box<Args>),
     /// `nl6 collect …`: handed to [`crate::collect::main`].
     Collect(Vec<OsString>),
     /// `nl6 report …`: handed to [`crate::report::main`].
@@ -335,7 +335,7 @@ pub fn parse(argv: Vec<OsString>) -> Result<Mode, CliError> {
         return refuse("-profiling-pyroscope-basic-auth and -profiling-pyroscope-basic-auth-file are exclusive: give one");
     }
     let listen = listen.unwrap_or_else(|| format!("0.0.0.0:{port}"));
-    Ok(Mode::Serve(Args {
+    Ok(Mode::Serve(Box::new(Args {
         listen,
         pyroscope,
         basic_auth,
@@ -344,7 +344,7 @@ pub fn parse(argv: Vec<OsString>) -> Result<Mode, CliError> {
         heap_rate,
         upload_interval,
         fleet,
-    }))
+    })))
 }
 
 fn take_value(parser: &mut lexopt::Parser, flag: &str) -> Result<String, CliError> {
@@ -396,7 +396,7 @@ pub fn main() -> i32 {
         }
         Mode::Collect(args) => crate::collect::main(args),
         Mode::Report(args) => crate::report::main(args),
-        Mode::Serve(args) => run::serve(args),
+        Mode::Serve(args) => run::serve(*args),
     }
 }
 

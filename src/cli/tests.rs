@@ -9,7 +9,7 @@ fn os(args: &[&str]) -> Vec<OsString> {
 
 fn serve(args: &[&str]) -> Args {
     match parse(os(args)) {
-        Ok(Mode::Serve(a)) => a,
+        Ok(Mode::Serve(a)) => *a,
         other => panic!("{args:?}: {other:?}"),
     }
 }
