@@ -79,7 +79,12 @@ fn post(body: &[u8]) -> Request {
 
 /// Checks one POST answer against the documented contract; `before`/`after` are GET bodies.
 fn check_post(body: &[u8], resp: &Response, before: &[u8], after: &[u8], limit: usize) {
-    let what = || format!("body {:?}", String::from_utf8_lossy(&body[..body.len().min(300)]));
+    let what = || {
+        format!(
+            "body {:?}",
+            String::from_utf8_lossy(&body[..body.len().min(300)])
+        )
+    };
     assert_eq!(
         resp.get_header("content-type"),
         Some("application/json"),
@@ -149,12 +154,13 @@ fn post_bodies_in_process() {
         assert_eq!(reset.status, 200, "base state {base}: {}", reset.text());
         let body = post_body(&mut r, 2);
         let before = api.handle(&Request::new("GET", "/api/v1/profiling")).body;
-        let resp = catch_unwind(AssertUnwindSafe(|| api.handle(&post(&body)))).unwrap_or_else(|_| {
-            panic!(
-                "case {i} (seed {SEED:#x}) panicked on {:?}",
-                String::from_utf8_lossy(&body[..body.len().min(300)])
-            )
-        });
+        let resp =
+            catch_unwind(AssertUnwindSafe(|| api.handle(&post(&body)))).unwrap_or_else(|_| {
+                panic!(
+                    "case {i} (seed {SEED:#x}) panicked on {:?}",
+                    String::from_utf8_lossy(&body[..body.len().min(300)])
+                )
+            });
         let after = api.handle(&Request::new("GET", "/api/v1/profiling")).body;
         check_post(&body, &resp, &before, &after, nl6::api::rest::MAX_BODY);
         *counts.entry(resp.status).or_default() += 1;
@@ -165,7 +171,10 @@ fn post_bodies_in_process() {
     );
     // The generator reaches every documented outcome (else it is not testing them).
     for s in [200, 400, 413, 500] {
-        assert!(counts.get(&s).copied().unwrap_or(0) > 0, "no {s} among {counts:?}");
+        assert!(
+            counts.get(&s).copied().unwrap_or(0) > 0,
+            "no {s} among {counts:?}"
+        );
     }
 }
 
@@ -203,9 +212,15 @@ fn post_bodies_over_http() {
         let mut resp = Response::new(status, "", answer);
         resp.headers = headers;
         check_post(&body, &resp, &before, &after, nl6::api::rest::MAX_BODY);
-        if status == 200 && serde_json::from_slice::<Value>(&after).unwrap()["data"]["revert_pending"] == true {
+        if status == 200
+            && serde_json::from_slice::<Value>(&after).unwrap()["data"]["revert_pending"] == true
+        {
             // Cancel the revert (a later POST does) so it cannot fire during the next refusal's check.
-            let (s, _, _) = n.http("POST", "/api/v1/profiling", BASE_STATES[sent % 2].as_bytes());
+            let (s, _, _) = n.http(
+                "POST",
+                "/api/v1/profiling",
+                BASE_STATES[sent % 2].as_bytes(),
+            );
             assert_eq!(s, 200);
         }
     }

@@ -211,7 +211,10 @@ fn bad_scenario_bodies_name_the_field() {
                 .unwrap_or("")
                 .to_string();
             assert_eq!(resp.status, 400, "{body}: {}", resp.text());
-            assert!(err.contains(field), "{body}: error does not name {field}: {err}");
+            assert!(
+                err.contains(field),
+                "{body}: error does not name {field}: {err}"
+            );
             cases += 1;
         }
         if *field != "start_at" && *field != "extra" {
@@ -251,7 +254,11 @@ fn bad_scenario_bodies_name_the_field() {
                 );
                 assert_eq!(list(), before, "a refused scenario changed the list");
             }
-            s => panic!("{}: status {s}: {}", String::from_utf8_lossy(&body), resp.text()),
+            s => panic!(
+                "{}: status {s}: {}",
+                String::from_utf8_lossy(&body),
+                resp.text()
+            ),
         }
         cases += 1;
     }
@@ -307,12 +314,20 @@ fn malformed_symbol_input() {
                 .join("+")
                 .into_bytes(),
         };
-        let post = api.handle(&Request::new("POST", "/debug/pprof/symbol").with_body(input.clone()));
+        let post =
+            api.handle(&Request::new("POST", "/debug/pprof/symbol").with_body(input.clone()));
         let query = String::from_utf8_lossy(&input).replace(['#', ' '], "");
-        let get = api.handle(&Request::new("GET", &format!("/debug/pprof/symbol?{query}")));
+        let get = api.handle(&Request::new(
+            "GET",
+            &format!("/debug/pprof/symbol?{query}"),
+        ));
         for resp in [post, get] {
             assert_eq!(resp.status, 200, "{:?}", String::from_utf8_lossy(&input));
-            assert!(resp.text().starts_with("num_symbols: 1\n"), "{}", resp.text());
+            assert!(
+                resp.text().starts_with("num_symbols: 1\n"),
+                "{}",
+                resp.text()
+            );
             cases += 1;
         }
     }
@@ -362,7 +377,9 @@ fn documented(path: &str, seconds: &str) -> &'static [u16] {
         "profile" if parsed.is_some_and(|n| n > 300) => &[400],
         "profile" => &[500],
         // Go's rule: an empty `seconds` is no delta at all (the plain profile).
-        "heap" | "allocs" | "goroutine" | "threadcreate" | "block" | "mutex" if seconds.is_empty() => {
+        "heap" | "allocs" | "goroutine" | "threadcreate" | "block" | "mutex"
+            if seconds.is_empty() =>
+        {
             &[200]
         }
         "heap" | "allocs" | "goroutine" | "threadcreate" | "block" | "mutex" => &[400],
@@ -446,7 +463,11 @@ fn absurd_seconds_over_http() {
                 String::from_utf8_lossy(&body)
             );
             if status >= 400 && status != 404 {
-                assert_eq!(common::header(&headers, "x-go-pprof"), Some("1"), "{target}");
+                assert_eq!(
+                    common::header(&headers, "x-go-pprof"),
+                    Some("1"),
+                    "{target}"
+                );
             }
             cases += 1;
         }

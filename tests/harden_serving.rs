@@ -77,7 +77,8 @@ impl Watch {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let handle = std::thread::spawn(move || {
-            let (mut probes, mut worst, mut failures, mut max_threads) = (0, Duration::ZERO, vec![], 0);
+            let (mut probes, mut worst, mut failures, mut max_threads) =
+                (0, Duration::ZERO, vec![], 0);
             while !flag.load(Ordering::SeqCst) {
                 let (status, took) = probe(addr);
                 probes += 1;
@@ -129,7 +130,8 @@ fn a_thousand_clients_sending_one_byte_per_second() {
     for round in 0..6 {
         let tick = Instant::now();
         for s in conns.iter_mut() {
-            s.write_all(&head[round..round + 1]).expect("trickle a byte");
+            s.write_all(&head[round..round + 1])
+                .expect("trickle a byte");
         }
         std::thread::sleep(Duration::from_secs(1).saturating_sub(tick.elapsed()));
     }

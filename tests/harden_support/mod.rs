@@ -215,7 +215,13 @@ pub fn post_body(r: &mut Rng, huge_per_mille: usize) -> Vec<u8> {
                 b.push(b'{');
             }
             let at = r.below(b.len());
-            let bad: &[&[u8]] = &[b"\xff", b"\xc0\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\x80"];
+            let bad: &[&[u8]] = &[
+                b"\xff",
+                b"\xc0\x80",
+                b"\xed\xa0\x80",
+                b"\xf4\x90\x80\x80",
+                b"\x80",
+            ];
             b.splice(at..at, r.pick(bad).iter().copied());
             b
         }
@@ -230,7 +236,11 @@ pub fn post_body(r: &mut Rng, huge_per_mille: usize) -> Vec<u8> {
             r#"{{"enabled":{},"enabled":{}{}}}"#,
             r.pick(&["true", "false", "1"]),
             r.pick(&["true", "false", "null"]),
-            if r.chance(50) { r#","duration":"1s""# } else { "" }
+            if r.chance(50) {
+                r#","duration":"1s""#
+            } else {
+                ""
+            }
         )
         .into_bytes(),
         _ => {
