@@ -13,9 +13,9 @@
 //! - no thread leak: the thread count returns to its closed-gate baseline;
 //! - mutex and block profiles are still empty.
 mod common;
+mod harden_support;
 #[path = "push_support/mod.rs"]
 mod push_support;
-mod harden_support;
 
 use harden_support::{threads_of, wait_until, Rng};
 use prost::Message;
@@ -153,8 +153,10 @@ fn toggle_storm() {
                     let ok = match s {
                         200 => !body.is_empty(),
                         503 => String::from_utf8_lossy(&body).contains("/api/v1/profiling"),
-                        500 => path.starts_with("profile")
-                            && String::from_utf8_lossy(&body).contains("already in use"),
+                        500 => {
+                            path.starts_with("profile")
+                                && String::from_utf8_lossy(&body).contains("already in use")
+                        }
                         _ => false,
                     };
                     assert!(ok, "{path}: {s} {}", String::from_utf8_lossy(&body));
@@ -174,9 +176,11 @@ fn toggle_storm() {
                     let revert = r.chance(33);
                     let body = transition(&mut r, &a, &b, revert);
                     let answer = post(&n, &body);
-                    check_shape(&answer, &a, &b).unwrap_or_else(|e| panic!("{body}: {e}: {answer}"));
+                    check_shape(&answer, &a, &b)
+                        .unwrap_or_else(|e| panic!("{body}: {e}: {answer}"));
                     let now = get(&n);
-                    check_shape(&now, &a, &b).unwrap_or_else(|e| panic!("GET after {body}: {e}: {now}"));
+                    check_shape(&now, &a, &b)
+                        .unwrap_or_else(|e| panic!("GET after {body}: {e}: {now}"));
                 }
             })
         })
@@ -218,7 +222,10 @@ fn toggle_storm() {
         threads_of(pid)
     );
     let lines = n.log_lines("[profiling] ").len();
-    assert!(lines >= TRANSITIONS, "{lines} transition lines for {TRANSITIONS}+ transitions");
+    assert!(
+        lines >= TRANSITIONS,
+        "{lines} transition lines for {TRANSITIONS}+ transitions"
+    );
     assert!(!n.stderr().contains("panicked"), "{}", n.stderr());
     eprintln!(
         "FIGURE toggle storm: {TRANSITIONS} transitions from {TOGGLERS} clients in {storm:?} ({:.1} ms each), {} scrapes; threads baseline {baseline}, {max_threads} at the end of the storm, back to {baseline}; {lines} log lines; uploads A {} B {}",
