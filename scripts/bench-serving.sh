@@ -34,7 +34,7 @@ boot() {
   PIDS+=("$NL6_PID")
   ADDR=""
   for _ in $(seq 100); do
-    ADDR=$(sed -n 's/^nl6 listening on \([^;]*\);.*/\1/p' "$OUT/$name.err" | head -1)
+    ADDR=$(sed -n 's/^nl6 listening on \([^;]*\);.*/\1/p' "$OUT/$name.err" 2>/dev/null | head -1 || true)
     [ -n "$ADDR" ] && return 0
     sleep 0.1
   done

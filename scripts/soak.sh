@@ -47,7 +47,7 @@ STRESS_PID=$!
 NL6_PID=$!
 ADDR=""
 for _ in $(seq 100); do
-  ADDR=$(sed -n 's/^nl6 listening on \([^;]*\);.*/\1/p' "$OUT/nl6.err" | head -1)
+  ADDR=$(sed -n 's/^nl6 listening on \([^;]*\);.*/\1/p' "$OUT/nl6.err" 2>/dev/null | head -1 || true)
   [ -n "$ADDR" ] && break
   sleep 0.1
 done
