@@ -51,7 +51,7 @@ fn malformed_snmp_packets() {
     let send = |bytes: &[u8], sent: &mut u64| {
         sock.send_to(bytes, agent).unwrap();
         *sent += 1;
-        if *sent % 100 == 0 {
+        if (*sent).is_multiple_of(100) {
             let want = *sent;
             assert!(
                 wait_until(Duration::from_secs(10), || requests() >= want),
