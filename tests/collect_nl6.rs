@@ -3,9 +3,6 @@
 //! (`POST /api/v1/profiling {"enabled":true,"server_address":""}`), where the archived profiles open in
 //! `go tool pprof` and the top tables' first rows match it. Everything stays on 127.0.0.1; every wait
 //! is bounded; only processes started here are killed.
-//!
-//! These need the CLI dispatch (`nl6 collect …`, `nl6 report …`) and the pull surface from other branches;
-//! they are ignored until those are merged into main (run with `cargo test --test collect_nl6 -- --ignored`).
 
 mod collect_support;
 
@@ -43,7 +40,7 @@ impl Drop for Nl6 {
 
 fn boot_nl6() -> Nl6 {
     let mut child = Command::new(env!("CARGO_BIN_EXE_nl6"))
-        .args(["-listen", "127.0.0.1:0"])
+        .args(["-listen", "127.0.0.1:0", "-snmp-port", "0"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -103,7 +100,6 @@ fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
 }
 
 #[test]
-#[ignore = "needs nl6's CLI dispatch and pull surface (merge main)"]
 fn binary_dispatches_collect_and_report() {
     let help = nl6(&["collect", "-help"]);
     assert!(help.status.success(), "{NEEDS_MERGE}");
@@ -119,7 +115,6 @@ fn binary_dispatches_collect_and_report() {
 }
 
 #[test]
-#[ignore = "needs nl6's CLI dispatch and pull surface (merge main)"]
 fn collects_from_a_running_nl6_closed_then_open_pull_only() {
     let work = scratch("nl6");
     let server = boot_nl6();

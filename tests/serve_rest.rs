@@ -528,3 +528,24 @@ fn version_help_and_sigterm() {
         n.stderr()
     );
 }
+
+/// The lab fleet is mounted in the binary: `-devices` and `-snmp-port 0` give that many devices on
+/// ephemeral ports, listed by `GET /api/v1/devices`; a bad fleet flag is refused at startup naming it.
+#[test]
+fn fleet_flags_boot_devices_listed_by_the_api() {
+    let nl6 = common::boot().args(&["-devices", "3"]).start();
+    let (status, _, body) = nl6.http("GET", "/api/v1/devices", b"");
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let v = common::json(&body);
+    let devices = v["data"].as_array().expect("data is a list");
+    assert_eq!(devices.len(), 3, "{v}");
+    for d in devices {
+        let port = d["snmp"]["port"].as_u64().unwrap_or(0);
+        assert!(port > 0 && port != 16100, "ephemeral port expected: {d}");
+    }
+    let out = common::boot().args(&["-trap-interval", "soon"]).run();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("nl6: -trap-interval"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

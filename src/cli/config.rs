@@ -14,6 +14,7 @@ pub struct Config {
     listen: String,
     startup: Startup,
     heap_rate: Option<usize>,
+    fleet: crate::lab::FleetConfig,
 }
 
 impl Config {
@@ -27,6 +28,7 @@ impl Config {
             tenant,
             heap_rate,
             upload_interval,
+            fleet,
         } = args;
         if pyroscope.is_some() && env_is_set(ADHOC_ENV) {
             return Err(CliError(format!(
@@ -64,6 +66,7 @@ impl Config {
             listen,
             startup: Startup::new(pyroscope, basic_auth, tenant, upload_interval),
             heap_rate,
+            fleet,
         })
     }
 
@@ -79,6 +82,10 @@ impl Config {
     pub fn heap_rate(&self) -> Option<usize> {
         self.heap_rate
     }
+    /// The lab fleet's settings. Defaults to 4 devices on 127.0.0.1, SNMP from UDP 16100, no targets.
+    pub fn fleet(&self) -> &crate::lab::FleetConfig {
+        &self.fleet
+    }
 }
 
 impl Default for Config {
@@ -87,6 +94,7 @@ impl Default for Config {
             listen: "0.0.0.0:8080".to_string(),
             startup: Startup::new(None, None, None, Duration::from_secs(15)),
             heap_rate: None,
+            fleet: crate::lab::FleetConfig::default(),
         }
     }
 }

@@ -79,7 +79,7 @@ pub const FLAGS: &[FlagSpec] = &[
 #[derive(Debug, PartialEq, Eq)]
 pub enum Mode {
     /// Serve (the default): boot the HTTP server and the gate.
-    Serve(Args),
+    Serve(Box<Args>),
     /// `nl6 collect …`: handed to [`crate::collect::main`].
     Collect(Vec<OsString>),
     /// `nl6 report …`: handed to [`crate::report::main`].
@@ -98,6 +98,8 @@ pub struct Args {
     pub tenant: Option<String>,
     pub heap_rate: Option<usize>,
     pub upload_interval: Duration,
+    /// The lab fleet's settings, from the flags in [`crate::lab::FLAGS`].
+    pub fleet: crate::lab::FleetConfig,
 }
 
 impl std::fmt::Debug for Args {
@@ -110,6 +112,7 @@ impl std::fmt::Debug for Args {
             .field("tenant", &self.tenant.as_ref().map(|_| "<set>"))
             .field("heap_rate", &self.heap_rate)
             .field("upload_interval", &self.upload_interval)
+            .field("fleet", &self.fleet)
             .finish()
     }
 }
@@ -158,6 +161,21 @@ pub fn help_text() -> String {
         }
         out.push('\n');
     }
+    // The lab fleet's flags live beside the fleet (crate::lab::FLAGS); listed here the same way.
+    out.push_str("\nLab fleet flags (simulated devices):\n");
+    let lab_column = |f: &crate::lab::config::FlagDoc| format!("-{} {}", f.name, f.value);
+    let lab_width = crate::lab::FLAGS
+        .iter()
+        .map(|f| lab_column(f).len())
+        .max()
+        .unwrap_or(0);
+    for f in crate::lab::FLAGS {
+        out.push_str(&format!("  {:lab_width$}  {}", lab_column(f), f.doc));
+        if !f.default.is_empty() {
+            out.push_str(&format!(" (default {})", f.default));
+        }
+        out.push('\n');
+    }
     out.push_str(
         "\nThe profiling gate is closed unless -profiling-pyroscope is given; open it at runtime with\n  \
          curl -X POST localhost:8080/api/v1/profiling -d '{\"enabled\":true,\"server_address\":\"\"}'\n\
@@ -194,7 +212,8 @@ pub fn rewrite_go_style(args: Vec<OsString>) -> Vec<OsString> {
             None => (body, false),
         };
         out.push(OsString::from(format!("--{body}")));
-        let takes_value = FLAGS.iter().any(|f| f.name == name && f.value.is_some());
+        let takes_value = FLAGS.iter().any(|f| f.name == name && f.value.is_some())
+            || crate::lab::FLAGS.iter().any(|f| f.name == name);
         if takes_value && !has_inline_value {
             if let Some(v) = iter.next() {
                 out.push(v);
@@ -221,6 +240,7 @@ pub fn parse(argv: Vec<OsString>) -> Result<Mode, CliError> {
     let mut tenant = None;
     let mut heap_rate = None;
     let mut upload_interval = Duration::from_secs(15);
+    let mut fleet = crate::lab::FleetConfig::default();
     let err = |e: lexopt::Error| CliError(e.to_string());
     while let Some(arg) = parser.next().map_err(err)? {
         match arg {
@@ -280,6 +300,12 @@ pub fn parse(argv: Vec<OsString>) -> Result<Mode, CliError> {
                 }
                 upload_interval = d;
             }
+            Long(name) if crate::lab::FLAGS.iter().any(|f| f.name == name) => {
+                let name = name.to_string();
+                let v = take_value(&mut parser, &name)?;
+                // FleetConfig::set's errors already start with the flag's name.
+                fleet.set(&name, &v).map_err(CliError)?;
+            }
             Value(v) => {
                 return refuse(format!(
                     "unexpected argument {:?} (see nl6 -h)",
@@ -309,7 +335,7 @@ pub fn parse(argv: Vec<OsString>) -> Result<Mode, CliError> {
         return refuse("-profiling-pyroscope-basic-auth and -profiling-pyroscope-basic-auth-file are exclusive: give one");
     }
     let listen = listen.unwrap_or_else(|| format!("0.0.0.0:{port}"));
-    Ok(Mode::Serve(Args {
+    Ok(Mode::Serve(Box::new(Args {
         listen,
         pyroscope,
         basic_auth,
@@ -317,7 +343,8 @@ pub fn parse(argv: Vec<OsString>) -> Result<Mode, CliError> {
         tenant,
         heap_rate,
         upload_interval,
-    }))
+        fleet,
+    })))
 }
 
 fn take_value(parser: &mut lexopt::Parser, flag: &str) -> Result<String, CliError> {
@@ -369,7 +396,7 @@ pub fn main() -> i32 {
         }
         Mode::Collect(args) => crate::collect::main(args),
         Mode::Report(args) => crate::report::main(args),
-        Mode::Serve(args) => run::serve(args),
+        Mode::Serve(args) => run::serve(*args),
     }
 }
 

@@ -39,8 +39,21 @@ pub(super) fn serve(args: Args) -> i32 {
     if let Some(rate) = config.heap_rate() {
         crate::profiling::heap::set_rate(rate);
     }
+    // The fleet binds every device socket before anything is served: a port in use stops startup here
+    // with the line naming the device, the port and the remedy.
+    let fleet = match crate::lab::Fleet::start(config.fleet().clone()) {
+        Ok(f) => Arc::new(f),
+        Err(e) => {
+            eprintln!("nl6: {e}");
+            return 1;
+        }
+    };
     let gate = Gate::new(config.startup().clone(), pusher());
-    let api = Arc::new(Api::new(gate.clone()));
+    let mounted = Arc::clone(&fleet);
+    let api = Arc::new(
+        Api::new(gate.clone())
+            .with_extension(Box::new(move |req| crate::lab::api::route(req, &mounted))),
+    );
     let handler: Arc<Handler> = Arc::new(move |req| api.handle(req));
     let server = match Server::bind(config.listen(), ServerConfig::default(), handler) {
         Ok(s) => s,
@@ -59,14 +72,16 @@ pub(super) fn serve(args: Args) -> i32 {
         (None, true) => "open, pull-only".to_string(),
     };
     eprintln!(
-        "nl6 listening on {}; profiling gate {state}",
-        server.local_addr()
+        "nl6 listening on {}; profiling gate {state}; {} simulated devices",
+        server.local_addr(),
+        fleet.devices().len()
     );
     match signals::wait_termination() {
         Ok(sig) => eprintln!("nl6: {sig} received: closing the profiling gate"),
         Err(e) => eprintln!("nl6: waiting for signals failed ({e}): closing the profiling gate"),
     }
     gate.shutdown();
+    fleet.stop();
     eprintln!("nl6: exiting");
     0
 }

@@ -9,7 +9,7 @@ fn os(args: &[&str]) -> Vec<OsString> {
 
 fn serve(args: &[&str]) -> Args {
     match parse(os(args)) {
-        Ok(Mode::Serve(a)) => a,
+        Ok(Mode::Serve(a)) => *a,
         other => panic!("{args:?}: {other:?}"),
     }
 }
@@ -354,4 +354,30 @@ fn the_systemd_example_uses_only_real_flags_and_the_file_form() {
         !flags.contains(&"profiling-pyroscope-basic-auth"),
         "the secret must stay out of argv"
     );
+}
+
+#[test]
+fn lab_fleet_flags_parse_in_both_forms_and_are_documented() {
+    let a = serve(&["-devices", "7", "--snmp-port=0", "-trap-interval", "5s"]);
+    let expected = crate::lab::FleetConfig::default()
+        .with_devices(7)
+        .with_snmp_port(0);
+    let mut expected = expected;
+    expected.set("trap-interval", "5s").unwrap();
+    assert_eq!(a.fleet, expected);
+    let help = help_text();
+    for f in crate::lab::FLAGS {
+        assert!(
+            help.contains(&format!("-{} {}", f.name, f.value)),
+            "{} missing from --help",
+            f.name
+        );
+        assert!(
+            !FLAGS.iter().any(|g| g.name == f.name),
+            "{} defined twice",
+            f.name
+        );
+    }
+    let err = parse(os(&["-devices", "many"])).unwrap_err();
+    assert!(err.0.starts_with("-devices"), "{err}");
 }

@@ -67,14 +67,87 @@ pub fn sample_type(p: &Profile, index: usize) -> Option<(String, String)> {
     })
 }
 
+/// The name `go tool pprof` shows for a function. pprof keeps `name` when it differs from
+/// `system_name` (the symbol was demangled by whoever wrote the profile); otherwise it takes
+/// `system_name` and, when that looks like demangled C++ (it has `::` or brackets), removes every
+/// `(…)` and `<…>` group, so `<Vec<T> as Drop>::drop` shows as `::drop`. Mirrored here so the top
+/// tables match pprof's for any profile.
+pub fn display_name(name: &str, system_name: &str) -> String {
+    if !name.is_empty() && system_name != name {
+        return name.to_string();
+    }
+    let mut shown = system_name.to_string();
+    if looks_like_demangled_cpp(&shown) {
+        shown = remove_matching(&shown, b'(', b')');
+        shown = remove_matching(&shown, b'<', b'>');
+    }
+    shown
+}
+
+/// pprof's test: Java `class.<init>` and Go `pkg.(*T[…]).M` names are not C++.
+fn looks_like_demangled_cpp(name: &str) -> bool {
+    if name.contains(".<") || name.contains("]).") {
+        return false;
+    }
+    name.contains(['<', '>', '[', ']']) || name.contains("::")
+}
+
+/// Removes nested `open … close` groups as pprof does: a close with no open stops the removal (what
+/// was removed stays removed), and an unclosed group is kept.
+fn remove_matching(name: &str, open: u8, close: u8) -> String {
+    let mut bytes = name.as_bytes().to_vec();
+    let (mut depth, mut first, mut i) = (0i64, 0usize, 0usize);
+    while i < bytes.len() {
+        if bytes[i] == open {
+            depth += 1;
+            if depth == 1 {
+                first = i;
+            }
+        } else if bytes[i] == close {
+            depth -= 1;
+            if depth < 0 {
+                break;
+            }
+            if depth == 0 {
+                bytes.drain(first..=i);
+                i = first;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    String::from_utf8(bytes).unwrap_or_else(|_| name.to_string())
+}
+
+#[cfg(test)]
+mod display_name_tests {
+    use super::display_name;
+
+    #[test]
+    fn pprof_simplifies_only_undemangled_cpp_looking_names() {
+        let rust = "<alloc::boxed::Box<dyn FnOnce()> as core::ops::FnOnce<()>>::call_once";
+        assert_eq!(display_name(rust, rust), "::call_once");
+        assert_eq!(display_name(rust, "_ZN5alloc5boxed3BoxE"), rust);
+        assert_eq!(display_name("main.(*T).M", "main.(*T).M"), "main.(*T).M");
+        assert_eq!(display_name("a::b<c", "a::b<c"), "a::b<c");
+        assert_eq!(display_name("a::f(int)<T>x", "a::f(int)<T>x"), "a::fx");
+        assert_eq!(display_name("", "x::y<z>"), "x::y");
+    }
+}
+
 /// Every sample as function names (leaf first, inlined frames expanded innermost first) and the value
 /// at `index`. Locations without lines are named after their mapping (`[file]`) or `<unknown>`, which
 /// is how pprof names them at function granularity.
 pub fn weighted_stacks(p: &Profile, index: usize) -> Vec<WeightedStack> {
-    let functions: HashMap<u64, &str> = p
+    let functions: HashMap<u64, String> = p
         .function
         .iter()
-        .map(|f| (f.id, string(p, f.name)))
+        .map(|f| {
+            (
+                f.id,
+                display_name(string(p, f.name), string(p, f.system_name)),
+            )
+        })
         .collect();
     let mappings: HashMap<u64, &str> = p
         .mapping
@@ -89,9 +162,8 @@ pub fn weighted_stacks(p: &Profile, index: usize) -> Vec<WeightedStack> {
             .map(|line| {
                 functions
                     .get(&line.function_id)
-                    .copied()
-                    .unwrap_or("")
-                    .to_string()
+                    .cloned()
+                    .unwrap_or_default()
             })
             .collect();
         if names.is_empty() {

@@ -125,6 +125,14 @@ impl Boot {
         {
             args.extend(["-listen".to_string(), "127.0.0.1:0".to_string()]);
         }
+        // The fleet's devices take ephemeral ports unless the test says otherwise, so tests running
+        // side by side never collide on the default UDP 16100+.
+        if !args
+            .iter()
+            .any(|a| a.trim_start_matches('-') == "snmp-port")
+        {
+            args.extend(["-snmp-port".to_string(), "0".to_string()]);
+        }
         let mut child = self
             .command(&args)
             .stdin(Stdio::null())
