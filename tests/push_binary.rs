@@ -9,7 +9,7 @@ mod common;
 mod push_support;
 
 use common::{boot, header, json, unused_loopback_url, Nl6};
-use push_support::{wait_until, FakeServer, StandIn};
+use push_support::{self_signed_certificate, wait_until, FakeServer, StandIn};
 use serde_json::Value;
 use std::cell::RefCell;
 use std::path::PathBuf;
@@ -311,7 +311,11 @@ fn on_off_on_leaves_no_thread_or_timer_and_sigterm_exits_zero() {
             "round {round}: {}",
             n.stderr()
         );
-        assert_eq!(push_threads(pid), 1, "round {round}: one push thread");
+        // Sampled across an upload burst: never a second thread named `nl6-push`.
+        for _ in 0..150 {
+            assert_eq!(push_threads(pid), 1, "round {round}: one push thread");
+            std::thread::sleep(Duration::from_millis(10));
+        }
         if timers_exposed {
             assert!(
                 posix_timers(pid).unwrap() > 0,
@@ -503,4 +507,53 @@ fn failure_modes_through_the_binary_in_parallel() {
     }
     let failures: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// HTTPS to the stand-in with a self-signed certificate: trusted through `SSL_CERT_FILE`; the control, a
+/// bundle holding another certificate, is refused with a certificate error (when set, only those roots).
+#[test]
+fn https_trusts_the_roots_in_ssl_cert_file() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("push_binary-tls-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("other")).unwrap();
+    let (cert, key) = self_signed_certificate(&dir);
+    let (other_cert, _) = self_signed_certificate(&dir.join("other"));
+    let server = StandIn::start(&[
+        "-tls-cert",
+        cert.to_str().unwrap(),
+        "-tls-key",
+        key.to_str().unwrap(),
+    ]);
+    let url = format!("https://127.0.0.1:{}", server.port);
+    let start = |roots: &std::path::Path| {
+        boot()
+            .args(&["-profiling-pyroscope", &url])
+            .args(&["-profiling-upload-interval", "1s"])
+            .env("SSL_CERT_FILE", roots.to_str().unwrap())
+            .env("SSL_CERT_DIR", dir.join("no-such-dir").to_str().unwrap())
+            .start()
+    };
+    let trusted = start(&cert);
+    let untrusted = start(&other_cert);
+    let state = |n: &Nl6| json(&n.http("GET", "/api/v1/profiling", b"").2)["data"].clone();
+    assert!(
+        wait_until(Duration::from_secs(15), || {
+            state(&trusted)["uploads"].as_u64().unwrap() >= 3
+                && state(&untrusted)["sdk_errors"].as_u64().unwrap() >= 1
+        }),
+        "trusted {}\nuntrusted {}",
+        state(&trusted),
+        state(&untrusted)
+    );
+    assert_eq!(state(&trusted)["sdk_errors"], 0, "{}", trusted.stderr());
+    let refused = state(&untrusted);
+    assert_eq!(refused["uploads"], 0, "{refused}");
+    let error = refused["last_error"].as_str().unwrap();
+    assert!(
+        error.contains("certificate") || error.contains("CA"),
+        "{error}"
+    );
+    drop((trusted, untrusted));
+    let _ = std::fs::remove_dir_all(&dir);
 }
