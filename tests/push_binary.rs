@@ -376,13 +376,14 @@ struct FailureMode {
     address: String,
     expect_in_error: &'static str,
     min_errors: u64,
+    /// Close with SIGTERM instead of a POST.
+    sigterm: bool,
 }
 
 fn run_failure_mode(f: FailureMode) -> Result<String, String> {
     let auth = credentials_file(f.name);
-    let n = pushing_to(&f.address, &auth).start();
-    let fail = |what: &str| Err(format!("{}: {what}\n{}", f.name, n.stderr()));
-    let state = || json(&n.http("GET", "/api/v1/profiling", b"").2)["data"].clone();
+    let mut n = pushing_to(&f.address, &auth).start();
+    let fail = |n: &Nl6, what: &str| Err(format!("{}: {what}\n{}", f.name, n.stderr()));
     let mut bodies = Vec::new();
     let end = Instant::now() + Duration::from_secs(40);
     let v = loop {
@@ -391,7 +392,7 @@ fn run_failure_mode(f: FailureMode) -> Result<String, String> {
         let (status, _, body) = n.http("GET", "/api/v1/profiling", b"");
         let took = started.elapsed();
         if status != 200 || took > Duration::from_secs(1) {
-            return fail(&format!("GET answered {status} after {took:?}"));
+            return fail(&n, &format!("GET answered {status} after {took:?}"));
         }
         let v = json(&body)["data"].clone();
         bodies.push(String::from_utf8_lossy(&body).into_owned());
@@ -399,48 +400,66 @@ fn run_failure_mode(f: FailureMode) -> Result<String, String> {
             break v;
         }
         if Instant::now() > end {
-            return fail(&format!("sdk_errors did not reach {}: {v}", f.min_errors));
+            return fail(
+                &n,
+                &format!("sdk_errors did not reach {}: {v}", f.min_errors),
+            );
         }
         std::thread::sleep(Duration::from_millis(200));
     };
     if v["pushing"] != true || v["uploads"] != 0 {
-        return fail(&format!("pushing, no upload: {v}"));
+        return fail(&n, &format!("pushing, no upload: {v}"));
     }
     let error = v["last_error"].as_str().unwrap_or("");
     if !error.contains(f.expect_in_error) {
-        return fail(&format!("last_error names {:?}: {v}", f.expect_in_error));
+        return fail(
+            &n,
+            &format!("last_error names {:?}: {v}", f.expect_in_error),
+        );
     }
     let (status, _, heap) = n.http("GET", "/debug/pprof/heap", b"");
     if status != 200 || heap.is_empty() {
-        return fail(&format!("/debug/pprof/heap answered {status}"));
+        return fail(&n, &format!("/debug/pprof/heap answered {status}"));
     }
     let started = Instant::now();
-    let (status, _, body) = n.http_with(
-        "POST",
-        "/api/v1/profiling",
-        &[],
-        br#"{"enabled":false}"#,
-        CLOSE_BOUND + Duration::from_secs(5),
-    );
-    let took = started.elapsed();
-    bodies.push(String::from_utf8_lossy(&body).into_owned());
-    let closed = json(&body);
-    // The gate closes either way; a flush abandoned at its deadline (the hang) answers 500 with the
-    // closed state and says so.
-    let abandoned = status == 500
-        && closed["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("flush abandoned"));
-    if (status != 200 && !abandoned)
-        || took > CLOSE_BOUND
-        || closed["data"]["enabled"] != false
-        || closed["data"]["pushing"] != false
-    {
-        return fail(&format!(
-            "closing answered {status} after {took:?}: {closed}"
-        ));
-    }
-    bodies.push(state().to_string());
+    let closed_by = if f.sigterm {
+        let exit = n.terminate(CLOSE_BOUND + Duration::from_secs(5));
+        let took = started.elapsed();
+        if !exit.success() || took > CLOSE_BOUND {
+            return fail(&n, &format!("SIGTERM: {exit:?} after {took:?}"));
+        }
+        format!("exit 0 after SIGTERM in {took:?}")
+    } else {
+        let (status, _, body) = n.http_with(
+            "POST",
+            "/api/v1/profiling",
+            &[],
+            br#"{"enabled":false}"#,
+            CLOSE_BOUND + Duration::from_secs(5),
+        );
+        let took = started.elapsed();
+        bodies.push(String::from_utf8_lossy(&body).into_owned());
+        let closed = json(&body);
+        // The gate closes either way; a flush abandoned at its deadline (the hang) answers 500 with
+        // the closed state and says so.
+        let abandoned = status == 500
+            && closed["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("flush abandoned"));
+        if (status != 200 && !abandoned)
+            || took > CLOSE_BOUND
+            || closed["data"]["enabled"] != false
+            || closed["data"]["pushing"] != false
+        {
+            return fail(
+                &n,
+                &format!("closing answered {status} after {took:?}: {closed}"),
+            );
+        }
+        let (_, _, after) = n.http("GET", "/api/v1/profiling", b"");
+        bodies.push(String::from_utf8_lossy(&after).into_owned());
+        format!("closed ({status}) in {took:?}")
+    };
     let failing: Vec<String> = n
         .log_lines("[profiling] ")
         .into_iter()
@@ -448,7 +467,7 @@ fn run_failure_mode(f: FailureMode) -> Result<String, String> {
         .collect();
     if failing.len() != 1 || !failing[0].starts_with(&format!("[profiling] push to {}", f.address))
     {
-        return fail(&format!("one failure line per push: {failing:?}"));
+        return fail(&n, &format!("one failure line per push: {failing:?}"));
     }
     let stderr = n.stderr();
     if bodies
@@ -456,10 +475,10 @@ fn run_failure_mode(f: FailureMode) -> Result<String, String> {
         .chain(std::iter::once(&stderr))
         .any(|t| t.contains(PASSWORD) || t.contains(USER))
     {
-        return fail("a credential leaked");
+        return fail(&n, "a credential leaked");
     }
     Ok(format!(
-        "{}: {} errors, closed ({status}) in {took:?}",
+        "{}: {} errors, {closed_by}",
         f.name, v["sdk_errors"]
     ))
 }
@@ -476,24 +495,35 @@ fn failure_modes_through_the_binary_in_parallel() {
             address: unused_loopback_url(),
             expect_in_error: "refused",
             min_errors: 2,
+            sigterm: false,
         },
         FailureMode {
             name: "401",
             address: s401.url(),
             expect_in_error: "401",
             min_errors: 2,
+            sigterm: false,
         },
         FailureMode {
             name: "500",
             address: s500.url(),
             expect_in_error: "500",
             min_errors: 2,
+            sigterm: false,
         },
         FailureMode {
             name: "hang",
             address: hang.url(),
             expect_in_error: "timeout",
             min_errors: 1,
+            sigterm: false,
+        },
+        FailureMode {
+            name: "hang-sigterm",
+            address: hang.url(),
+            expect_in_error: "timeout",
+            min_errors: 1,
+            sigterm: true,
         },
     ];
     let handles: Vec<_> = modes
