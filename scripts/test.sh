@@ -16,7 +16,7 @@ cargo fmt --check
 cargo clippy --all-targets -- -D warnings
 
 echo "== tests (host build)"
-cargo test --all-targets -- --test-threads=2
+cargo test --all-targets --no-fail-fast -- --test-threads=2
 
 echo "== tests (static musl build)"
 MUSL_TESTS=$(ls tests/*.rs | xargs -n1 basename | sed 's/\.rs$//' | grep -E '^(engine_|serve_pull)' | sed 's/^/--test /' | tr '\n' ' ')

@@ -113,12 +113,10 @@ fn console_drives_the_gate_and_the_profiles_in_headless_chromium() {
     b.wait_text("gate-state", WAIT, |t| t == "closed");
     b.screenshot(&shots.join("01-closed.png"));
 
-    // The fleet is not started by this binary: its panels stay hidden (they appear on a 200 only).
-    assert_eq!(nl6.http("GET", "/api/v1/devices", b"").0, 404);
-    assert_eq!(
-        b.eval("document.getElementById('devices-panel').hidden"),
-        true
-    );
+    // The binary boots its lab fleet (4 devices by default): the devices panel appears once the
+    // fleet API answers 200.
+    assert_eq!(nl6.http("GET", "/api/v1/devices", b"").0, 200);
+    b.wait_eval(WAIT, "!document.getElementById('devices-panel').hidden");
 
     // Gate closed: "CPU profile" shows the server's 503 text in the page, not a silent download.
     let (status, _, closed_text) = nl6.http("GET", "/debug/pprof/profile?seconds=5", b"");

@@ -42,14 +42,26 @@ fn engine_profile_hot_sort(rounds: usize) -> u64 {
     acc
 }
 
-fn burn_for(d: Duration) -> u64 {
-    let until = Instant::now() + d;
+/// Burns until this thread has used `cpu` of its own CPU time (bounded by 30 s of wall time), so a loaded
+/// machine still yields enough samples.
+fn burn_cpu(cpu: Duration) -> u64 {
+    let wall_limit = Instant::now() + Duration::from_secs(30);
     let mut acc = 0;
-    while Instant::now() < until {
+    while thread_cpu_time() < cpu && Instant::now() < wall_limit {
         acc ^= engine_profile_hot_spin(black_box(2_000_000));
         acc ^= engine_profile_hot_sort(black_box(1));
     }
     acc
+}
+
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 fn go_pprof(args: &[&str], file: &std::path::Path) -> String {
@@ -80,7 +92,7 @@ fn cpu_profile_names_the_running_function_and_its_std_callees() {
     let _g = SAMPLER.lock().unwrap_or_else(|e| e.into_inner());
     let session = cpu::start(cpu::DEFAULT_HZ).expect("start the sampler");
     let t = labels::spawn(labels::Subsystem::SNMP, "hot-sorter", || {
-        burn_for(Duration::from_millis(1500))
+        burn_cpu(Duration::from_millis(1500))
     })
     .unwrap();
     black_box(t.join().unwrap());

@@ -115,6 +115,7 @@ fn periodic_messages_are_jittered_not_in_lockstep() {
     );
 }
 
+/// Reads from `conn` until `out` holds `want` frames in total (frames already in `out` count).
 fn read_frames(conn: &mut TcpStream, want: usize, acc: &mut Vec<u8>, out: &mut Vec<Vec<u8>>) {
     conn.set_read_timeout(Some(Duration::from_millis(100)))
         .unwrap();
@@ -210,7 +211,8 @@ fn tcp_receiver_restart_loses_nothing_the_queue_holds() {
     let l = TcpListener::bind(addr).unwrap();
     let (mut conn, _) = l.accept().unwrap();
     let mut acc = Vec::new();
-    read_frames(&mut conn, 10, &mut acc, &mut got);
+    // `got` already holds the 5 frames from before the restart: wait for all 15.
+    read_frames(&mut conn, 15, &mut acc, &mut got);
     let seqs: Vec<u64> = got.iter().map(|m| sequence_id(m)).collect();
     assert_eq!(
         seqs,

@@ -136,8 +136,10 @@ impl Browser {
             Duration::from_secs(5),
         )
         .expect("connect to chromium's DevTools port");
+        // The handshake gets a generous read timeout (a loaded machine answers slowly); afterwards reads
+        // poll every 250 ms so waits stay bounded by the caller's deadline.
         stream
-            .set_read_timeout(Some(Duration::from_millis(250)))
+            .set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();
         stream
             .set_write_timeout(Some(Duration::from_secs(10)))
@@ -145,6 +147,9 @@ impl Browser {
         let url = format!("ws://127.0.0.1:{port}{path}");
         let (ws, _) = tungstenite::client::client(url.as_str(), stream)
             .unwrap_or_else(|e| panic!("WebSocket handshake with {url}: {e}"));
+        ws.get_ref()
+            .set_read_timeout(Some(Duration::from_millis(250)))
+            .unwrap();
         let mut b = Browser {
             ws,
             session: String::new(),
