@@ -6,8 +6,6 @@ mod push_support;
 use nl6::gate::port::Pusher;
 use nl6::push::PyroscopePusher;
 use push_support::*;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 fn thread_names() -> Vec<String> {
@@ -45,7 +43,12 @@ fn toggling_leaves_no_thread_behind() {
             "round {round}: {:?}",
             run.status()
         );
-        assert_eq!(push_threads(), 1, "round {round}: one push thread");
+        // Sampled while uploads run (every 50 ms): never a second thread named `nl6-push` (a helper
+        // spawned by the push thread would inherit the name).
+        for _ in 0..100 {
+            assert_eq!(push_threads(), 1, "round {round}: one push thread");
+            std::thread::sleep(Duration::from_millis(5));
+        }
         assert_eq!(
             thread_names().len(),
             baseline + 1,
@@ -62,36 +65,6 @@ fn toggling_leaves_no_thread_behind() {
         );
     }
     assert!(logs.lines().is_empty(), "{:?}", logs.lines());
-}
-
-fn self_signed_certificate(dir: &Path) -> (PathBuf, PathBuf) {
-    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-    let out = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=127.0.0.1",
-        ])
-        .args(["-addext", "subjectAltName=IP:127.0.0.1"])
-        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .expect("openssl runs");
-    assert!(
-        out.status.success(),
-        "openssl: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (cert, key)
 }
 
 /// Runs one push to `url` until it has either three uploads or two errors; returns its status.

@@ -18,11 +18,13 @@
 //! the thread is joined, so nothing is left running. `start` never touches the network.
 //!
 //! Submodules: [`ingest_url`] (URL joining, query, series name), [`multipart`] (the body),
-//! [`source`] (the [`ProfileSource`] seam: engine-backed by default, fakes in tests).
+//! [`source`] (the [`ProfileSource`] seam: engine-backed by default, fakes in tests), [`interop`] (the
+//! whole stack embedded with a labelled CPU burn, for `examples/interop_probe.rs` and interop tests).
 #![forbid(unsafe_code)]
 
 pub mod client;
 pub mod ingest_url;
+pub mod interop;
 pub mod multipart;
 pub mod source;
 
