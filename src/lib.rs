@@ -12,3 +12,4 @@ pub mod lab;
 pub mod profiling;
 pub mod push;
 pub mod report;
+pub mod timefmt;

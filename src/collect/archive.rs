@@ -10,7 +10,7 @@ use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use super::targets::Target;
-use crate::report::units::{civil_from_days, days_from_civil};
+use crate::timefmt::{civil_from_days, days_from_civil};
 
 /// A UTC calendar time to the second.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

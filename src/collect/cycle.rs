@@ -15,7 +15,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::archive::{newest_for_target, snapshot_dir, Stamp};
 use super::atomic::PartialDir;
-use super::duration::format_go_duration;
 use super::fetch::{fetch, Fetched};
 use super::meta::{rfc3339_millis, BaselineMeta, Meta, ProfileMeta, Status};
 use super::retention::{apply_retention, find_files};
@@ -23,6 +22,7 @@ use super::targets::Target;
 use super::Config;
 use crate::profiling::proto::{self, Profile};
 use crate::report;
+use crate::timefmt::format_go_duration;
 
 /// The outcome of one target in one cycle.
 #[derive(Debug, Clone)]

@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::duration::parse_go_duration;
+use crate::timefmt::parse_go_duration;
 
 /// A flag: name (without dashes), value name (empty for a switch), default, and what it does.
 pub struct Flag {

@@ -25,7 +25,6 @@
 pub mod archive;
 pub mod atomic;
 pub mod cycle;
-pub mod duration;
 pub mod fetch;
 pub mod flags;
 pub mod meta;

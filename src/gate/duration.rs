@@ -1,138 +1,18 @@
-//! Go's duration syntax (`time.ParseDuration`): `"30m"`, `"1h30m"`, `"90s"`, `"500ms"`, `"1.5h"`, with
-//! units `ns`, `us` (`µs`, `μs`), `ms`, `s`, `m`, `h`. The gate accepts only positive durations up to Go's
-//! maximum, `2562047h47m16.854775807s` (`i64::MAX` nanoseconds), so nothing the gate schedules overflows.
-//!
-//! A plain function over a string: no clock, no I/O.
+//! The gate's durations (`duration` in `POST /api/v1/profiling`): Go syntax through [`crate::timefmt`],
+//! and only positive values up to Go's maximum, `2562047h47m16.854775807s`, so nothing the gate schedules
+//! overflows and a revert always happens after the POST that asked for it.
 #![forbid(unsafe_code)]
 
+pub use crate::timefmt::{DurationError, MAX_NANOS};
 use std::time::Duration;
-
-/// The longest duration Go can represent, and so the longest the gate accepts.
-pub const MAX_NANOS: u64 = i64::MAX as u64;
-
-/// Why a duration string was refused. `Display` names the input.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DurationError {
-    /// Not Go duration syntax (empty, a number without a unit, stray characters).
-    Invalid(String),
-    /// A unit Go does not know.
-    UnknownUnit { input: String, unit: String },
-    /// Larger than Go's maximum duration.
-    Overflow(String),
-    /// Zero or negative: a revert has to happen after the POST.
-    NotPositive(String),
-}
-
-impl std::fmt::Display for DurationError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            DurationError::Invalid(s) => write!(
-                f,
-                "invalid duration {s:?}: use Go syntax such as \"30m\", \"1h30m\", \"90s\""
-            ),
-            DurationError::UnknownUnit { input, unit } => {
-                write!(
-                    f,
-                    "invalid duration {input:?}: unknown unit {unit:?} (use ns, us, ms, s, m, h)"
-                )
-            }
-            DurationError::Overflow(s) => {
-                write!(
-                    f,
-                    "invalid duration {s:?}: longer than the maximum 2562047h47m16.854775807s"
-                )
-            }
-            DurationError::NotPositive(s) => {
-                write!(f, "invalid duration {s:?}: must be greater than zero")
-            }
-        }
-    }
-}
-
-impl std::error::Error for DurationError {}
-
-fn unit_nanos(unit: &str) -> Option<u64> {
-    Some(match unit {
-        "ns" => 1,
-        "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
-        "ms" => 1_000_000,
-        "s" => 1_000_000_000,
-        "m" => 60 * 1_000_000_000,
-        "h" => 3600 * 1_000_000_000,
-        _ => return None,
-    })
-}
 
 /// Parses a Go duration that must be positive and at most [`MAX_NANOS`].
 pub fn parse_go_duration(input: &str) -> Result<Duration, DurationError> {
-    let invalid = || DurationError::Invalid(input.to_string());
-    let overflow = || DurationError::Overflow(input.to_string());
-    let mut s = input;
-    let mut negative = false;
-    if let Some(rest) = s.strip_prefix('-') {
-        negative = true;
-        s = rest;
-    } else if let Some(rest) = s.strip_prefix('+') {
-        s = rest;
+    match crate::timefmt::parse_go_duration(input) {
+        Ok(d) if d.is_zero() => Err(DurationError::NotPositive(input.to_string())),
+        Err(DurationError::Negative(_)) => Err(DurationError::NotPositive(input.to_string())),
+        other => other,
     }
-    if s == "0" {
-        return Err(DurationError::NotPositive(input.to_string()));
-    }
-    if s.is_empty() {
-        return Err(invalid());
-    }
-    // Accumulated in u128 so the overflow check is a comparison, not a wrapped multiplication.
-    let mut total: u128 = 0;
-    while !s.is_empty() {
-        let digits = s.bytes().take_while(u8::is_ascii_digit).count();
-        let (whole, rest) = s.split_at(digits);
-        s = rest;
-        let mut value: u128 = 0;
-        for d in whole.bytes() {
-            value = value * 10 + u128::from(d - b'0');
-            if value > u128::from(MAX_NANOS) {
-                return Err(overflow());
-            }
-        }
-        // Fraction: kept as digits over a power of ten; digits beyond what matters are ignored (as Go).
-        let mut frac: u128 = 0;
-        let mut scale: u128 = 1;
-        let mut frac_digits = 0;
-        if let Some(rest) = s.strip_prefix('.') {
-            s = rest;
-            frac_digits = s.bytes().take_while(u8::is_ascii_digit).count();
-            for d in s[..frac_digits].bytes() {
-                if scale < 10u128.pow(20) {
-                    frac = frac * 10 + u128::from(d - b'0');
-                    scale *= 10;
-                }
-            }
-            s = &s[frac_digits..];
-        }
-        if digits == 0 && frac_digits == 0 {
-            return Err(invalid());
-        }
-        let unit_len = s
-            .find(|c: char| c == '.' || c.is_ascii_digit())
-            .unwrap_or(s.len());
-        let (unit, rest) = s.split_at(unit_len);
-        s = rest;
-        if unit.is_empty() {
-            return Err(invalid());
-        }
-        let per = u128::from(unit_nanos(unit).ok_or_else(|| DurationError::UnknownUnit {
-            input: input.to_string(),
-            unit: unit.to_string(),
-        })?);
-        total += value * per + frac * per / scale;
-        if total > u128::from(MAX_NANOS) {
-            return Err(overflow());
-        }
-    }
-    if negative || total == 0 {
-        return Err(DurationError::NotPositive(input.to_string()));
-    }
-    Ok(Duration::from_nanos(total as u64))
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 #![forbid(unsafe_code)]
 
 use super::syslog::{self, Transport};
-use super::timefmt::{format_duration, parse_duration};
+use crate::timefmt::format_go_duration as format_duration;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
@@ -174,7 +174,7 @@ fn parse_bool(text: &str) -> Result<bool, String> {
 }
 
 fn parse_positive(text: &str) -> Result<Duration, String> {
-    let d = parse_duration(text)?;
+    let d = crate::timefmt::parse_go_duration(text).map_err(|e| e.to_string())?;
     if d.is_zero() {
         return Err(format!("duration {text:?} must be greater than zero"));
     }

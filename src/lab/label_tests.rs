@@ -201,7 +201,7 @@ fn scheduled_start_thread_inherits_scenario() {
     let (fleet, _rx) = scenario_fleet();
     let at = std::time::SystemTime::now() + Duration::from_millis(300);
     let mut start_at = String::new();
-    super::timefmt::Timestamp::utc_millis(at)
+    crate::timefmt::Timestamp::utc_millis(at)
         .write_to(&mut start_at)
         .unwrap();
     let body = format!(

@@ -6,7 +6,7 @@
 //! - [`trap`]: SNMPv2-Trap / INFORM; [`syslog`]: RFC 5424 over UDP or TCP (RFC 6587 framing);
 //!   [`netflow`]: NetFlow v9; [`scenario`]: link-flap scenarios;
 //! - [`config`]: [`FleetConfig`] and its flag table; [`fleet`]: [`Fleet::start`] / [`Fleet::stop`] and the
-//!   thread map; [`api`]: the REST routes; [`timefmt`]: Go durations and RFC 3339.
+//!   thread map; [`api`]: the REST routes (time text comes from [`crate::timefmt`]).
 //!
 //! Never here: gNMI (needs HTTP/2 + gRPC; its label values stay reserved), traffic outside the configured
 //! bind address and targets.
@@ -31,7 +31,6 @@ pub mod netflow;
 pub mod scenario;
 pub mod snmp;
 pub mod syslog;
-pub mod timefmt;
 pub mod trap;
 
 #[cfg(test)]

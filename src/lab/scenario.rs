@@ -10,8 +10,8 @@
 use super::fleet::Shared;
 use super::netflow::FlowExporter;
 use super::syslog;
-use super::timefmt::{format_duration, parse_duration, parse_rfc3339, Timestamp};
 use crate::profiling::labels::{self, Subsystem};
+use crate::timefmt::{format_go_duration as format_duration, parse_rfc3339, Timestamp};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -60,8 +60,8 @@ pub fn parse_request(body: &[u8], device_exists: impl Fn(&str) -> bool) -> Resul
     if !device_exists(device) {
         return Err(format!("field \"device\": no device named {device:?}"));
     }
-    let duration =
-        parse_duration(text("duration")?).map_err(|e| format!("field \"duration\": {e}"))?;
+    let duration = crate::timefmt::parse_go_duration(text("duration")?)
+        .map_err(|e| format!("field \"duration\": {e}"))?;
     if duration.is_zero() || duration > MAX_DURATION {
         return Err(format!(
             "field \"duration\": must be above 0 and at most {}",

@@ -9,8 +9,8 @@
 #![forbid(unsafe_code)]
 
 use super::device::{Device, DeviceCounters};
-use super::timefmt::Timestamp;
 use crate::profiling::labels::{self, Subsystem};
+use crate::timefmt::Timestamp;
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
@@ -398,7 +398,7 @@ fn peer_alive(conn: &TcpStream) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::timefmt::parse_rfc3339;
+    use crate::timefmt::parse_rfc3339;
 
     fn ts(text: &str, digits: u8, offset_minutes: i32) -> Timestamp {
         // The text's wall-clock fields as written; the offset is only printed.

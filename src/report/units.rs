@@ -233,7 +233,7 @@ pub fn time_label(unix_nanos: i64) -> String {
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];
     let secs = unix_nanos.div_euclid(1_000_000_000);
-    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    let (y, m, d) = crate::timefmt::civil_from_days(secs.div_euclid(86_400));
     let sod = secs.rem_euclid(86_400);
     let (h, min) = (sod / 3600, (sod % 3600) / 60);
     let (h12, ampm) = match h {
@@ -248,34 +248,18 @@ pub fn time_label(unix_nanos: i64) -> String {
     )
 }
 
-/// (year, month 1-12, day 1-31) of a day count since 1970-01-01 (proleptic Gregorian).
-pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
-/// Day count since 1970-01-01 of a proleptic Gregorian date (the inverse of [`civil_from_days`]).
-pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = i64::from(if m > 2 { m - 3 } else { m + 9 });
-    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn time_label_is_pprofs_in_utc() {
+        assert_eq!(
+            time_label(1_795_993_200_000_000_000),
+            "Nov 29, 2026 at 11:00pm (UTC)"
+        );
+        assert_eq!(time_label(0), "Jan 1, 1970 at 12:00am (UTC)");
+    }
 
     #[test]
     fn labels_follow_pprof() {
@@ -322,20 +306,5 @@ mod tests {
         );
         assert_eq!(select_output_unit(5, 100, "count"), "count");
         assert_eq!(select_output_unit(1_740_000, 274_400_000, "bytes"), "MB");
-    }
-
-    #[test]
-    fn civil_dates_round_trip() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(days_from_civil(2024, 2, 29)), (2024, 2, 29));
-        assert_eq!(
-            days_from_civil(2000, 3, 1) - days_from_civil(2000, 2, 28),
-            2
-        );
-        assert_eq!(
-            time_label(1_795_993_200_000_000_000),
-            "Nov 29, 2026 at 11:00pm (UTC)"
-        );
-        assert_eq!(time_label(0), "Jan 1, 1970 at 12:00am (UTC)");
     }
 }

@@ -1,0 +1,430 @@
+//! Time as text, one place for all of nl6: Go's duration syntax (`time.ParseDuration` and
+//! `Duration.String`), RFC 3339 timestamps (parsed for a scenario's `start_at`, written for syslog and the
+//! REST API), and civil-date arithmetic (archive paths, pprof's `Time:` line).
+//!
+//! Plain functions over values: no clock is read here.
+#![forbid(unsafe_code)]
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The longest duration Go can represent, and so the longest the gate accepts.
+pub const MAX_NANOS: u64 = i64::MAX as u64;
+
+/// Why a duration string was refused. `Display` names the input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DurationError {
+    /// Not Go duration syntax (empty, a number without a unit, stray characters).
+    Invalid(String),
+    /// A unit Go does not know.
+    UnknownUnit { input: String, unit: String },
+    /// Larger than Go's maximum duration.
+    Overflow(String),
+    /// Zero or negative where a positive duration is needed (the gate's revert).
+    NotPositive(String),
+    /// Negative.
+    Negative(String),
+}
+
+impl std::fmt::Display for DurationError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DurationError::Invalid(s) => write!(
+                f,
+                "invalid duration {s:?}: use Go syntax such as \"30m\", \"1h30m\", \"90s\""
+            ),
+            DurationError::UnknownUnit { input, unit } => {
+                write!(
+                    f,
+                    "invalid duration {input:?}: unknown unit {unit:?} (use ns, us, ms, s, m, h)"
+                )
+            }
+            DurationError::Overflow(s) => {
+                write!(
+                    f,
+                    "invalid duration {s:?}: longer than the maximum 2562047h47m16.854775807s"
+                )
+            }
+            DurationError::NotPositive(s) => {
+                write!(f, "invalid duration {s:?}: must be greater than zero")
+            }
+            DurationError::Negative(s) => {
+                write!(f, "invalid duration {s:?}: must not be negative")
+            }
+        }
+    }
+}
+
+impl std::error::Error for DurationError {}
+
+fn unit_nanos(unit: &str) -> Option<u64> {
+    Some(match unit {
+        "ns" => 1,
+        "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        "m" => 60 * 1_000_000_000,
+        "h" => 3600 * 1_000_000_000,
+        _ => return None,
+    })
+}
+
+/// Parses a Go duration: zero or positive, at most [`MAX_NANOS`]. Negative durations are refused
+/// ([`DurationError::Negative`]): nothing in nl6 schedules into the past.
+pub fn parse_go_duration(input: &str) -> Result<Duration, DurationError> {
+    let invalid = || DurationError::Invalid(input.to_string());
+    let overflow = || DurationError::Overflow(input.to_string());
+    let mut s = input;
+    let mut negative = false;
+    if let Some(rest) = s.strip_prefix('-') {
+        negative = true;
+        s = rest;
+    } else if let Some(rest) = s.strip_prefix('+') {
+        s = rest;
+    }
+    if s == "0" {
+        return if negative {
+            Err(DurationError::Negative(input.to_string()))
+        } else {
+            Ok(Duration::ZERO)
+        };
+    }
+    if s.is_empty() {
+        return Err(invalid());
+    }
+    // Accumulated in u128 so the overflow check is a comparison, not a wrapped multiplication.
+    let mut total: u128 = 0;
+    while !s.is_empty() {
+        let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+        let (whole, rest) = s.split_at(digits);
+        s = rest;
+        let mut value: u128 = 0;
+        for d in whole.bytes() {
+            value = value * 10 + u128::from(d - b'0');
+            if value > u128::from(MAX_NANOS) {
+                return Err(overflow());
+            }
+        }
+        // Fraction: kept as digits over a power of ten; digits beyond what matters are ignored (as Go).
+        let mut frac: u128 = 0;
+        let mut scale: u128 = 1;
+        let mut frac_digits = 0;
+        if let Some(rest) = s.strip_prefix('.') {
+            s = rest;
+            frac_digits = s.bytes().take_while(u8::is_ascii_digit).count();
+            for d in s[..frac_digits].bytes() {
+                if scale < 10u128.pow(20) {
+                    frac = frac * 10 + u128::from(d - b'0');
+                    scale *= 10;
+                }
+            }
+            s = &s[frac_digits..];
+        }
+        if digits == 0 && frac_digits == 0 {
+            return Err(invalid());
+        }
+        let unit_len = s
+            .find(|c: char| c == '.' || c.is_ascii_digit())
+            .unwrap_or(s.len());
+        let (unit, rest) = s.split_at(unit_len);
+        s = rest;
+        if unit.is_empty() {
+            return Err(invalid());
+        }
+        let per = u128::from(unit_nanos(unit).ok_or_else(|| DurationError::UnknownUnit {
+            input: input.to_string(),
+            unit: unit.to_string(),
+        })?);
+        total += value * per + frac * per / scale;
+        if total > u128::from(MAX_NANOS) {
+            return Err(overflow());
+        }
+    }
+    if negative && total > 0 {
+        return Err(DurationError::Negative(input.to_string()));
+    }
+    Ok(Duration::from_nanos(total as u64))
+}
+
+/// `d` as Go's `Duration.String()` writes it: `250ms`, `1.5s`, `1m30s`, `168h0m0s`.
+pub fn format_go_duration(d: Duration) -> String {
+    let nanos = d.as_nanos();
+    if nanos == 0 {
+        return "0s".to_string();
+    }
+    // Below a second Go picks the largest unit that keeps an integer part: ns, µs or ms.
+    let fraction = |value: u128, per: u128, unit: &str| {
+        let (whole, rest) = (value / per, value % per);
+        let digits = per.to_string().len() - 1;
+        let mut frac = format!("{rest:0digits$}");
+        while frac.ends_with('0') {
+            frac.pop();
+        }
+        if frac.is_empty() {
+            format!("{whole}{unit}")
+        } else {
+            format!("{whole}.{frac}{unit}")
+        }
+    };
+    if nanos < 1_000 {
+        return format!("{nanos}ns");
+    }
+    if nanos < 1_000_000 {
+        return fraction(nanos, 1_000, "µs");
+    }
+    if nanos < 1_000_000_000 {
+        return fraction(nanos, 1_000_000, "ms");
+    }
+    let secs = nanos / 1_000_000_000;
+    let (h, m) = (secs / 3600, secs / 60 % 60);
+    let s = fraction(nanos % 60_000_000_000, 1_000_000_000, "s");
+    match (h, m) {
+        (0, 0) => s,
+        (0, m) => format!("{m}m{s}"),
+        (h, m) => format!("{h}h{m}m{s}"),
+    }
+}
+
+/// `t` as RFC 3339 in UTC with milliseconds, e.g. `2027-01-15T08:00:00.300Z`.
+pub fn rfc3339_millis(t: SystemTime) -> String {
+    let mut out = String::new();
+    let _ = Timestamp::utc_millis(t).write_to(&mut out);
+    out
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m as i64 + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d as i64 - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The date of a day count since 1970-01-01.
+pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + if m <= 2 { 1 } else { 0 }, m, d)
+}
+
+/// A wall-clock instant broken into RFC 3339 fields, with its UTC offset and how many fraction digits to
+/// print (syslog timestamps carry up to six).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timestamp {
+    pub year: i64,
+    pub month: u32,
+    pub day: u32,
+    pub hour: u32,
+    pub minute: u32,
+    pub second: u32,
+    /// The fraction as an integer of `frac_digits` digits.
+    pub fraction: u32,
+    pub frac_digits: u8,
+    /// Minutes east of UTC; 0 prints as `Z`.
+    pub offset_minutes: i32,
+}
+
+impl Timestamp {
+    /// `t` in UTC with millisecond precision.
+    pub fn utc_millis(t: SystemTime) -> Timestamp {
+        let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let secs = d.as_secs() as i64;
+        let (year, month, day) = civil_from_days(secs.div_euclid(86_400));
+        let sod = secs.rem_euclid(86_400) as u32;
+        Timestamp {
+            year,
+            month,
+            day,
+            hour: sod / 3600,
+            minute: sod / 60 % 60,
+            second: sod % 60,
+            fraction: d.subsec_millis(),
+            frac_digits: 3,
+            offset_minutes: 0,
+        }
+    }
+
+    /// Writes the RFC 3339 text.
+    pub fn write_to(&self, out: &mut impl std::fmt::Write) -> std::fmt::Result {
+        write!(
+            out,
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+            self.year, self.month, self.day, self.hour, self.minute, self.second
+        )?;
+        if self.frac_digits > 0 {
+            write!(
+                out,
+                ".{:0width$}",
+                self.fraction,
+                width = self.frac_digits as usize
+            )?;
+        }
+        if self.offset_minutes == 0 {
+            out.write_char('Z')
+        } else {
+            let sign = if self.offset_minutes < 0 { '-' } else { '+' };
+            let m = self.offset_minutes.unsigned_abs();
+            write!(out, "{sign}{:02}:{:02}", m / 60, m % 60)
+        }
+    }
+}
+
+/// Parses an RFC 3339 timestamp (`2024-05-01T12:00:00Z`, fractions and `±hh:mm` offsets allowed).
+pub fn parse_rfc3339(text: &str) -> Result<SystemTime, String> {
+    let bad = || format!("invalid RFC 3339 time {text:?} (e.g. 2024-05-01T12:00:00Z)");
+    let b = text.as_bytes();
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return Err(bad());
+    }
+    let num = |r: std::ops::Range<usize>| -> Result<u32, String> {
+        let s = text.get(r).ok_or_else(bad)?;
+        if !s.bytes().all(|c| c.is_ascii_digit()) {
+            return Err(bad());
+        }
+        s.parse().map_err(|_| bad())
+    };
+    let (y, mo, d, h, mi, s) = (
+        num(0..4)?,
+        num(5..7)?,
+        num(8..10)?,
+        num(11..13)?,
+        num(14..16)?,
+        num(17..19)?,
+    );
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
+        return Err(bad());
+    }
+    let mut i = 19;
+    let mut nanos: u64 = 0;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        let start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        let digits = &text[start..i];
+        if digits.is_empty() {
+            return Err(bad());
+        }
+        let padded: String = digits
+            .chars()
+            .chain(std::iter::repeat('0'))
+            .take(9)
+            .collect();
+        nanos = padded.parse().map_err(|_| bad())?;
+    }
+    let offset_secs: i64 = match &text[i..] {
+        "Z" | "z" => 0,
+        tz if tz.len() == 6
+            && (tz.starts_with('+') || tz.starts_with('-'))
+            && tz.as_bytes()[3] == b':' =>
+        {
+            let oh = num(i + 1..i + 3)? as i64;
+            let om = num(i + 4..i + 6)? as i64;
+            let sign = if tz.starts_with('-') { -1 } else { 1 };
+            sign * (oh * 3600 + om * 60)
+        }
+        _ => return Err(bad()),
+    };
+    let secs =
+        days_from_civil(y as i64, mo, d) * 86_400 + (h * 3600 + mi * 60 + s) as i64 - offset_secs;
+    if secs < 0 {
+        return Err(bad());
+    }
+    Ok(UNIX_EPOCH + Duration::from_secs(secs as u64) + Duration::from_nanos(nanos))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations_parse_zero_and_positive() {
+        let ok = [
+            ("0", Duration::ZERO),
+            ("10s", Duration::from_secs(10)),
+            ("1m30s", Duration::from_secs(90)),
+            ("1.5h", Duration::from_secs(5400)),
+            ("168h", Duration::from_secs(168 * 3600)),
+            ("250ms", Duration::from_millis(250)),
+            ("3us", Duration::from_micros(3)),
+            ("3\u{b5}s", Duration::from_micros(3)),
+            (".5m", Duration::from_secs(30)),
+            ("+3s", Duration::from_secs(3)),
+            ("2562047h47m16.854775807s", Duration::from_nanos(MAX_NANOS)),
+        ];
+        for (t, d) in ok {
+            assert_eq!(parse_go_duration(t), Ok(d), "{t}");
+        }
+    }
+
+    #[test]
+    fn go_durations_refused_with_the_reason() {
+        for (bad, why) in [
+            ("", "use Go syntax"),
+            ("10", "use Go syntax"),
+            ("10d", "unknown unit"),
+            ("-1s", "must not be negative"),
+            ("1..2s", "use Go syntax"),
+            ("2562047h47m16.854775808s", "maximum"),
+        ] {
+            let e = parse_go_duration(bad).unwrap_err().to_string();
+            assert!(
+                e.contains(why) && e.contains("invalid duration"),
+                "{bad}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn go_durations_format_like_go() {
+        for (d, text) in [
+            (Duration::ZERO, "0s"),
+            (Duration::from_nanos(7), "7ns"),
+            (Duration::from_micros(3), "3\u{b5}s"),
+            (Duration::from_millis(250), "250ms"),
+            (Duration::from_millis(1500), "1.5s"),
+            (Duration::from_secs(90), "1m30s"),
+            (Duration::from_secs(168 * 3600), "168h0m0s"),
+            (Duration::from_secs(3600 + 5), "1h0m5s"),
+        ] {
+            assert_eq!(format_go_duration(d), text);
+            if !d.is_zero() {
+                assert_eq!(parse_go_duration(text), Ok(d), "{text} round trip");
+            }
+        }
+    }
+
+    #[test]
+    fn rfc3339_round_trips_and_civil_dates_agree() {
+        let t = UNIX_EPOCH + Duration::from_millis(951_782_400_123);
+        assert_eq!(rfc3339_millis(t), "2000-02-29T00:00:00.123Z");
+        assert_eq!(parse_rfc3339("2000-02-29T00:00:00.123Z"), Ok(t));
+        assert_eq!(rfc3339_millis(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            parse_rfc3339("2000-02-29T01:00:00.123+01:00"),
+            Ok(t),
+            "offsets are applied"
+        );
+        for days in [-1000i64, 0, 10_957, 20_000, 100_000] {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days);
+        }
+        assert!(parse_rfc3339("2024-13-01T00:00:00Z").is_err());
+        assert!(parse_rfc3339("yesterday").is_err());
+    }
+}
