@@ -16,7 +16,9 @@ cargo fmt --check
 cargo clippy --all-targets -- -D warnings
 
 echo "== tests (host build)"
-cargo test --all-targets --no-fail-fast -- --test-threads=2
+# Benches are measurements, not tests (run them with `cargo bench`); here they are only compiled.
+cargo build --benches --quiet
+cargo test --lib --bins --tests --examples --no-fail-fast -- --test-threads=2
 
 echo "== tests (static musl build)"
 # The engine, the pull surface and the push again, now from the static binary and static test programs.
