@@ -5,7 +5,7 @@
 //! countdown runs out the allocation is sampled and a new gap is drawn from an exponential distribution with
 //! mean [`rate`] bytes (Go's `fastexprand`). Sampling is on from process start (rate 524288, as Go's
 //! `MemProfileRate`); [`set_rate`] changes it, 0 turns it off. A sampled allocation records its stack
-//! (frame pointers) and size into a site table keyed by (stack, size), like Go's buckets; frees of sampled
+//! (frame pointers, through the engine's one walker, `unwind::current_stack`) and size into a site table keyed by (stack, size), like Go's buckets; frees of sampled
 //! blocks are matched through [`LiveTable`]. [`snapshot`] returns raw counters; unbiasing is the encoder's.
 //!
 //! Cost on the path every allocation takes: one relaxed atomic load, one thread-local read-modify-write,
@@ -17,7 +17,7 @@
 //! straight to the inner allocator, so recording never recurses), sample once the thread's exit has begun
 //! (a pthread-key destructor marks it), or use a thread-local with a destructor on the allocation path
 //! (its thread-locals are `const`-initialised `Cell`s, valid during thread teardown).
-use super::Stack;
+use super::{unwind, Stack};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -31,8 +31,8 @@ pub use live::LiveTable;
 /// Go's default `MemProfileRate`.
 pub const DEFAULT_RATE: usize = 512 * 1024;
 
-/// Frames kept per sampled stack.
-pub const MAX_DEPTH: usize = 64;
+/// Frames kept per sampled stack (the shared unwinder's depth).
+pub const MAX_DEPTH: usize = unwind::MAX_DEPTH;
 
 /// Distinct (stack, size) sites the table holds; the site index must fit [`LiveTable`]'s 16-bit tag
 /// (`u16::MAX` is the "no site" marker).
@@ -56,8 +56,6 @@ thread_local! {
     static EXITING: Cell<bool> = const { Cell::new(false) };
     /// Whether this thread registered its exit marker.
     static EXIT_MARKED: Cell<bool> = const { Cell::new(false) };
-    /// Cached stack bounds for the frame-pointer walk (lo, hi); (0, 0) = unknown yet.
-    static STACK_BOUNDS: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
 }
 
 /// A `GlobalAlloc` that samples allocations (Go's formula) and passes everything to `A`.
@@ -154,7 +152,10 @@ fn sample_slow(ptr: *mut u8, size: usize) {
     }
     mark_thread_exit();
     let mut frames = [0u64; MAX_DEPTH];
-    let n = capture_stack(&mut frames);
+    // The shared walker; its first frame is the return into this function (an allocator frame the encoder
+    // trims by name). Its first call on a thread asks libc for the stack bounds, which may allocate: BUSY
+    // sends those allocations straight through.
+    let n = unwind::current_stack(0, &mut frames);
     record_alloc(ptr as usize, size, &frames[..n]);
     BUSY.with(|b| b.set(false));
 }
@@ -415,11 +416,9 @@ fn next_random() -> u64 {
 fn seed() -> u64 {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let local = RNG.with(|c| c as *const Cell<u64> as u64);
-    let mut z = local ^ COUNTER.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed) ^ timestamp();
-    // splitmix64 finaliser: spreads the cheap entropy over every bit.
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^= z >> 31;
+    let z = super::mix64(
+        local ^ COUNTER.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed) ^ timestamp(),
+    );
     if z == 0 {
         1
     } else {
@@ -462,82 +461,6 @@ fn mark_thread_exit() {
     });
     // SAFETY: the key was created above; a non-null value makes the destructor run at thread exit.
     unsafe { libc::pthread_setspecific(key, std::ptr::dangling::<libc::c_void>()) };
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// TEMPORARY frame-pointer walker: to be replaced by `crate::profiling::unwind::current_stack` once the CPU
-// sampler's branch is merged. It walks from the caller of `capture_stack`, checking every frame pointer
-// against the thread's stack bounds and for strictly increasing addresses.
-
-/// Captures return addresses, leaf first, starting with the return address into the caller of
-/// `capture_stack` (the sampler's own frames are dropped again by the encoder by name).
-#[inline(never)]
-fn capture_stack(out: &mut [u64]) -> usize {
-    let (lo, hi) = stack_bounds();
-    let mut fp = frame_pointer();
-    let mut n = 0;
-    while n < out.len() {
-        if fp < lo || fp.saturating_add(16) > hi || !fp.is_multiple_of(8) {
-            break;
-        }
-        // SAFETY: fp lies inside this thread's stack (checked above), so both words are mapped and
-        // readable; frame pointers are forced on, so [fp] is the caller's fp and [fp+8] a return address.
-        let (next, ret) = unsafe { (*(fp as *const usize), *((fp + 8) as *const usize)) };
-        if ret == 0 {
-            break;
-        }
-        out[n] = ret as u64;
-        n += 1;
-        if next <= fp {
-            break;
-        }
-        fp = next;
-    }
-    n
-}
-
-#[inline(always)]
-fn frame_pointer() -> usize {
-    let fp: usize;
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: reads a register, no memory access.
-    unsafe {
-        core::arch::asm!("mov {}, rbp", out(reg) fp, options(nomem, nostack, preserves_flags))
-    };
-    #[cfg(target_arch = "aarch64")]
-    // SAFETY: reads a register, no memory access.
-    unsafe {
-        core::arch::asm!("mov {}, x29", out(reg) fp, options(nomem, nostack, preserves_flags))
-    };
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    {
-        fp = 0;
-    }
-    fp
-}
-
-/// This thread's stack bounds, cached. `pthread_getattr_np` may allocate (glibc reads /proc/self/maps for
-/// the main thread): the caller holds the `BUSY` guard, so those allocations are not sampled.
-fn stack_bounds() -> (usize, usize) {
-    let cached = STACK_BOUNDS.with(Cell::get);
-    if cached.1 != 0 {
-        return cached;
-    }
-    let mut bounds = (0, 0);
-    // SAFETY: attr is initialised by pthread_getattr_np before use and destroyed after.
-    unsafe {
-        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
-        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) == 0 {
-            let mut addr: *mut libc::c_void = std::ptr::null_mut();
-            let mut size: libc::size_t = 0;
-            if libc::pthread_attr_getstack(&attr, &mut addr, &mut size) == 0 {
-                bounds = (addr as usize, addr as usize + size);
-            }
-            libc::pthread_attr_destroy(&mut attr);
-        }
-    }
-    STACK_BOUNDS.with(|c| c.set(bounds));
-    bounds
 }
 
 #[cfg(test)]
@@ -598,25 +521,5 @@ mod tests {
         assert_eq!(sites.site(&[9], 8), Some(d));
         assert_eq!(sites.site(&[1, 2, 3], 64), Some(a));
         assert_eq!(sites.records[d as usize].stack, vec![9]);
-    }
-
-    #[test]
-    fn stack_capture_sees_callers() {
-        #[inline(never)]
-        fn outer(out: &mut [u64]) -> usize {
-            let n = capture_stack(out);
-            std::hint::black_box(n)
-        }
-        let mut frames = [0u64; MAX_DEPTH];
-        let n = outer(&mut frames);
-        assert!(n >= 3, "walked {n} frames");
-        let outer_addr = outer as *const () as u64;
-        // frames[0] is the return address inside `outer`.
-        assert!(
-            frames[0] > outer_addr && frames[0] < outer_addr + 4096,
-            "{:#x} vs {:#x}",
-            frames[0],
-            outer_addr
-        );
     }
 }
