@@ -1,14 +1,14 @@
 //! The CPU sampler: SIGPROF from per-thread CPU-time timers, frame-pointer stacks, the subsystem label read
 //! at sample time, aggregated by a collector thread.
 //!
-//! How it works: [`start`] arms, for every thread in `/proc/self/task`, a POSIX timer on that thread's CPU
-//! clock (`timer_create` on clock id `((!tid) << 3) | 6`, Linux's `CPUCLOCK_SCHED | CPUCLOCK_PERTHREAD`,
-//! as Go does) that sends SIGPROF to that thread only (`SIGEV_THREAD_ID`). Per-thread timers charge each
-//! thread exactly its own CPU time; a process-wide `setitimer` does not (golang/go#35057). The signal
-//! handler unwinds the interrupted context, reads the thread's label and writes one slot of a static
-//! lock-free ring. A collector thread (`nl6-cpu-collect`, unlabelled, sampled like any other) rescans
-//! `/proc/self/task` every 100 ms — arming timers for new threads, deleting those of dead ones (timers
-//! belong to the process and would leak) — and drains the ring into a `(stack, label) → count` map.
+//! How it works: [`start`] installs the handler and arms, for every thread in `/proc/self/task`, a POSIX
+//! timer on that thread's CPU clock that sends SIGPROF to that thread only ([`timers`]: per-thread timers
+//! charge each thread exactly its own CPU time; a process-wide `setitimer` does not, golang/go#35057). The
+//! signal handler unwinds the interrupted context, reads the thread's label and writes one slot of a static
+//! lock-free [`ring`]. A collector thread (`nl6-cpu-collect`, unlabelled, sampled like any other) drains the
+//! ring into a `(stack, label) → count` map and keeps the timers in step with the threads: it rescans
+//! `/proc/self/task` every 100 ms, arming timers for new threads and deleting those of dead ones (timers
+//! belong to the process and would leak).
 //!
 //! Rates: the kernel checks CPU timers on its tick, so a thread receives at most `CONFIG_HZ` signals a
 //! second (250 on the kernels we target). Rates are capped at [`MAX_HZ`]; a sample is credited with
@@ -18,16 +18,21 @@
 //! Owns: the ring (static, ~1.1 MB of zero pages, touched as used), the timers, the collector thread. Never:
 //! allocates, locks or panics in the handler; runs two sessions at once ([`CpuError::Busy`]); restores the
 //! default SIGPROF action (see [`super::signal`]).
+mod ring;
+mod timers;
+
 use super::signal::{self, ErrnoGuard};
 use super::unwind::{self, MAX_DEPTH};
 use super::{labels, Stack};
-use std::cell::UnsafeCell;
+use ring::Ring;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::os::raw::c_int;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
+pub(crate) use timers::list_tids;
+use timers::Timers;
 
 /// Default sampling rate, as Go's.
 pub const DEFAULT_HZ: u32 = 100;
@@ -96,108 +101,8 @@ pub fn effective_hz(requested: u32) -> u32 {
     }
 }
 
-/// Linux's clock id for a thread's CPU time (`MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)`).
-pub(crate) fn thread_cpu_clock(tid: i32) -> libc::clockid_t {
-    ((!tid) << 3) | 6
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// The ring: fixed slots, each with its own state. Writers (signal handlers) claim an EMPTY slot with a CAS,
-// fill it and publish it READY; the single drainer (under the window mutex) copies READY slots and frees
-// them. A writer that finds no free slot in a few tries drops the sample and counts it.
-
-const EMPTY: u32 = 0;
-const WRITING: u32 = 1;
-const READY: u32 = 2;
-/// Slots probed by a writer before it drops the sample.
-const CLAIM_TRIES: usize = 4;
 /// Ring capacity: at 250 Hz on 2 busy cores, 4 s of samples between 100 ms drains.
 const RING_SLOTS: usize = 2048;
-
-struct SlotData {
-    weight: u32,
-    label: u16,
-    depth: u16,
-    /// Nonzero: this thread's stack top is unknown (its tid); `rsp` lets the collector learn it.
-    unknown_tid: i32,
-    rsp: u64,
-    frames: [u64; MAX_DEPTH],
-}
-
-struct Slot {
-    state: AtomicU32,
-    data: UnsafeCell<SlotData>,
-}
-
-impl Slot {
-    const fn new() -> Slot {
-        Slot {
-            state: AtomicU32::new(EMPTY),
-            data: UnsafeCell::new(SlotData {
-                weight: 0,
-                label: 0,
-                depth: 0,
-                unknown_tid: 0,
-                rsp: 0,
-                frames: [0; MAX_DEPTH],
-            }),
-        }
-    }
-}
-
-struct Ring<const N: usize> {
-    next: AtomicUsize,
-    slots: [Slot; N],
-}
-
-// SAFETY: a slot's data is written only by the writer that moved it EMPTY→WRITING and read only by the
-// drainer after it saw READY (Acquire), and freed (Release) only after reading: one owner at a time.
-unsafe impl<const N: usize> Sync for Ring<N> {}
-
-impl<const N: usize> Ring<N> {
-    const fn new() -> Self {
-        Ring {
-            next: AtomicUsize::new(0),
-            slots: [const { Slot::new() }; N],
-        }
-    }
-
-    /// Claims a slot, lets `fill` write it, publishes it. False when the ring is full. Async-signal-safe.
-    #[inline]
-    fn push(&self, fill: impl FnOnce(&mut SlotData)) -> bool {
-        for _ in 0..CLAIM_TRIES {
-            let i = self.next.fetch_add(1, Ordering::Relaxed) % N;
-            let Some(slot) = self.slots.get(i) else {
-                return false;
-            };
-            if slot
-                .state
-                .compare_exchange(EMPTY, WRITING, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-            {
-                // SAFETY: we own the slot until we publish it (see `impl Sync`).
-                fill(unsafe { &mut *slot.data.get() });
-                slot.state.store(READY, Ordering::Release);
-                return true;
-            }
-        }
-        false
-    }
-
-    /// Hands every published slot to `take` and frees it. Only one drainer may run at a time.
-    fn drain(&self, mut take: impl FnMut(&SlotData)) -> usize {
-        let mut n = 0;
-        for slot in &self.slots {
-            if slot.state.load(Ordering::Acquire) == READY {
-                // SAFETY: READY slots belong to the (single) drainer until stored EMPTY.
-                take(unsafe { &*slot.data.get() });
-                slot.state.store(EMPTY, Ordering::Release);
-                n += 1;
-            }
-        }
-        n
-    }
-}
 
 static RING: Ring<RING_SLOTS> = Ring::new();
 /// True while a session wants samples; the handler returns at once otherwise (late signals).
@@ -208,8 +113,6 @@ static SESSION: AtomicBool = AtomicBool::new(false);
 static LOST: AtomicU64 = AtomicU64::new(0);
 /// Signals that produced a sample (process lifetime).
 static SIGNALS: AtomicU64 = AtomicU64::new(0);
-/// Timers created and not yet deleted.
-static LIVE_TIMERS: AtomicUsize = AtomicUsize::new(0);
 
 /// The SIGPROF handler. Follows the contract in [`super::signal`].
 unsafe extern "C" fn on_sigprof(_sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
@@ -247,7 +150,7 @@ pub fn signals_taken() -> u64 {
 
 /// Timers currently created by the sampler (0 when no session runs: none leak).
 pub fn live_timers() -> usize {
-    LIVE_TIMERS.load(Ordering::Relaxed)
+    timers::live_count()
 }
 
 /// True when the sampler's SIGPROF handler is installed (it stays installed once a session has started,
@@ -261,185 +164,12 @@ pub fn is_running() -> bool {
     SESSION.load(Ordering::Acquire)
 }
 
-// ---------------------------------------------------------------------------------------------------------
-// Timers (raw syscalls: the kernel's sigevent carries the target tid, which musl's struct does not expose).
-
-const SIGEV_THREAD_ID: c_int = 4;
-
-/// The kernel's `struct sigevent` (64 bytes) with the `_tid` member of its union.
-#[repr(C)]
-struct KernelSigevent {
-    value: u64,
-    signo: c_int,
-    notify: c_int,
-    tid: c_int,
-    _pad: [c_int; 11],
-}
-
-/// Creates and arms a SIGPROF timer on `tid`'s CPU clock; returns the kernel timer id.
-fn arm_timer(tid: i32, period_ns: u64) -> Result<c_int, std::io::Error> {
-    let ev = KernelSigevent {
-        value: 0,
-        signo: signal::CPU_SIGNAL,
-        notify: SIGEV_THREAD_ID,
-        tid,
-        _pad: [0; 11],
-    };
-    let mut id: c_int = 0;
-    // SAFETY: ev and id outlive the call; the kernel reads 64 bytes of ev and writes one int to id.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_timer_create,
-            thread_cpu_clock(tid),
-            &ev as *const KernelSigevent,
-            &mut id,
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    LIVE_TIMERS.fetch_add(1, Ordering::Relaxed);
-    let period = libc::timespec {
-        tv_sec: (period_ns / 1_000_000_000) as _,
-        tv_nsec: (period_ns % 1_000_000_000) as _,
-    };
-    // The first expiry comes after a random fraction of a period: a thread that lives for less than one
-    // period is then sampled with probability cpu/period instead of never (unbiased for short threads).
-    let first_ns = 1 + random_u64(tid) % period_ns.max(1);
-    let first = libc::timespec {
-        tv_sec: (first_ns / 1_000_000_000) as _,
-        tv_nsec: (first_ns % 1_000_000_000) as _,
-    };
-    let spec = libc::itimerspec {
-        it_interval: period,
-        it_value: first,
-    };
-    // SAFETY: spec outlives the call; the old-value pointer is null.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_timer_settime,
-            id,
-            0,
-            &spec as *const libc::itimerspec,
-            std::ptr::null_mut::<u8>(),
-        )
-    };
-    if rc != 0 {
-        let err = std::io::Error::last_os_error();
-        delete_timer(id);
-        return Err(err);
-    }
-    Ok(id)
-}
-
-/// A cheap non-cryptographic random number (SplitMix64 over a counter, the clock and `salt`).
-fn random_u64(salt: i32) -> u64 {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    super::mix64(
-        nanos ^ COUNTER.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed) ^ ((salt as u64) << 32),
-    )
-}
-
-fn delete_timer(id: c_int) {
-    // SAFETY: deleting a timer id we created; a wrong id only returns EINVAL.
-    if unsafe { libc::syscall(libc::SYS_timer_delete, id) } == 0 {
-        LIVE_TIMERS.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// Thread ids from the entry names of `/proc/self/task` (non-numeric names are skipped).
-pub(crate) fn parse_tids<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<i32> {
-    let mut tids: Vec<i32> = names
-        .into_iter()
-        .filter_map(|n| n.parse::<i32>().ok())
-        .filter(|t| *t > 0)
-        .collect();
-    tids.sort_unstable();
-    tids
-}
-
-/// The process's live thread ids, sorted.
-pub(crate) fn list_tids() -> std::io::Result<Vec<i32>> {
-    let names: Vec<String> = std::fs::read_dir("/proc/self/task")?
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    Ok(parse_tids(names.iter().map(String::as_str)))
-}
-
-/// What to do after a rescan: tids to arm and tids whose timers to delete. Pure.
-pub(crate) fn diff_tids(armed: &[i32], live: &[i32]) -> (Vec<i32>, Vec<i32>) {
-    let arm = live
-        .iter()
-        .filter(|t| armed.binary_search(t).is_err())
-        .copied()
-        .collect();
-    let delete = armed
-        .iter()
-        .filter(|t| live.binary_search(t).is_err())
-        .copied()
-        .collect();
-    (arm, delete)
-}
-
 /// The timers of the running session, by tid (None between sessions). Locked by the collector's rescan,
 /// by threads arming themselves at birth ([`arm_current_thread`]) and by stop; never by a handler.
 static TIMERS: Mutex<Option<Timers>> = Mutex::new(None);
 
 fn timers() -> std::sync::MutexGuard<'static, Option<Timers>> {
     TIMERS.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The timers of one session, by tid.
-struct Timers {
-    by_tid: HashMap<i32, c_int>,
-    period_ns: u64,
-}
-
-impl Timers {
-    fn arm(&mut self, tid: i32) -> Result<(), std::io::Error> {
-        if !self.by_tid.contains_key(&tid) {
-            self.by_tid.insert(tid, arm_timer(tid, self.period_ns)?);
-        }
-        Ok(())
-    }
-
-    /// Arms new threads and deletes timers of dead ones. Returns how many timers were armed.
-    fn sync(&mut self) -> Result<usize, std::io::Error> {
-        let live = list_tids()?;
-        let mut armed: Vec<i32> = self.by_tid.keys().copied().collect();
-        armed.sort_unstable();
-        let (arm, delete) = diff_tids(&armed, &live);
-        for tid in delete {
-            if let Some(id) = self.by_tid.remove(&tid) {
-                delete_timer(id);
-            }
-            unwind::forget_foreign(tid);
-        }
-        let mut n = 0;
-        let mut first_err = None;
-        for tid in arm {
-            match self.arm(tid) {
-                Ok(()) => n += 1,
-                // The thread may have exited since the scan (EINVAL); remember other errors.
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
-                Err(e) => first_err = first_err.or(Some(e)),
-            }
-        }
-        match first_err {
-            Some(e) if self.by_tid.is_empty() => Err(e),
-            _ => Ok(n),
-        }
-    }
-
-    fn delete_all(&mut self) {
-        for (_, id) in self.by_tid.drain() {
-            delete_timer(id);
-        }
-    }
 }
 
 /// Arms the calling thread's timer now if a session runs, so a short-lived thread is sampled from its
@@ -478,8 +208,7 @@ impl Window {
     fn drain_ring(&mut self) -> Vec<(i32, u64)> {
         let mut unknown = Vec::new();
         RING.drain(|s| {
-            let depth = (s.depth as usize).min(MAX_DEPTH);
-            let stack = s.frames.get(..depth).unwrap_or(&[]).to_vec();
+            let stack = s.stack().to_vec();
             *self.counts.entry((stack, s.label)).or_insert(0) += s.weight as u64;
             if s.unknown_tid != 0 && !unknown.iter().any(|u: &(i32, u64)| u.0 == s.unknown_tid) {
                 unknown.push((s.unknown_tid, s.rsp));
@@ -674,61 +403,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn clock_id_matches_linux_thread_cpuclock() {
-        // MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED) = (~tid << 3) | CPUCLOCK_PERTHREAD_MASK | CPUCLOCK_SCHED.
-        assert_eq!(thread_cpu_clock(1), -10);
-        assert_eq!(thread_cpu_clock(1234), (!1234 << 3) | 4 | 2);
-        // The kernel agrees: the clock of our own tid reads the same order of time as CLOCK_THREAD_CPUTIME_ID.
-        let mut a = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: writing one timespec we own.
-        let rc = unsafe { libc::clock_gettime(thread_cpu_clock(signal::gettid()), &mut a) };
-        assert_eq!(rc, 0, "the per-thread clock id was rejected");
-    }
-
-    #[test]
     fn hz_is_defaulted_and_capped() {
         assert_eq!(effective_hz(0), DEFAULT_HZ);
         assert_eq!(effective_hz(100), 100);
         assert_eq!(effective_hz(1000), MAX_HZ);
-    }
-
-    #[test]
-    fn tids_parse_and_diff() {
-        assert_eq!(
-            parse_tids(["12", "3", "self", "", "-4", "7"]),
-            vec![3, 7, 12]
-        );
-        let (arm, del) = diff_tids(&[3, 7, 12], &[3, 9, 12, 20]);
-        assert_eq!(arm, vec![9, 20]);
-        assert_eq!(del, vec![7]);
-    }
-
-    #[test]
-    fn ring_publishes_drains_and_drops_when_full() {
-        let ring: Box<Ring<4>> = Box::new(Ring::new());
-        for i in 0..4u16 {
-            assert!(ring.push(|s| {
-                s.label = i;
-                s.weight = 1;
-                s.depth = 1;
-                s.frames[0] = 100 + i as u64;
-            }));
-        }
-        // Full: the fifth push finds no EMPTY slot and drops.
-        assert!(!ring.push(|s| s.label = 99));
-        let mut seen = Vec::new();
-        assert_eq!(ring.drain(|s| seen.push((s.label, s.frames[0]))), 4);
-        seen.sort();
-        assert_eq!(seen, vec![(0, 100), (1, 101), (2, 102), (3, 103)]);
-        // Drained slots are free again; a slot being written is not drained.
-        assert!(ring.push(|s| s.label = 7));
-        ring.slots[1].state.store(WRITING, Ordering::Relaxed);
-        let mut labels = Vec::new();
-        ring.drain(|s| labels.push(s.label));
-        assert_eq!(labels, vec![7]);
-        assert_eq!(ring.slots[1].state.load(Ordering::Relaxed), WRITING);
     }
 }
