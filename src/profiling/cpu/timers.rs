@@ -128,11 +128,11 @@ pub(crate) fn parse_tids<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<i3
 
 /// The process's live thread ids, sorted.
 pub(crate) fn list_tids() -> std::io::Result<Vec<i32>> {
-    let names: Vec<String> = std::fs::read_dir("/proc/self/task")?
+    let entries: Vec<std::ffi::OsString> = std::fs::read_dir("/proc/self/task")?
         .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .map(|e| e.file_name())
         .collect();
-    Ok(parse_tids(names.iter().map(String::as_str)))
+    Ok(parse_tids(entries.iter().filter_map(|n| n.to_str())))
 }
 
 /// What to do after a rescan: tids to arm and tids whose timers to delete. Pure.
