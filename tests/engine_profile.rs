@@ -33,7 +33,9 @@ fn engine_profile_hot_spin(iterations: u64) -> u64 {
 fn engine_profile_hot_sort(rounds: usize) -> u64 {
     let mut acc = 0u64;
     for r in 0..rounds {
-        let mut v: Vec<u64> = (0..4096u64).map(|i| (i * 2654435761 + r as u64) % 10007).collect();
+        let mut v: Vec<u64> = (0..4096u64)
+            .map(|i| (i * 2654435761 + r as u64) % 10007)
+            .collect();
         v.sort_by(|a, b| b.cmp(a));
         acc = acc.wrapping_add(v[17]);
     }
@@ -77,8 +79,10 @@ fn write_temp(name: &str, bytes: &[u8]) -> std::path::PathBuf {
 fn cpu_profile_names_the_running_function_and_its_std_callees() {
     let _g = SAMPLER.lock().unwrap_or_else(|e| e.into_inner());
     let session = cpu::start(cpu::DEFAULT_HZ).expect("start the sampler");
-    let t = labels::spawn(labels::Subsystem::SNMP, "hot-sorter", || burn_for(Duration::from_millis(1500)))
-        .unwrap();
+    let t = labels::spawn(labels::Subsystem::SNMP, "hot-sorter", || {
+        burn_for(Duration::from_millis(1500))
+    })
+    .unwrap();
     black_box(t.join().unwrap());
     let profile = session.stop();
     assert!(
@@ -91,30 +95,56 @@ fn cpu_profile_names_the_running_function_and_its_std_callees() {
     // -top: the hot function is the top flat entry: the sampler recorded the interrupted instruction
     // itself, not only its callers.
     let top = go_pprof(&["-top", "-nodecount=15"], &path);
-    let rows: Vec<&str> = top.lines().skip_while(|l| !l.trim_start().starts_with("flat")).skip(1).collect();
+    let rows: Vec<&str> = top
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("flat"))
+        .skip(1)
+        .collect();
     assert!(!rows.is_empty(), "no rows in:\n{top}");
-    assert!(rows[0].ends_with("engine_profile::engine_profile_hot_spin"), "top flat entry is not the hot function:\n{top}");
+    assert!(
+        rows[0].ends_with("engine_profile::engine_profile_hot_spin"),
+        "top flat entry is not the hot function:\n{top}"
+    );
 
     // -traces: the hot function's stacks go through std's sort and the comparison closure.
     let traces = go_pprof(&["-traces"], &path);
-    assert!(traces.contains("engine_profile::engine_profile_hot_sort"), "{traces}");
-    assert!(traces.contains("core::slice::sort"), "no std sort frames in stacks:\n{traces}");
-    assert!(traces.contains("{{closure}}"), "the comparison closure is missing:\n{traces}");
+    assert!(
+        traces.contains("engine_profile::engine_profile_hot_sort"),
+        "{traces}"
+    );
+    assert!(
+        traces.contains("core::slice::sort"),
+        "no std sort frames in stacks:\n{traces}"
+    );
+    assert!(
+        traces.contains("{{closure}}"),
+        "the comparison closure is missing:\n{traces}"
+    );
 
     // -tags: the birth label rides on the samples.
     let tags = go_pprof(&["-tags"], &path);
-    assert!(tags.contains("subsystem") && tags.contains("snmp"), "{tags}");
+    assert!(
+        tags.contains("subsystem") && tags.contains("snmp"),
+        "{tags}"
+    );
 }
 
 #[test]
 fn every_engine_profile_kind_opens_in_go_tool_pprof() {
     let _g = SAMPLER.lock().unwrap_or_else(|e| e.into_inner());
     let threads = nl6::profiling::threads::capture_all(Duration::from_secs(2));
-    assert!(threads.len() >= 2, "expected the test threads, got {}", threads.len());
+    assert!(
+        threads.len() >= 2,
+        "expected the test threads, got {}",
+        threads.len()
+    );
     let heap = nl6::profiling::heap::snapshot();
     let kinds: Vec<(&str, Vec<u8>)> = vec![
         ("goroutine", encode::goroutine(&threads)),
-        ("threadcreate", encode::threadcreate(&nl6::profiling::threads::threadcreate_stacks())),
+        (
+            "threadcreate",
+            encode::threadcreate(&nl6::profiling::threads::threadcreate_stacks()),
+        ),
         ("heap", encode::heap(&heap, encode::HeapView::Heap)),
         ("allocs", encode::heap(&heap, encode::HeapView::Allocs)),
         ("block", encode::contention_empty()),
@@ -122,6 +152,9 @@ fn every_engine_profile_kind_opens_in_go_tool_pprof() {
     for (name, bytes) in kinds {
         let path = write_temp(&format!("{name}.pb.gz"), &bytes);
         let raw = go_pprof(&["-raw"], &path);
-        assert!(raw.contains("Samples:") || raw.contains("PeriodType"), "{name}: {raw}");
+        assert!(
+            raw.contains("Samples:") || raw.contains("PeriodType"),
+            "{name}: {raw}"
+        );
     }
 }

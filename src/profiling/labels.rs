@@ -89,7 +89,10 @@ impl Subsystem {
             return Subsystem((BUILTIN.len() + i) as u16);
         }
         let i = names.len();
-        assert!(BUILTIN.len() + i < MAX_LABELS, "more than {MAX_LABELS} subsystem label values");
+        assert!(
+            BUILTIN.len() + i < MAX_LABELS,
+            "more than {MAX_LABELS} subsystem label values"
+        );
         let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
         let _ = CUSTOM_NAMES[i].set(leaked);
         names.push(leaked);
@@ -194,7 +197,11 @@ pub fn with<R>(label: Subsystem, f: impl FnOnce() -> R) -> R {
 
 /// Spawns a named OS thread that carries `label` from its first instruction (the birth label), through
 /// [`crate::profiling::threads::spawn_recorded`] so the `threadcreate` profile sees where it was created.
-pub fn spawn<F, T>(label: Subsystem, name: &str, f: F) -> std::io::Result<std::thread::JoinHandle<T>>
+pub fn spawn<F, T>(
+    label: Subsystem,
+    name: &str,
+    f: F,
+) -> std::io::Result<std::thread::JoinHandle<T>>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
@@ -250,7 +257,9 @@ mod tests {
             set_thread(Subsystem::SCENARIO);
             with(Subsystem::FLOW, || {
                 assert_eq!(current(), Some(Subsystem::FLOW));
-                with(Subsystem::SYSLOG, || assert_eq!(current(), Some(Subsystem::SYSLOG)));
+                with(Subsystem::SYSLOG, || {
+                    assert_eq!(current(), Some(Subsystem::SYSLOG))
+                });
                 assert_eq!(current(), Some(Subsystem::FLOW));
             });
             assert_eq!(current(), Some(Subsystem::SCENARIO));
@@ -276,7 +285,12 @@ mod tests {
         let h = spawn(Subsystem::SNMP, "t-birth", current).unwrap();
         assert_eq!(h.join().unwrap(), Some(Subsystem::SNMP));
         let h = std::thread::spawn(|| {
-            with(Subsystem::SCENARIO, || spawn_inheriting("t-inherit", current).unwrap().join().unwrap())
+            with(Subsystem::SCENARIO, || {
+                spawn_inheriting("t-inherit", current)
+                    .unwrap()
+                    .join()
+                    .unwrap()
+            })
         });
         assert_eq!(h.join().unwrap(), Some(Subsystem::SCENARIO));
     }

@@ -22,7 +22,12 @@ fn workload(rounds: u64) -> (Duration, Duration) {
     let cpu0 = process_cpu();
     let t0 = Instant::now();
     let hs: Vec<_> = (0..2u64)
-        .map(|i| nl6::profiling::threads::spawn_recorded("bench-spin", move || black_box(spin(i + 1, rounds))).expect("spawn"))
+        .map(|i| {
+            nl6::profiling::threads::spawn_recorded("bench-spin", move || {
+                black_box(spin(i + 1, rounds))
+            })
+            .expect("spawn")
+        })
         .collect();
     for h in hs {
         h.join().unwrap();
@@ -70,7 +75,10 @@ fn run(mode: Mode, rounds: u64) -> ((Duration, Duration), u64) {
             (r, p.samples.iter().map(|s| s.count).sum())
         }
         Mode::PprofRs => {
-            let guard = pprof::ProfilerGuardBuilder::default().frequency(100).build().expect("pprof-rs start");
+            let guard = pprof::ProfilerGuardBuilder::default()
+                .frequency(100)
+                .build()
+                .expect("pprof-rs start");
             let r = workload(rounds);
             let report = guard.report().build().expect("pprof-rs report");
             (r, report.data.values().map(|v| *v as u64).sum())
@@ -83,7 +91,10 @@ fn main() {
     while workload(rounds).0 < Duration::from_millis(500) {
         rounds *= 2;
     }
-    let pairs: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(10);
+    let pairs: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(10);
     let modes = [Mode::None, Mode::Nl6, Mode::PprofRs, Mode::AA];
     let mut wall = [vec![], vec![], vec![], vec![]];
     let mut cpu = [vec![], vec![], vec![], vec![]];
@@ -117,6 +128,10 @@ fn main() {
     for mode in [Mode::Nl6, Mode::PprofRs] {
         let before = vm_rss_kb();
         let _ = run(mode, rounds);
-        println!("  {:<8} RSS after one profiled run: +{} kB", format!("{mode:?}"), vm_rss_kb().saturating_sub(before));
+        println!(
+            "  {:<8} RSS after one profiled run: +{} kB",
+            format!("{mode:?}"),
+            vm_rss_kb().saturating_sub(before)
+        );
     }
 }
