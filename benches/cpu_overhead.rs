@@ -1,7 +1,11 @@
 //! CPU sampler costs, side by side in one run: `cargo bench --bench cpu_overhead`.
 //!
 //! - overhead: a CPU-bound 2-thread workload (fixed work) timed without the sampler and with it at 100 Hz,
-//!   in interleaved pairs; prints the median ratio of wall time and of process CPU time (target ≤ 0.5 %);
+//!   in interleaved pairs; prints the median ratio of wall time and of process CPU time (target ≤ 0.5 %).
+//!   The workload threads are spawned through `threads::spawn_recorded` in both runs, so the sampler arms
+//!   them at birth and samples them at the full rate (a plain `std::thread::spawn` thread waits up to
+//!   100 ms for the collector's rescan: see `cpu`'s module doc). `NL6_BENCH_AA=1` runs both sides without
+//!   the sampler, to show how far the machine's noise alone moves the ratios;
 //! - RSS added by a running sampler (VmRSS before start vs after 2 s of sampling; target ≤ 4 MB);
 //! - label scope cost: ns per `labels::with` enter+exit and heap allocations per scope, counted by this
 //!   binary's global allocator (target ≤ 10 ns, 0 allocations).
@@ -51,7 +55,12 @@ fn workload(rounds: u64) -> (Duration, Duration) {
     let cpu0 = process_cpu();
     let t0 = Instant::now();
     let hs: Vec<_> = (0..2u64)
-        .map(|i| std::thread::spawn(move || black_box(spin(i + 1, rounds))))
+        .map(|i| {
+            nl6::profiling::threads::spawn_recorded("bench-spin", move || {
+                black_box(spin(i + 1, rounds))
+            })
+            .expect("spawn")
+        })
         .collect();
     for h in hs {
         h.join().unwrap();
@@ -91,10 +100,14 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10);
+    let aa = std::env::var_os("NL6_BENCH_AA").is_some();
     let (mut wall, mut cpu_r, mut samples) = (Vec::new(), Vec::new(), 0u64);
     for i in 0..pairs {
         // Alternate which runs first so drift does not favour one side.
         let run_with = || {
+            if aa {
+                return (workload(rounds), 0);
+            }
             let s = cpu::start(100).expect("start sampler");
             let r = workload(rounds);
             let p = s.stop();
@@ -111,7 +124,14 @@ fn main() {
         wall.push(with.0.as_secs_f64() / base.0.as_secs_f64());
         cpu_r.push(with.1.as_secs_f64() / base.1.as_secs_f64());
     }
-    println!("cpu_overhead: 2 CPU-bound threads, {pairs} interleaved pairs, sampler at 100 Hz ({samples} samples)");
+    let what = if aa {
+        "A/A: no sampler on either side"
+    } else {
+        "sampler at 100 Hz"
+    };
+    println!(
+        "cpu_overhead: 2 CPU-bound threads, {pairs} interleaved pairs, {what} ({samples} samples)"
+    );
     println!(
         "  wall ratio with/without: median {:.4}  (overhead {:+.2} %)",
         median(wall.clone()),

@@ -27,3 +27,21 @@ pub(crate) mod unwind;
 /// A captured call stack: return addresses, **leaf first** (the interrupted instruction itself at index 0
 /// for CPU samples). Addresses are absolute in this process.
 pub type Stack = Vec<u64>;
+
+/// SplitMix64's finaliser: spreads cheap entropy (a clock, a counter, an address) over all 64 bits. Seeds
+/// the heap sampler's per-thread generator and the CPU timers' random first expiry.
+pub(crate) fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn mix64_is_splitmix64() {
+        // SplitMix64 seeded with 0 first outputs mix64(golden ratio) = 0xe220a8397b1dcdaf (Vigna's reference).
+        assert_eq!(super::mix64(0x9e37_79b9_7f4a_7c15), 0xe220_a839_7b1d_cdaf);
+        assert_eq!(super::mix64(0), 0);
+    }
+}

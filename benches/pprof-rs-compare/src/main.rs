@@ -1,6 +1,10 @@
 //! nl6's CPU sampler vs pprof-rs 0.15 (frame-pointer unwinder) at 100 Hz on a CPU-bound 2-thread
-//! workload: interleaved runs of (no profiler, nl6, pprof-rs), median ratios of wall and process CPU
-//! time, samples each profiler reports, and the RSS each adds once started.
+//! workload: interleaved runs of (no profiler, nl6, pprof-rs, no profiler again), median ratios of wall
+//! and process CPU time against the first, samples each profiler reports, and the RSS each adds once
+//! started. The second unprofiled run ("A/A") shows how far the machine's noise alone moves the ratios.
+//! Workload threads are spawned through nl6's `spawn_recorded` in every mode, so nl6 arms them at birth
+//! (pprof-rs's process-wide timer covers them anyway); a plain `std::thread::spawn` thread waits up to
+//! 100 ms for nl6's rescan and would make nl6 look cheaper than it is.
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -17,7 +21,14 @@ fn spin(mut x: u64, rounds: u64) -> u64 {
 fn workload(rounds: u64) -> (Duration, Duration) {
     let cpu0 = process_cpu();
     let t0 = Instant::now();
-    let hs: Vec<_> = (0..2u64).map(|i| std::thread::spawn(move || black_box(spin(i + 1, rounds)))).collect();
+    let hs: Vec<_> = (0..2u64)
+        .map(|i| {
+            nl6::profiling::threads::spawn_recorded("bench-spin", move || {
+                black_box(spin(i + 1, rounds))
+            })
+            .expect("spawn")
+        })
+        .collect();
     for h in hs {
         h.join().unwrap();
     }
@@ -51,11 +62,12 @@ enum Mode {
     None,
     Nl6,
     PprofRs,
+    AA,
 }
 
 fn run(mode: Mode, rounds: u64) -> ((Duration, Duration), u64) {
     match mode {
-        Mode::None => (workload(rounds), 0),
+        Mode::None | Mode::AA => (workload(rounds), 0),
         Mode::Nl6 => {
             let s = nl6::profiling::cpu::start(100).expect("nl6 start");
             let r = workload(rounds);
@@ -63,7 +75,10 @@ fn run(mode: Mode, rounds: u64) -> ((Duration, Duration), u64) {
             (r, p.samples.iter().map(|s| s.count).sum())
         }
         Mode::PprofRs => {
-            let guard = pprof::ProfilerGuardBuilder::default().frequency(100).build().expect("pprof-rs start");
+            let guard = pprof::ProfilerGuardBuilder::default()
+                .frequency(100)
+                .build()
+                .expect("pprof-rs start");
             let r = workload(rounds);
             let report = guard.report().build().expect("pprof-rs report");
             (r, report.data.values().map(|v| *v as u64).sum())
@@ -76,26 +91,29 @@ fn main() {
     while workload(rounds).0 < Duration::from_millis(500) {
         rounds *= 2;
     }
-    let pairs: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(10);
-    let modes = [Mode::None, Mode::Nl6, Mode::PprofRs];
-    let mut wall = [vec![], vec![], vec![]];
-    let mut cpu = [vec![], vec![], vec![]];
-    let mut samples = [0u64; 3];
+    let pairs: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(10);
+    let modes = [Mode::None, Mode::Nl6, Mode::PprofRs, Mode::AA];
+    let mut wall = [vec![], vec![], vec![], vec![]];
+    let mut cpu = [vec![], vec![], vec![], vec![]];
+    let mut samples = [0u64; 4];
     for i in 0..pairs {
-        let mut got = [(Duration::ZERO, Duration::ZERO); 3];
-        for k in 0..3 {
-            let m = (i + k) % 3; // rotate the order every round
+        let mut got = [(Duration::ZERO, Duration::ZERO); 4];
+        for k in 0..4 {
+            let m = (i + k) % 4; // rotate the order every round
             let (r, n) = run(modes[m], rounds);
             got[m] = r;
             samples[m] += n;
         }
-        for m in 1..3 {
+        for m in 1..4 {
             wall[m].push(got[m].0.as_secs_f64() / got[0].0.as_secs_f64());
             cpu[m].push(got[m].1.as_secs_f64() / got[0].1.as_secs_f64());
         }
     }
-    println!("2 CPU-bound threads, {pairs} rounds of (none, nl6, pprof-rs) at 100 Hz, ~{rounds} iterations per thread");
-    for m in 1..3 {
+    println!("2 CPU-bound threads, {pairs} rounds of (none, nl6, pprof-rs, none again) at 100 Hz, ~{rounds} iterations per thread");
+    for m in 1..4 {
         println!(
             "  {:<8} wall ratio {:.4} ({:+.2} %)  cpu ratio {:.4} ({:+.2} %)  samples {}",
             format!("{:?}", modes[m]),
@@ -110,6 +128,10 @@ fn main() {
     for mode in [Mode::Nl6, Mode::PprofRs] {
         let before = vm_rss_kb();
         let _ = run(mode, rounds);
-        println!("  {:<8} RSS after one profiled run: +{} kB", format!("{mode:?}"), vm_rss_kb().saturating_sub(before));
+        println!(
+            "  {:<8} RSS after one profiled run: +{} kB",
+            format!("{mode:?}"),
+            vm_rss_kb().saturating_sub(before)
+        );
     }
 }

@@ -1,0 +1,434 @@
+//! The CPU sampler: SIGPROF from per-thread CPU-time timers, frame-pointer stacks, the subsystem label read
+//! at sample time, aggregated by a collector thread.
+//!
+//! How it works: [`start`] installs the handler and arms, for every thread in `/proc/self/task`, a POSIX
+//! timer on that thread's CPU clock that sends SIGPROF to that thread only ([`timers`]: per-thread timers
+//! charge each thread exactly its own CPU time; a process-wide `setitimer` does not, golang/go#35057). The
+//! signal handler unwinds the interrupted context, reads the thread's label and writes one slot of a static
+//! lock-free [`ring`]. A collector thread (`nl6-cpu-collect`, unlabelled, sampled like any other) drains the
+//! ring every 100 ms into a `(stack, label) → count` map and keeps the timers in step with the threads:
+//! each tick it lists `/proc/self/task`, arming timers for new threads and deleting those of dead ones
+//! (timers belong to the process and would leak).
+//!
+//! Coverage limit: every thread alive at [`start`] is armed before it returns, and a thread spawned
+//! through `threads::spawn_recorded` (so `labels::spawn`) arms itself at birth. Any other thread started
+//! during a profile (`std::thread::spawn`, a C library's thread) is armed by the collector's next tick:
+//! its first **up to 100 ms** of CPU are not sampled, and a thread that lives less than that may not
+//! appear at all. Waking more often would cost every profile CPU on the 2-core targets; spawn through the
+//! helper instead.
+//!
+//! Rates: the kernel checks CPU timers on its tick, so a thread receives at most `CONFIG_HZ` signals a
+//! second (250 on the kernels we target). Rates are capped at [`MAX_HZ`]; a sample is credited with
+//! `1 + si_overrun` periods, so a slower delivery (another kernel, a signal still pending) still adds up
+//! to the CPU time really used. CPU time = counts × `period_ns`, from samples actually taken.
+//!
+//! Owns: the ring (static, ~1.1 MB of zero pages, touched as used), the timers, the collector thread. Never:
+//! allocates, locks or panics in the handler; runs two sessions at once ([`CpuError::Busy`]); restores the
+//! default SIGPROF action (see [`super::signal`]).
+mod ring;
+mod timers;
+
+use super::signal::{self, ErrnoGuard};
+use super::unwind::{self, MAX_DEPTH};
+use super::{labels, Stack};
+use ring::Ring;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::os::raw::c_int;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+pub(crate) use timers::list_tids;
+use timers::Timers;
+
+/// Default sampling rate, as Go's.
+pub const DEFAULT_HZ: u32 = 100;
+
+/// Highest rate honoured: the kernel delivers at most one CPU-timer signal per tick per thread
+/// (`CONFIG_HZ` = 250 on the target kernels). Higher requests are capped here.
+pub const MAX_HZ: u32 = 250;
+
+/// How often the collector drains the ring and rescans the threads.
+const RESCAN_EVERY: Duration = Duration::from_millis(100);
+/// Why a CPU profile could not start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CpuError {
+    /// Another CPU profile is running (Display: "cpu profiling already in use").
+    Busy,
+    /// The OS refused a timer or the signal handler (Display names the call and errno).
+    Os(String),
+}
+
+impl std::fmt::Display for CpuError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CpuError::Busy => f.write_str("cpu profiling already in use"),
+            CpuError::Os(m) => f.write_str(m),
+        }
+    }
+}
+impl std::error::Error for CpuError {}
+
+/// One aggregated CPU sample: a stack, the subsystem label index at sample time (0 = none), and how many
+/// signals landed on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuSample {
+    pub stack: Stack,
+    pub label: u16,
+    /// Timer periods credited to this stack and label (one per signal plus its `si_overrun`).
+    pub count: u64,
+}
+
+/// The result of a profiling window.
+#[derive(Debug, Clone)]
+pub struct CpuProfile {
+    pub start: SystemTime,
+    pub duration: Duration,
+    /// Nanoseconds of CPU one sample stands for (1e9 / hz).
+    pub period_ns: u64,
+    pub samples: Vec<CpuSample>,
+    /// Samples dropped because buffers were full.
+    pub lost: u64,
+}
+
+impl CpuProfile {
+    /// Total CPU time the samples stand for.
+    pub fn cpu_time(&self) -> Duration {
+        let periods: u64 = self.samples.iter().map(|s| s.count).sum();
+        Duration::from_nanos(periods.saturating_mul(self.period_ns))
+    }
+}
+
+/// The rate actually used for a request: 0 means [`DEFAULT_HZ`], anything above [`MAX_HZ`] is capped.
+pub fn effective_hz(requested: u32) -> u32 {
+    match requested {
+        0 => DEFAULT_HZ,
+        hz => hz.min(MAX_HZ),
+    }
+}
+
+/// Ring capacity: at 250 Hz on 2 busy cores, 4 s of samples between 100 ms drains.
+const RING_SLOTS: usize = 2048;
+
+static RING: Ring<RING_SLOTS> = Ring::new();
+/// True while a session wants samples; the handler returns at once otherwise (late signals).
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// True while a [`CpuSession`] exists.
+static SESSION: AtomicBool = AtomicBool::new(false);
+/// Periods dropped because the ring was full (process lifetime).
+static LOST: AtomicU64 = AtomicU64::new(0);
+/// Signals that produced a sample (process lifetime).
+static SIGNALS: AtomicU64 = AtomicU64::new(0);
+
+/// The SIGPROF handler. Follows the contract in [`super::signal`].
+unsafe extern "C" fn on_sigprof(_sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+    let _errno = ErrnoGuard::save();
+    if !ACTIVE.load(Ordering::Relaxed) {
+        return;
+    }
+    // SAFETY: info and ctx are what the kernel passed to this SA_SIGINFO handler.
+    let (overrun, regs) = unsafe { (signal::timer_overrun(info), unwind::regs_from_ucontext(ctx)) };
+    let Some(regs) = regs else { return };
+    let weight = overrun.saturating_add(1);
+    let label = labels::current_index();
+    let (top, unknown_tid) = match unwind::stack_top_in_handler() {
+        unwind::Top::Known(top) => (top, 0),
+        unwind::Top::Unknown(tid) => (0, tid),
+    };
+    let written = RING.push(|slot| {
+        slot.weight = weight;
+        slot.label = label;
+        slot.unknown_tid = unknown_tid;
+        slot.rsp = regs.rsp;
+        slot.depth = unwind::unwind_interrupted(regs, top, &mut slot.frames) as u16;
+    });
+    if written {
+        SIGNALS.fetch_add(1, Ordering::Relaxed);
+    } else {
+        LOST.fetch_add(weight as u64, Ordering::Relaxed);
+    }
+}
+
+/// Signals that produced a sample since the process started (for stress runs and diagnostics).
+pub fn signals_taken() -> u64 {
+    SIGNALS.load(Ordering::Relaxed)
+}
+
+/// Timers currently created by the sampler (0 when no session runs: none leak).
+pub fn live_timers() -> usize {
+    timers::live_count()
+}
+
+/// True when the sampler's SIGPROF handler is installed (it stays installed once a session has started,
+/// so a late signal is ignored rather than killing the process).
+pub fn handler_installed() -> bool {
+    signal::is_ours(signal::CPU_SIGNAL, on_sigprof)
+}
+
+/// True while a CPU session exists.
+pub fn is_running() -> bool {
+    SESSION.load(Ordering::Acquire)
+}
+
+/// The timers of the running session, by tid (None between sessions). Locked by the collector's rescan,
+/// by threads arming themselves at birth ([`arm_current_thread`]) and by stop; never by a handler.
+static TIMERS: Mutex<Option<Timers>> = Mutex::new(None);
+
+fn timers() -> std::sync::MutexGuard<'static, Option<Timers>> {
+    TIMERS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Arms the calling thread's timer now if a session runs, so a short-lived thread is sampled from its
+/// first instruction instead of from the next rescan. Called at birth by `threads::spawn_recorded`.
+pub(crate) fn arm_current_thread() {
+    if !ACTIVE.load(Ordering::Acquire) {
+        return;
+    }
+    if let Some(t) = timers().as_mut() {
+        let _ = t.arm(signal::gettid());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Sessions.
+
+struct Window {
+    start: SystemTime,
+    began: Instant,
+    lost_at_start: u64,
+    /// Key: the stack's frames followed by the label as one last word, so a lookup borrows a reusable
+    /// scratch buffer as `&[u64]` and only a stack seen for the first time allocates.
+    counts: HashMap<Vec<u64>, u64>,
+    scratch: Vec<u64>,
+}
+
+impl Window {
+    fn new() -> Window {
+        Window {
+            start: SystemTime::now(),
+            began: Instant::now(),
+            lost_at_start: LOST.load(Ordering::Relaxed),
+            counts: HashMap::new(),
+            scratch: Vec::with_capacity(MAX_DEPTH + 1),
+        }
+    }
+
+    /// Moves the ring's published samples into this window; returns `(tid, rsp)` of samples taken on
+    /// threads whose stack top the handler did not know.
+    fn drain_ring(&mut self) -> Vec<(i32, u64)> {
+        let mut unknown = Vec::new();
+        let (counts, scratch) = (&mut self.counts, &mut self.scratch);
+        RING.drain(|s| {
+            scratch.clear();
+            scratch.extend_from_slice(s.stack());
+            scratch.push(u64::from(s.label));
+            match counts.get_mut(scratch.as_slice()) {
+                Some(count) => *count += u64::from(s.weight),
+                None => {
+                    counts.insert(scratch.clone(), u64::from(s.weight));
+                }
+            }
+            if s.unknown_tid != 0 && !unknown.iter().any(|u: &(i32, u64)| u.0 == s.unknown_tid) {
+                unknown.push((s.unknown_tid, s.rsp));
+            }
+        });
+        unknown
+    }
+
+    fn into_profile(self, period_ns: u64) -> CpuProfile {
+        let mut samples: Vec<CpuSample> = self
+            .counts
+            .into_iter()
+            .map(|(mut key, count)| {
+                let label = key.pop().unwrap_or(0) as u16;
+                CpuSample {
+                    stack: key,
+                    label,
+                    count,
+                }
+            })
+            .collect();
+        samples.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.stack.cmp(&b.stack)));
+        CpuProfile {
+            start: self.start,
+            duration: self.began.elapsed(),
+            period_ns,
+            samples,
+            lost: LOST
+                .load(Ordering::Relaxed)
+                .saturating_sub(self.lost_at_start),
+        }
+    }
+}
+
+/// Publishes stack tops for threads the handler could not bound, from `/proc/self/maps`.
+fn learn_stack_tops(unknown: &[(i32, u64)]) {
+    if unknown.is_empty() {
+        return;
+    }
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return;
+    };
+    for (tid, rsp) in unknown {
+        if let Some(end) = unwind::mapping_end(&maps, *rsp) {
+            unwind::set_foreign_top(*tid, end);
+        }
+    }
+}
+
+struct Shared {
+    window: Mutex<Window>,
+    stop: Mutex<bool>,
+    wake: Condvar,
+}
+
+/// A running CPU profile. Dropping it stops sampling (same as [`CpuSession::stop`]).
+pub struct CpuSession {
+    shared: Arc<Shared>,
+    collector: Option<std::thread::JoinHandle<()>>,
+    period_ns: u64,
+}
+
+/// Starts sampling every thread at `hz` (0 = [`DEFAULT_HZ`], capped at [`MAX_HZ`]). Returns
+/// [`CpuError::Busy`] if a session exists.
+pub fn start(hz: u32) -> Result<CpuSession, CpuError> {
+    if SESSION
+        .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return Err(CpuError::Busy);
+    }
+    match start_inner(hz) {
+        Ok(s) => Ok(s),
+        Err(e) => {
+            ACTIVE.store(false, Ordering::SeqCst);
+            if let Some(mut t) = timers().take() {
+                t.delete_all();
+            }
+            SESSION.store(false, Ordering::Release);
+            Err(e)
+        }
+    }
+}
+
+fn start_inner(hz: u32) -> Result<CpuSession, CpuError> {
+    let period_ns = 1_000_000_000 / effective_hz(hz) as u64;
+    signal::install(signal::CPU_SIGNAL, on_sigprof).map_err(CpuError::Os)?;
+    unwind::init_thread_bounds();
+    unwind::learn_text();
+    // Discard anything a handler published after the previous session ended.
+    Window::new().drain_ring();
+    let shared = Arc::new(Shared {
+        window: Mutex::new(Window::new()),
+        stop: Mutex::new(false),
+        wake: Condvar::new(),
+    });
+    ACTIVE.store(true, Ordering::SeqCst);
+    {
+        let mut slot = timers();
+        let t = slot.insert(Timers {
+            by_tid: HashMap::new(),
+            period_ns,
+        });
+        t.sync()
+            .map_err(|e| CpuError::Os(format!("timer_create: {e}")))?;
+    }
+    let for_collector = Arc::clone(&shared);
+    let collector = std::thread::Builder::new()
+        .name("nl6-cpu-collect".to_string())
+        .spawn(move || collect(for_collector))
+        .map_err(|e| CpuError::Os(format!("spawning the cpu collector: {e}")))?;
+    Ok(CpuSession {
+        shared,
+        collector: Some(collector),
+        period_ns,
+    })
+}
+
+/// The collector loop: rescan, drain, sleep; on stop delete every timer.
+///
+/// `start` has just armed every thread, so the loop sleeps first. Each tick lists `/proc/self/task`
+/// (about 16 µs with a handful of threads: 0.02 % of a core at 10 Hz). A cheaper test first — the
+/// thread count from one `stat` of that directory, 5 µs — was tried and dropped: a thread that exits
+/// while another starts leaves the count unchanged, and the new thread then went unsampled for long.
+fn collect(shared: Arc<Shared>) {
+    unwind::init_thread_bounds();
+    let mut stop = shared.stop.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        // Spurious wakeups and EINTR only shorten one sleep.
+        stop = shared
+            .wake
+            .wait_timeout(stop, RESCAN_EVERY)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+        if *stop {
+            break;
+        }
+        drop(stop);
+        let unknown = shared
+            .window
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain_ring();
+        learn_stack_tops(&unknown);
+        if let Some(t) = timers().as_mut() {
+            let _ = t.sync();
+        }
+        stop = shared.stop.lock().unwrap_or_else(|e| e.into_inner());
+    }
+    drop(stop);
+    if let Some(mut t) = timers().take() {
+        t.delete_all();
+    }
+}
+
+impl CpuSession {
+    /// Returns what was sampled since start (or the previous window) and keeps sampling.
+    pub fn take_window(&mut self) -> CpuProfile {
+        let mut window = self.shared.window.lock().unwrap_or_else(|e| e.into_inner());
+        window.drain_ring();
+        std::mem::replace(&mut *window, Window::new()).into_profile(self.period_ns)
+    }
+
+    /// Stops sampling and returns the last window.
+    pub fn stop(mut self) -> CpuProfile {
+        self.finish()
+    }
+
+    /// The period one sample stands for, in nanoseconds.
+    pub fn period_ns(&self) -> u64 {
+        self.period_ns
+    }
+
+    fn finish(&mut self) -> CpuProfile {
+        if let Some(collector) = self.collector.take() {
+            *self.shared.stop.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            self.shared.wake.notify_all();
+            let _ = collector.join();
+        }
+        ACTIVE.store(false, Ordering::SeqCst);
+        let profile = self.take_window();
+        SESSION.store(false, Ordering::Release);
+        profile
+    }
+}
+
+impl Drop for CpuSession {
+    fn drop(&mut self) {
+        if self.collector.is_some() {
+            let _ = self.finish();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hz_is_defaulted_and_capped() {
+        assert_eq!(effective_hz(0), DEFAULT_HZ);
+        assert_eq!(effective_hz(100), 100);
+        assert_eq!(effective_hz(1000), MAX_HZ);
+    }
+}

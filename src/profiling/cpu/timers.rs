@@ -1,0 +1,231 @@
+//! Per-thread CPU-time timers for the CPU sampler: creating, arming and deleting them, and keeping one per
+//! live thread of the process.
+//!
+//! What it provides: [`Timers`], the set of one session's timers by tid, whose [`Timers::sync`] compares it
+//! with `/proc/self/task` — arming a timer for each new thread, deleting those of threads that exited
+//! (timers belong to the process: they would leak otherwise). Each timer is created with raw syscalls on
+//! the thread's CPU clock (`((!tid) << 3) | 6`, Linux's `CPUCLOCK_SCHED | CPUCLOCK_PERTHREAD`, as Go does)
+//! and notifies with `SIGEV_THREAD_ID`, so SIGPROF goes to that thread only: each thread is charged
+//! exactly its own CPU time, which a process-wide `setitimer` does not do (golang/go#35057). The kernel's
+//! `sigevent` is spelled out here because musl's struct does not expose the target-tid member.
+//!
+//! Never: runs in a signal handler; keeps a timer for a thread it saw exit.
+use crate::profiling::{signal, unwind};
+use std::collections::HashMap;
+use std::os::raw::c_int;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::SystemTime;
+
+/// Timers created and not yet deleted (process lifetime).
+static LIVE_TIMERS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many timers exist right now.
+pub(super) fn live_count() -> usize {
+    LIVE_TIMERS.load(Ordering::Relaxed)
+}
+
+/// Linux's clock id for a thread's CPU time (`MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)`).
+pub(crate) fn thread_cpu_clock(tid: i32) -> libc::clockid_t {
+    ((!tid) << 3) | 6
+}
+
+const SIGEV_THREAD_ID: c_int = 4;
+
+/// The kernel's `struct sigevent` (64 bytes) with the `_tid` member of its union.
+#[repr(C)]
+struct KernelSigevent {
+    value: u64,
+    signo: c_int,
+    notify: c_int,
+    tid: c_int,
+    _pad: [c_int; 11],
+}
+
+/// Creates and arms a SIGPROF timer on `tid`'s CPU clock; returns the kernel timer id.
+fn arm_timer(tid: i32, period_ns: u64) -> Result<c_int, std::io::Error> {
+    let ev = KernelSigevent {
+        value: 0,
+        signo: signal::CPU_SIGNAL,
+        notify: SIGEV_THREAD_ID,
+        tid,
+        _pad: [0; 11],
+    };
+    let mut id: c_int = 0;
+    // SAFETY: ev and id outlive the call; the kernel reads 64 bytes of ev and writes one int to id.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_timer_create,
+            thread_cpu_clock(tid),
+            &ev as *const KernelSigevent,
+            &mut id,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    LIVE_TIMERS.fetch_add(1, Ordering::Relaxed);
+    let period = libc::timespec {
+        tv_sec: (period_ns / 1_000_000_000) as _,
+        tv_nsec: (period_ns % 1_000_000_000) as _,
+    };
+    // The first expiry comes after a random fraction of a period: a thread that lives for less than one
+    // period is then sampled with probability cpu/period instead of never (unbiased for short threads).
+    let first_ns = 1 + random_u64(tid) % period_ns.max(1);
+    let first = libc::timespec {
+        tv_sec: (first_ns / 1_000_000_000) as _,
+        tv_nsec: (first_ns % 1_000_000_000) as _,
+    };
+    let spec = libc::itimerspec {
+        it_interval: period,
+        it_value: first,
+    };
+    // SAFETY: spec outlives the call; the old-value pointer is null.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_timer_settime,
+            id,
+            0,
+            &spec as *const libc::itimerspec,
+            std::ptr::null_mut::<u8>(),
+        )
+    };
+    if rc != 0 {
+        let err = std::io::Error::last_os_error();
+        delete_timer(id);
+        return Err(err);
+    }
+    Ok(id)
+}
+
+/// A cheap non-cryptographic random number (SplitMix64 over a counter, the clock and `salt`).
+fn random_u64(salt: i32) -> u64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    crate::profiling::mix64(
+        nanos ^ COUNTER.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed) ^ ((salt as u64) << 32),
+    )
+}
+
+fn delete_timer(id: c_int) {
+    // SAFETY: deleting a timer id we created; a wrong id only returns EINVAL.
+    if unsafe { libc::syscall(libc::SYS_timer_delete, id) } == 0 {
+        LIVE_TIMERS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Thread ids from the entry names of `/proc/self/task` (non-numeric names are skipped).
+pub(crate) fn parse_tids<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<i32> {
+    let mut tids: Vec<i32> = names
+        .into_iter()
+        .filter_map(|n| n.parse::<i32>().ok())
+        .filter(|t| *t > 0)
+        .collect();
+    tids.sort_unstable();
+    tids
+}
+
+/// The process's live thread ids, sorted.
+pub(crate) fn list_tids() -> std::io::Result<Vec<i32>> {
+    let entries: Vec<std::ffi::OsString> = std::fs::read_dir("/proc/self/task")?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name())
+        .collect();
+    Ok(parse_tids(entries.iter().filter_map(|n| n.to_str())))
+}
+
+/// What to do after a rescan: tids to arm and tids whose timers to delete. Pure.
+pub(crate) fn diff_tids(armed: &[i32], live: &[i32]) -> (Vec<i32>, Vec<i32>) {
+    let arm = live
+        .iter()
+        .filter(|t| armed.binary_search(t).is_err())
+        .copied()
+        .collect();
+    let delete = armed
+        .iter()
+        .filter(|t| live.binary_search(t).is_err())
+        .copied()
+        .collect();
+    (arm, delete)
+}
+
+/// The timers of one session, by tid.
+pub(super) struct Timers {
+    pub(super) by_tid: HashMap<i32, c_int>,
+    pub(super) period_ns: u64,
+}
+
+impl Timers {
+    pub(super) fn arm(&mut self, tid: i32) -> Result<(), std::io::Error> {
+        if !self.by_tid.contains_key(&tid) {
+            self.by_tid.insert(tid, arm_timer(tid, self.period_ns)?);
+        }
+        Ok(())
+    }
+
+    /// Arms new threads and deletes timers of dead ones. Returns how many timers were armed.
+    pub(super) fn sync(&mut self) -> Result<usize, std::io::Error> {
+        let live = list_tids()?;
+        let mut armed: Vec<i32> = self.by_tid.keys().copied().collect();
+        armed.sort_unstable();
+        let (arm, delete) = diff_tids(&armed, &live);
+        for tid in delete {
+            if let Some(id) = self.by_tid.remove(&tid) {
+                delete_timer(id);
+            }
+            unwind::forget_foreign(tid);
+        }
+        let mut n = 0;
+        let mut first_err = None;
+        for tid in arm {
+            match self.arm(tid) {
+                Ok(()) => n += 1,
+                // The thread may have exited since the scan (EINVAL); remember other errors.
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+                Err(e) => first_err = first_err.or(Some(e)),
+            }
+        }
+        match first_err {
+            Some(e) if self.by_tid.is_empty() => Err(e),
+            _ => Ok(n),
+        }
+    }
+
+    pub(super) fn delete_all(&mut self) {
+        for (_, id) in self.by_tid.drain() {
+            delete_timer(id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clock_id_matches_linux_thread_cpuclock() {
+        // MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED) = (~tid << 3) | CPUCLOCK_PERTHREAD_MASK | CPUCLOCK_SCHED.
+        assert_eq!(thread_cpu_clock(1), -10);
+        assert_eq!(thread_cpu_clock(1234), (!1234 << 3) | 4 | 2);
+        // The kernel agrees: the clock of our own tid reads the same order of time as CLOCK_THREAD_CPUTIME_ID.
+        let mut a = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: writing one timespec we own.
+        let rc = unsafe { libc::clock_gettime(thread_cpu_clock(signal::gettid()), &mut a) };
+        assert_eq!(rc, 0, "the per-thread clock id was rejected");
+    }
+
+    #[test]
+    fn tids_parse_and_diff() {
+        assert_eq!(
+            parse_tids(["12", "3", "self", "", "-4", "7"]),
+            vec![3, 7, 12]
+        );
+        let (arm, del) = diff_tids(&[3, 7, 12], &[3, 9, 12, 20]);
+        assert_eq!(arm, vec![9, 20]);
+        assert_eq!(del, vec![7]);
+    }
+}
