@@ -160,16 +160,22 @@ impl ProfileBuilder {
         self.symbolizer?.resolve(probe)
     }
 
-    fn function(&mut self, name: &str, file: &str) -> u64 {
+    /// The Function id for (name, file); `system_name` is the symbol as the binary spells it.
+    fn function(&mut self, name: &str, system_name: &str, file: &str) -> u64 {
         let key = (self.string(name), self.string(file));
         if let Some(&id) = self.function_ids.get(&key) {
             return id;
         }
+        let system_name = if system_name.is_empty() {
+            key.0
+        } else {
+            self.string(system_name)
+        };
         let id = self.functions.len() as u64 + 1;
         self.functions.push(proto::Function {
             id,
             name: key.0,
-            system_name: key.0,
+            system_name,
             filename: key.1,
             start_line: 0,
         });
@@ -193,7 +199,7 @@ impl ProfileBuilder {
                 let file = f.file.as_deref().unwrap_or("");
                 self.any_file |= !file.is_empty();
                 self.any_line |= f.line != 0;
-                let function_id = self.function(&f.name, file);
+                let function_id = self.function(&f.name, &f.system_name, file);
                 lines.push(proto::Line {
                     function_id,
                     line: i64::from(f.line),
@@ -222,7 +228,7 @@ impl ProfileBuilder {
 
     /// A Location with no address standing for a named pseudo-function (e.g. lost samples).
     pub fn synthetic_location(&mut self, name: &str) -> u64 {
-        let function_id = self.function(name, "");
+        let function_id = self.function(name, "", "");
         let id = self.locations.len() as u64 + 1;
         self.locations.push(proto::Location {
             id,

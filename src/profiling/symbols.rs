@@ -24,6 +24,9 @@ use addr2line::gimli;
 pub struct Frame {
     /// Demangled name without the hash (`nl6::lab::snmp::agent::serve`).
     pub name: String,
+    /// The name as the binary spells it (the mangled symbol), pprof's `system_name`. Because it differs
+    /// from `name`, `go tool pprof` shows `name` as it is instead of stripping its `<…>` generics.
+    pub system_name: String,
     /// Source file, when DWARF knows it.
     pub file: Option<String>,
     /// Source line, when DWARF knows it (0 = unknown).
@@ -59,6 +62,8 @@ struct Symbol {
     addr: u64,
     size: u64,
     name: String,
+    /// The mangled name, borrowed from the executable's bytes (read once, kept for the process's life).
+    raw: &'static str,
 }
 
 type Reader = gimli::EndianSlice<'static, gimli::RunTimeEndian>;
@@ -115,7 +120,7 @@ impl Symbolizer {
     ) -> Result<Symbolizer, String> {
         use object::{Object, ObjectSymbol, SymbolKind};
         let file = object::File::parse(data).map_err(|e| format!("parsing {path} as ELF: {e}"))?;
-        let text = |sym: object::Symbol<'_, '_>| -> Option<Symbol> {
+        let text = |sym: object::Symbol<'static, '_>| -> Option<Symbol> {
             if sym.kind() != SymbolKind::Text || sym.address() == 0 {
                 return None;
             }
@@ -124,6 +129,7 @@ impl Symbolizer {
                 addr: sym.address(),
                 size: sym.size(),
                 name: demangle(raw),
+                raw,
             })
         };
         let mut symbols: Vec<Symbol> = file.symbols().filter_map(text).collect();
@@ -202,37 +208,39 @@ impl Symbolizer {
             let probe = addr.wrapping_sub(self.bias);
             if let Ok(mut iter) = ctx.find_frames(probe).skip_all_loads() {
                 while let Ok(Some(f)) = iter.next() {
-                    let name = f
+                    let raw = f
                         .function
                         .as_ref()
                         .and_then(|n| n.raw_name().ok())
-                        .map(|n| demangle(&n))
+                        .map(|n| n.into_owned())
                         .unwrap_or_default();
+                    let name = demangle(&raw);
                     let (file, line) = match &f.location {
                         Some(l) => (l.file.map(str::to_string), l.line.unwrap_or(0)),
                         None => (None, 0),
                     };
-                    frames.push(Frame { name, file, line });
+                    frames.push(Frame {
+                        name,
+                        system_name: raw,
+                        file,
+                        line,
+                    });
                 }
             }
         }
-        match frames.last_mut() {
-            // The outermost DWARF frame is the symbol-table function; its symtab name is the canonical one.
-            Some(last) => {
-                if last.name.is_empty() {
-                    last.name = sym.name.clone();
-                }
-                for f in frames.iter_mut() {
-                    if f.name.is_empty() {
-                        f.name = sym.name.clone();
-                    }
-                }
-            }
-            None => frames.push(Frame {
+        // DWARF frames without a name take the symbol table's (the canonical name of the enclosing
+        // function); without DWARF the symbol table's name is the one frame.
+        for f in frames.iter_mut().filter(|f| f.name.is_empty()) {
+            f.name = sym.name.clone();
+            f.system_name = sym.raw.to_string();
+        }
+        if frames.is_empty() {
+            frames.push(Frame {
                 name: sym.name.clone(),
+                system_name: sym.raw.to_string(),
                 file: None,
                 line: 0,
-            }),
+            });
         }
         Some(Resolved { frames, entry })
     }
