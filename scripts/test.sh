@@ -23,7 +23,7 @@ cargo test --lib --bins --tests --examples --no-fail-fast -- --test-threads=2
 echo "== tests (static musl build)"
 # The engine, the pull surface and the push again, now from the static binary and static test programs.
 MUSL_TESTS=$(ls tests/*.rs | xargs -n1 basename | sed 's/\.rs$//' \
-  | grep -E '^(engine_|serve_pull|push_engine|push_process|push_binary)' | sed 's/^/--test /' | tr '\n' ' ')
+  | grep -E '^(engine_|serve_pull|push_engine|push_process|push_binary|fleet_labels)' | sed 's/^/--test /' | tr '\n' ' ')
 # shellcheck disable=SC2086
 cargo test --target x86_64-unknown-linux-musl --no-fail-fast $MUSL_TESTS -- --test-threads=1
 
