@@ -1,6 +1,17 @@
 //! nl6: a lab tool that simulates network devices and profiles itself continuously, without eBPF.
 //!
-//! See README.md for use and ARCHITECTURE.md for the map.
+//! The lab ([`lab`]) runs SNMP agents, traps, syslog, NetFlow and scenarios on plain OS threads, each
+//! labelled with the `subsystem` it works for. The profiling engine ([`profiling`]) samples CPU with
+//! per-thread CPU-time timers and frame-pointer unwinding, samples the heap with Go's formula, captures
+//! every thread's stack, and writes pprof. A gate ([`gate`]), closed by default, decides whether profiles
+//! are served on `/debug/pprof/` ([`api`]) and pushed to Pyroscope ([`push`]); [`http`] serves it all
+//! with a poll thread and a fixed worker pool. `nl6 collect` ([`collect`]) and `nl6 report` ([`report`])
+//! archive and compare profiles from a fleet; [`console`] is the web page; [`cli`] is the command line;
+//! [`timefmt`] turns time into text.
+//!
+//! Threads with the gate closed: main (signals), the server's poll thread and 16 workers, the fleet's
+//! loops. The gate open adds the CPU collector while a profile runs and `nl6-push` while pushing.
+//! README.md is the manual; ARCHITECTURE.md is the map.
 
 pub mod api;
 pub mod cli;

@@ -4,7 +4,8 @@
 //!   counters (messages sent, dropped, malformed packets received, and their parts);
 //! - `GET /api/v1/scenarios`: `{"data":[…]}`, every scenario and its state;
 //! - `POST /api/v1/scenarios`: `{"name":"link-flap","device":"…","duration":"30s","start_at"?:RFC 3339}`
-//!   → 201 with the scenario; a bad body → 400 whose error names the field.
+//!   → 201 with the scenario; a bad body → 400 whose error names the field; 429 when
+//!   [`scenario::MAX_ACTIVE`] scenarios are already scheduled or running.
 //!
 //! Errors are `{"error":"…"}`; every body is `application/json`. Handlers never touch a socket.
 #![forbid(unsafe_code)]
@@ -86,10 +87,12 @@ fn list_scenarios(fleet: &Fleet) -> Response {
 
 fn post_scenario(req: &Request, fleet: &Fleet) -> Response {
     let parsed = scenario::parse_request(&req.body, |name| fleet.device(name).is_some());
-    match parsed.and_then(|r| scenario::submit(fleet.shared(), r)) {
+    let submitted = parsed
+        .map_err(scenario::SubmitError::Invalid)
+        .and_then(|r| scenario::submit(fleet.shared(), r));
+    match submitted {
         Ok(sc) => json(201, &serde_json::json!({ "data": sc.to_json() })),
-        Err(e) if e.starts_with("cannot start") => error(500, &e),
-        Err(e) => error(400, &e),
+        Err(e) => error(e.status(), &e.to_string()),
     }
 }
 
@@ -130,5 +133,37 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
         assert_eq!(v["data"][0]["device"], "nl6-dev-0001");
         assert_eq!(v["data"][0]["state"], "running");
+    }
+
+    /// Each scenario holds a thread and the API is unauthenticated: starts far ahead are refused, at
+    /// most MAX_ACTIVE are scheduled or running, and a refusal lists nothing.
+    #[test]
+    fn scenarios_are_bounded() {
+        let fleet = Fleet::start(FleetConfig::default().with_devices(1).with_snmp_port(0)).unwrap();
+        let post = |start_at: &str| {
+            let body = format!(
+                r#"{{"name":"link-flap","device":"nl6-dev-0000","duration":"1s","start_at":"{start_at}"}}"#
+            );
+            route(
+                &Request::new("POST", "/api/v1/scenarios").with_body(body),
+                &fleet,
+            )
+            .unwrap()
+        };
+        let r = post("2999-01-01T00:00:00Z");
+        assert_eq!(r.status, 400, "{}", r.text());
+        assert!(r.text().contains("start_at"), "{}", r.text());
+        let soon = crate::timefmt::rfc3339_millis(
+            std::time::SystemTime::now() + std::time::Duration::from_secs(3600),
+        );
+        for i in 0..scenario::MAX_ACTIVE {
+            assert_eq!(post(&soon).status, 201, "scenario {i}");
+        }
+        let r = post(&soon);
+        assert_eq!(r.status, 429, "{}", r.text());
+        let listed = route(&Request::new("GET", "/api/v1/scenarios"), &fleet).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&listed.body).unwrap();
+        assert_eq!(v["data"].as_array().unwrap().len(), scenario::MAX_ACTIVE);
+        fleet.stop();
     }
 }

@@ -20,6 +20,12 @@ use std::time::{Duration, Instant, SystemTime};
 pub const KNOWN: &[&str] = &["link-flap"];
 /// Longest scenario accepted (a lab run, not a soak).
 pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+/// Furthest ahead a `start_at` may be: a scheduled start holds a waiting thread until then.
+pub const MAX_START_AHEAD: Duration = Duration::from_secs(24 * 3600);
+/// Scenarios scheduled or running at once: each holds a thread, and the API is unauthenticated.
+pub const MAX_ACTIVE: usize = 64;
+/// Finished or cancelled scenarios kept for `GET /api/v1/scenarios` (the oldest are forgotten first).
+pub const KEEP_ENDED: usize = 256;
 
 /// A validated `POST /api/v1/scenarios` body.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -167,18 +173,72 @@ impl Book {
     }
 }
 
-/// Records a validated request and starts it now or schedules it.
-pub fn submit(sh: &Arc<Shared>, req: Request) -> Result<Arc<Scenario>, String> {
+/// Why [`submit`] refused a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SubmitError {
+    /// The request names something wrong (400); the text names the field.
+    Invalid(String),
+    /// [`MAX_ACTIVE`] scenarios are already scheduled or running (429).
+    TooMany,
+    /// The OS refused the scenario's thread (500).
+    Spawn(String),
+}
+
+impl SubmitError {
+    /// The HTTP status this refusal answers with.
+    pub fn status(&self) -> u16 {
+        match self {
+            SubmitError::Invalid(_) => 400,
+            SubmitError::TooMany => 429,
+            SubmitError::Spawn(_) => 500,
+        }
+    }
+}
+
+impl std::fmt::Display for SubmitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SubmitError::Invalid(m) => f.write_str(m),
+            SubmitError::TooMany => write!(
+                f,
+                "{MAX_ACTIVE} scenarios are already scheduled or running; wait for one to finish"
+            ),
+            SubmitError::Spawn(e) => write!(f, "cannot start scenario thread: {e}"),
+        }
+    }
+}
+
+/// Records a validated request and starts it now or schedules it. At most [`MAX_ACTIVE`] scenarios are
+/// scheduled or running at once, a start is at most [`MAX_START_AHEAD`] away, and only the newest
+/// [`KEEP_ENDED`] ended scenarios stay listed. A scenario is listed only once its thread exists.
+pub fn submit(sh: &Arc<Shared>, req: Request) -> Result<Arc<Scenario>, SubmitError> {
     let device_index = sh
         .devices
         .iter()
         .position(|d| d.name() == req.device)
-        .ok_or_else(|| format!("field \"device\": no device named {:?}", req.device))?;
+        .ok_or_else(|| {
+            SubmitError::Invalid(format!(
+                "field \"device\": no device named {:?}",
+                req.device
+            ))
+        })?;
     let now = SystemTime::now();
     let delay = req
         .start_at
         .and_then(|t| t.duration_since(now).ok())
         .filter(|d| !d.is_zero());
+    if delay.is_some_and(|d| d > MAX_START_AHEAD) {
+        return Err(SubmitError::Invalid(format!(
+            "field \"start_at\": at most {} ahead",
+            format_duration(MAX_START_AHEAD)
+        )));
+    }
+    // Held across the count, the spawn and the insertion, so concurrent POSTs cannot overshoot.
+    let mut items = sh.scenarios.items.lock().unwrap_or_else(|e| e.into_inner());
+    let active = |s: &Arc<Scenario>| matches!(s.phase(), Phase::Scheduled | Phase::Running);
+    if items.iter().filter(|s| active(s)).count() >= MAX_ACTIVE {
+        return Err(SubmitError::TooMany);
+    }
     let sc = Arc::new(Scenario {
         id: sh.scenarios.next_id.fetch_add(1, Ordering::Relaxed) + 1,
         request: req,
@@ -192,11 +252,6 @@ pub fn submit(sh: &Arc<Shared>, req: Request) -> Result<Arc<Scenario>, String> {
             flow_ticks: 0,
         }),
     });
-    sh.scenarios
-        .items
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(sc.clone());
     let spawned = match delay {
         None => start(sh, &sc),
         Some(delay) => labels::with(Subsystem::SCENARIO, || {
@@ -213,7 +268,17 @@ pub fn submit(sh: &Arc<Shared>, req: Request) -> Result<Arc<Scenario>, String> {
             })
         }),
     };
-    spawned.map_err(|e| format!("cannot start scenario thread: {e}"))?;
+    spawned.map_err(|e| SubmitError::Spawn(e.to_string()))?;
+    items.push(sc.clone());
+    let ended = items.iter().filter(|s| !active(s)).count();
+    if ended > KEEP_ENDED {
+        let mut forget = ended - KEEP_ENDED;
+        items.retain(|s| {
+            let drop_it = forget > 0 && !active(s);
+            forget -= usize::from(drop_it);
+            !drop_it
+        });
+    }
     Ok(sc)
 }
 
