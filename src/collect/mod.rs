@@ -13,7 +13,7 @@
 //! `cpu.pb.gz`, `heap.pb.gz`, `cpu.top.txt`, `heap.top.txt`, `cpu.svg`, `heap.svg`, `meta.json` and,
 //! with `-baseline`, `cpu.diff.txt`. Failed profiles are recorded in meta.json only.
 //!
-//! Modules: [`flags`] (the flag table and parsing), [`duration`] (Go durations), [`targets`] (the
+//! Modules: [`flags`] (the flag table and parsing; durations come from [`crate::timefmt`]), [`targets`] (the
 //! targets file), [`archive`] (layout and retention rules as plain values), [`retention`] (the archive
 //! I/O), [`atomic`] (temp + rename writes), [`fetch`] (the HTTP client, the collector's only network
 //! code), [`cycle`] (one cycle on plain threads), [`meta`] (meta.json).
