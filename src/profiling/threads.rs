@@ -4,7 +4,10 @@
 //! [`capture_all`] lists `/proc/self/task`, gives each other thread a preallocated slot, sends it
 //! [`signal::stacks_signal`] with `tgkill`, and waits (bounded) while each handler unwinds its interrupted
 //! context into its slot with the label it had at that instant. The calling thread records its own stack
-//! directly. A thread that blocks the signal or does not run in time is reported with an empty stack.
+//! directly. A thread that blocks the signal or does not run in time is reported with an empty stack. Each
+//! capture has a generation carried in every slot's state word; a slot whose handler is still writing
+//! when the capture gives up is quarantined — skipped by later captures until that handler publishes —
+//! so a late handler can never tear or mislabel another capture's stack (protocol at `state_word`).
 //! Names come from `/proc/self/task/<tid>/comm`, read outside any handler. Captures are serialised by a
 //! mutex (never touched by the handler).
 //!
@@ -18,7 +21,7 @@ use super::{labels, Stack};
 use std::cell::UnsafeCell;
 use std::ffi::c_void;
 use std::os::raw::c_int;
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -37,10 +40,30 @@ pub struct ThreadStack {
     pub stack: Stack,
 }
 
-const IDLE: u32 = 0;
-const ARMED: u32 = 1;
-const WRITING: u32 = 2;
-const DONE: u32 = 3;
+/// A slot's state word: the capture generation (upper 62 bits) and a phase (low 2 bits). The generation
+/// makes every arming unique, so a handler that saw one arming can never claim a later one (no ABA).
+///
+/// Protocol, for capture generation `g`:
+/// - the capturer arms only a free slot (`IDLE` or `DONE`, any generation): stores the tid (Release), then
+///   `(g, ARMED)` (Release);
+/// - a handler claims a slot armed for its own tid by CAS `(g, ARMED) → (g, WRITING)`, writes the data,
+///   and publishes `(g, DONE)` (Release); it touches no other slot and no other state;
+/// - after its wait the capturer takes each of its slots back: `(g, ARMED) → (g, IDLE)` by CAS (never
+///   answered: a handler arriving later finds nothing to claim); `(g, DONE)` → read the data, then
+///   `(g, IDLE)`; `(g, WRITING)` → spin a little, and if the handler is still writing, **leave the slot
+///   quarantined**: reported as empty, never re-armed (not free) until its handler publishes `(g, DONE)`,
+///   after which a later capture may reuse it. A late writer therefore only ever writes into its own slot,
+///   and a later capture neither reads it as its own answer nor hands it out again while it is written.
+const PHASE_BITS: u32 = 2;
+const PHASE_MASK: u64 = (1 << PHASE_BITS) - 1;
+const IDLE: u64 = 0;
+const ARMED: u64 = 1;
+const WRITING: u64 = 2;
+const DONE: u64 = 3;
+
+const fn state_word(generation: u64, phase: u64) -> u64 {
+    (generation << PHASE_BITS) | phase
+}
 
 struct Captured {
     label: u16,
@@ -49,35 +72,168 @@ struct Captured {
 }
 
 struct Slot {
+    /// The thread the slot is armed for (meaningful while `ARMED`; written only by the capturer, only
+    /// while the slot is free).
     tid: AtomicI32,
-    state: AtomicU32,
+    state: AtomicU64,
     data: UnsafeCell<Captured>,
 }
 
-struct Slots {
-    /// Slots in use by the capture in progress (the handler scans only these).
-    used: AtomicUsize,
-    slots: [Slot; MAX_CAPTURED],
+// SAFETY: a slot's data is written only by the handler that claimed it (ARMED→WRITING of one generation)
+// on the thread whose tid it holds, and read by the capturer only after that generation's DONE (Acquire);
+// see the protocol at `state_word`.
+unsafe impl Sync for Slot {}
+
+/// What a capture got back from one of its slots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Answer {
+    Stack {
+        label: u16,
+        frames: Stack,
+    },
+    /// The handler never claimed the slot (the thread did not run in time, or blocks the signal).
+    Unanswered,
+    /// The handler was still writing after the wait: the slot stays out of use until it finishes.
+    Quarantined,
 }
 
-// SAFETY: a slot's data is written only by the handler that moved it ARMED→WRITING on the thread whose tid
-// it holds, and read by the capturer only after DONE (Acquire) or after it took the slot back ARMED→IDLE.
-unsafe impl Sync for Slots {}
-
-static SLOTS: Slots = Slots {
-    used: AtomicUsize::new(0),
-    slots: [const {
+impl Slot {
+    const fn new() -> Slot {
         Slot {
             tid: AtomicI32::new(0),
-            state: AtomicU32::new(IDLE),
+            state: AtomicU64::new(state_word(0, IDLE)),
             data: UnsafeCell::new(Captured {
                 label: 0,
                 depth: 0,
                 frames: [0; MAX_DEPTH],
             }),
         }
-    }; MAX_CAPTURED],
+    }
+
+    /// Capturer: may this slot be armed? Not while armed or written (quarantined).
+    fn is_free(&self) -> bool {
+        matches!(self.state.load(Ordering::Acquire) & PHASE_MASK, IDLE | DONE)
+    }
+
+    /// Capturer: arms a free slot for `tid` in `generation`.
+    fn arm(&self, tid: i32, generation: u64) {
+        self.tid.store(tid, Ordering::Release);
+        self.state
+            .store(state_word(generation, ARMED), Ordering::Release);
+    }
+
+    /// Handler, step 1: the state word to claim if this slot is armed for `me` (async-signal-safe).
+    fn armed_for(&self, me: i32) -> Option<u64> {
+        let seen = self.state.load(Ordering::Acquire);
+        // The tid is read after the armed state (Acquire): it is this arming's tid or a later one, and a
+        // later one means the state moved on, so the claim below fails.
+        (seen & PHASE_MASK == ARMED && self.tid.load(Ordering::Acquire) == me).then_some(seen)
+    }
+
+    /// Handler, step 2: claims the arming seen in step 1; returns its generation (async-signal-safe).
+    fn claim(&self, seen: u64) -> Option<u64> {
+        let writing = (seen & !PHASE_MASK) | WRITING;
+        self.state
+            .compare_exchange(seen, writing, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| seen >> PHASE_BITS)
+    }
+
+    /// Handler: the data of a slot it claimed.
+    ///
+    /// # Safety
+    /// Only between a successful [`Slot::claim`] and [`Slot::publish`], by the claiming thread.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn data_mut(&self) -> &mut Captured {
+        // SAFETY: the claim made this thread the slot's only user until it publishes (see the protocol).
+        unsafe { &mut *self.data.get() }
+    }
+
+    /// Handler: the data is written (async-signal-safe).
+    fn publish(&self, generation: u64) {
+        self.state
+            .store(state_word(generation, DONE), Ordering::Release);
+    }
+
+    /// Capturer, after the wait: takes back the slot it armed in `generation`, spinning up to `spin` for a
+    /// handler still writing; reads the answer if there is one.
+    fn take_back(&self, generation: u64, spin: Duration) -> Answer {
+        let (armed, writing, done) = (
+            state_word(generation, ARMED),
+            state_word(generation, WRITING),
+            state_word(generation, DONE),
+        );
+        let spin_until = Instant::now() + spin;
+        loop {
+            match self.state.compare_exchange(
+                armed,
+                state_word(generation, IDLE),
+                Ordering::Acquire,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Answer::Unanswered,
+                Err(s) if s == done => break,
+                Err(s) if s == writing && Instant::now() < spin_until => std::hint::spin_loop(),
+                Err(s) if s == writing => return Answer::Quarantined,
+                // Not this generation's arming (cannot happen while captures are serialised).
+                Err(_) => return Answer::Unanswered,
+            }
+        }
+        // SAFETY: DONE of our generation (Acquire): the handler finished writing and no handler touches a
+        // slot that is not ARMED, so nothing writes the data while we read it.
+        let d = unsafe { &*self.data.get() };
+        let answer = Answer::Stack {
+            label: d.label,
+            frames: d.frames.get(..d.depth as usize).unwrap_or(&[]).to_vec(),
+        };
+        self.state
+            .store(state_word(generation, IDLE), Ordering::Release);
+        answer
+    }
+}
+
+/// Arms free slots for `tids` in order (quarantined ones are skipped); returns the slot index given to
+/// each tid that got one — a prefix of `tids`.
+fn arm_slots(slots: &[Slot], tids: &[i32], generation: u64) -> Vec<usize> {
+    let free = slots.iter().enumerate().filter(|(_, s)| s.is_free());
+    free.zip(tids)
+        .map(|((i, slot), tid)| {
+            slot.arm(*tid, generation);
+            i
+        })
+        .collect()
+}
+
+/// The handler's side over `slots`: claims the slot armed for `me`, fills it with `fill`, publishes.
+/// Returns whether a slot was written.
+#[inline]
+fn answer_in(slots: &[Slot], me: i32, fill: impl FnOnce(&mut Captured)) -> bool {
+    let Some((slot, generation)) = slots.iter().find_map(|s| {
+        s.armed_for(me)
+            .and_then(|seen| s.claim(seen))
+            .map(|g| (s, g))
+    }) else {
+        return false;
+    };
+    // SAFETY: claimed just now by this thread; published right after.
+    fill(unsafe { slot.data_mut() });
+    slot.publish(generation);
+    true
+}
+
+struct Slots {
+    /// Upper bound of the slot indices armed by the capture in progress (the handler scans only these).
+    used: AtomicUsize,
+    slots: [Slot; MAX_CAPTURED],
+}
+
+static SLOTS: Slots = Slots {
+    used: AtomicUsize::new(0),
+    slots: [const { Slot::new() }; MAX_CAPTURED],
 };
+
+/// The generation of the last capture (captures are serialised by [`CAPTURE`]).
+static GENERATION: AtomicU64 = AtomicU64::new(0);
 
 /// Serialises captures (outside the handler only).
 static CAPTURE: Mutex<()> = Mutex::new(());
@@ -87,33 +243,20 @@ unsafe extern "C" fn on_stacks_signal(_sig: c_int, _info: *mut libc::siginfo_t, 
     let _errno = ErrnoGuard::save();
     let tid = signal::gettid();
     let used = SLOTS.used.load(Ordering::Acquire).min(MAX_CAPTURED);
-    let Some(slot) = SLOTS
-        .slots
-        .get(..used)
-        .and_then(|s| s.iter().find(|s| s.tid.load(Ordering::Relaxed) == tid))
-    else {
-        return;
-    };
-    if slot
-        .state
-        .compare_exchange(ARMED, WRITING, Ordering::Acquire, Ordering::Relaxed)
-        .is_err()
-    {
-        return;
-    }
-    // SAFETY: ctx is the kernel's ucontext for this handler; the slot is ours until DONE.
-    let regs = unsafe { unwind::regs_from_ucontext(ctx) };
-    let data = unsafe { &mut *slot.data.get() };
-    data.label = labels::current_index();
-    let top = match unwind::stack_top_in_handler() {
-        unwind::Top::Known(top) => top,
-        unwind::Top::Unknown(_) => 0,
-    };
-    data.depth = match regs {
-        Some(r) => unwind::unwind_interrupted(r, top, &mut data.frames) as u16,
-        None => 0,
-    };
-    slot.state.store(DONE, Ordering::Release);
+    let slots = SLOTS.slots.get(..used).unwrap_or(&[]);
+    answer_in(slots, tid, |data| {
+        // SAFETY: ctx is the kernel's ucontext for this handler.
+        let regs = unsafe { unwind::regs_from_ucontext(ctx) };
+        data.label = labels::current_index();
+        let top = match unwind::stack_top_in_handler() {
+            unwind::Top::Known(top) => top,
+            unwind::Top::Unknown(_) => 0,
+        };
+        data.depth = match regs {
+            Some(r) => unwind::unwind_interrupted(r, top, &mut data.frames) as u16,
+            None => 0,
+        };
+    });
 }
 
 fn thread_name(tid: i32) -> String {
@@ -132,17 +275,17 @@ pub fn capture_all(timeout: Duration) -> Vec<ThreadStack> {
     let mut out = Vec::with_capacity(tids.len());
     let others: Vec<i32> = tids.iter().copied().filter(|t| *t != me).collect();
     let can_signal = signal::install(signal::stacks_signal(), on_stacks_signal).is_ok();
-    let (signalled, unslotted) = others.split_at(if can_signal {
-        others.len().min(MAX_CAPTURED)
+    let generation = GENERATION.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+    let armed = if can_signal {
+        arm_slots(&SLOTS.slots, &others, generation)
     } else {
-        0
-    });
-
-    for (slot, tid) in SLOTS.slots.iter().zip(signalled) {
-        slot.tid.store(*tid, Ordering::Relaxed);
-        slot.state.store(ARMED, Ordering::Relaxed);
-    }
-    SLOTS.used.store(signalled.len(), Ordering::Release);
+        Vec::new()
+    };
+    let (signalled, unslotted) = others.split_at(armed.len());
+    let slots: Vec<&Slot> = armed.iter().filter_map(|i| SLOTS.slots.get(*i)).collect();
+    SLOTS
+        .used
+        .store(armed.last().map_or(0, |i| i + 1), Ordering::Release);
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() };
     let mut gone = vec![false; signalled.len()];
@@ -155,47 +298,22 @@ pub fn capture_all(timeout: Duration) -> Vec<ThreadStack> {
     }
 
     let deadline = Instant::now() + timeout;
+    let done = state_word(generation, DONE);
     let all_done = || {
-        SLOTS
-            .slots
+        slots
             .iter()
             .zip(&gone)
-            .all(|(s, g)| *g || s.state.load(Ordering::Acquire) == DONE)
+            .all(|(s, g)| *g || s.state.load(Ordering::Acquire) == done)
     };
     while !all_done() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_micros(200));
     }
 
-    for ((slot, tid), gone) in SLOTS.slots.iter().zip(signalled).zip(&gone) {
-        // Take the slot back: ARMED (never answered) → IDLE; WRITING → wait for the handler to finish.
-        let mut answered = false;
-        let spin_until = Instant::now() + Duration::from_millis(100);
-        loop {
-            match slot
-                .state
-                .compare_exchange(ARMED, IDLE, Ordering::Acquire, Ordering::Acquire)
-            {
-                Ok(_) => break,
-                Err(DONE) => {
-                    answered = true;
-                    break;
-                }
-                Err(_) if Instant::now() < spin_until => std::hint::spin_loop(),
-                Err(_) => break,
-            }
-        }
-        if *gone && !answered {
-            continue;
-        }
-        let (label, stack) = if answered {
-            // SAFETY: DONE (Acquire): the handler finished writing and never touches the slot again.
-            let d = unsafe { &*slot.data.get() };
-            (
-                d.label,
-                d.frames.get(..d.depth as usize).unwrap_or(&[]).to_vec(),
-            )
-        } else {
-            (0, Vec::new())
+    for ((slot, tid), gone) in slots.iter().zip(signalled).zip(&gone) {
+        let (label, stack) = match slot.take_back(generation, Duration::from_millis(100)) {
+            Answer::Stack { label, frames } => (label, frames),
+            _ if *gone => continue,
+            Answer::Unanswered | Answer::Quarantined => (0, Vec::new()),
         };
         out.push(ThreadStack {
             tid: *tid,
@@ -205,10 +323,6 @@ pub fn capture_all(timeout: Duration) -> Vec<ThreadStack> {
         });
     }
     SLOTS.used.store(0, Ordering::Release);
-    for slot in &SLOTS.slots[..signalled.len()] {
-        slot.state.store(IDLE, Ordering::Release);
-        slot.tid.store(0, Ordering::Relaxed);
-    }
     for tid in unslotted {
         out.push(ThreadStack {
             tid: *tid,
@@ -261,4 +375,119 @@ where
             super::cpu::arm_current_thread();
             f()
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slots(n: usize) -> Vec<Slot> {
+        (0..n).map(|_| Slot::new()).collect()
+    }
+
+    /// A handler answering with one recognisable frame.
+    fn answer(slots: &[Slot], me: i32, frame: u64) -> bool {
+        answer_in(slots, me, |d| {
+            d.label = 3;
+            d.frames[0] = frame;
+            d.depth = 1;
+        })
+    }
+
+    fn stack(frame: u64) -> Answer {
+        Answer::Stack {
+            label: 3,
+            frames: vec![frame],
+        }
+    }
+
+    #[test]
+    fn a_handler_answers_only_the_slot_armed_for_its_thread() {
+        let s = slots(3);
+        assert_eq!(arm_slots(&s, &[7, 8], 1), vec![0, 1]);
+        assert!(!answer(&s, 9, 0x99), "no slot for thread 9");
+        assert!(answer(&s, 8, 0x88));
+        assert!(!answer(&s, 8, 0x89), "a second signal finds nothing armed");
+        assert_eq!(s[0].take_back(1, Duration::ZERO), Answer::Unanswered);
+        assert_eq!(s[1].take_back(1, Duration::ZERO), stack(0x88));
+        assert!(s.iter().all(Slot::is_free));
+        // A handler arriving after its capture gave up on it finds nothing to claim.
+        assert!(!answer(&s, 7, 0x77));
+    }
+
+    /// Capture 1 gives up on a handler that is still writing; capture 2 runs while it writes. The slot must
+    /// not be re-armed, and the late writer's publish must not count as capture 2's answer or touch its
+    /// slots; once it finished, the slot is reused.
+    #[test]
+    fn a_late_writer_is_quarantined_and_cannot_corrupt_the_next_capture() {
+        let s = slots(3);
+        assert_eq!(arm_slots(&s, &[7], 1), vec![0]);
+        let seen = s[0].armed_for(7).expect("armed for 7");
+        let late_gen = s[0].claim(seen).expect("the late handler claims");
+        // SAFETY: claimed above; this test is the only user.
+        unsafe { s[0].data_mut() }.frames[0] = 0xdead;
+        assert_eq!(s[0].take_back(1, Duration::ZERO), Answer::Quarantined);
+        assert!(!s[0].is_free());
+
+        // Capture 2 skips the quarantined slot.
+        assert_eq!(arm_slots(&s, &[7, 8], 2), vec![1, 2]);
+        assert!(
+            answer(&s, 7, 0x70),
+            "thread 7's new signal finds its new slot"
+        );
+        // The late writer finishes its own slot only.
+        // SAFETY: still the claim from capture 1.
+        let late = unsafe { s[0].data_mut() };
+        late.depth = 1;
+        late.label = 9;
+        s[0].publish(late_gen);
+        assert_eq!(s[1].take_back(2, Duration::ZERO), stack(0x70));
+        assert_eq!(s[2].take_back(2, Duration::ZERO), Answer::Unanswered);
+        assert!(
+            s.iter().all(Slot::is_free),
+            "the late writer's slot is free again"
+        );
+
+        // Capture 3 reuses it, and reads its own answer, not the stale one.
+        assert_eq!(arm_slots(&s, &[8], 3), vec![0]);
+        assert!(answer(&s, 8, 0x80));
+        assert_eq!(s[0].take_back(3, Duration::ZERO), stack(0x80));
+    }
+
+    /// A handler that saw an arming, then lost the CPU while the capture took the slot back and the next
+    /// capture armed it for another thread: its claim must fail (the generation differs).
+    #[test]
+    fn a_stale_claim_fails_after_the_slot_is_rearmed() {
+        let s = slots(1);
+        arm_slots(&s, &[7], 1);
+        let seen = s[0].armed_for(7).expect("armed for 7");
+        assert_eq!(s[0].take_back(1, Duration::ZERO), Answer::Unanswered);
+        arm_slots(&s, &[8], 2);
+        assert_eq!(
+            s[0].claim(seen),
+            None,
+            "thread 7 must not write thread 8's slot"
+        );
+        assert_eq!(s[0].armed_for(7), None);
+        assert!(answer(&s, 8, 0x80));
+        assert_eq!(s[0].take_back(2, Duration::ZERO), stack(0x80));
+    }
+
+    /// A writer finishing within the spin is waited for, not quarantined.
+    #[test]
+    fn take_back_waits_for_a_writer_that_finishes_within_the_spin() {
+        let s = slots(1);
+        arm_slots(&s, &[7], 1);
+        let generation = s[0].armed_for(7).and_then(|seen| s[0].claim(seen)).unwrap();
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                std::thread::sleep(Duration::from_millis(5));
+                // SAFETY: the claim above; the main thread only spins on the state word meanwhile.
+                let d = unsafe { s[0].data_mut() };
+                (d.label, d.depth, d.frames[0]) = (3, 1, 0x71);
+                s[0].publish(generation);
+            });
+            assert_eq!(s[0].take_back(1, Duration::from_secs(5)), stack(0x71));
+        });
+    }
 }

@@ -24,11 +24,28 @@
 //! `/proc/self/maps` and publishes the end of its mapping as the thread's top in a lock-free `tid → top`
 //! table, so later samples get full stacks. (That end can lie past the real stack top when the kernel merged
 //! the stack with an adjacent read-write mapping; a bogus `RBP` pointing there is still mapped memory at
-//! the time, and the entry is dropped when the thread exits. The shipped musl build never uses the table.)
+//! the time. The shipped musl build never uses the table.)
+//!
+//! The foreign table's contract. An entry is valid only for the thread that had the tid when it was
+//! learnt; Linux reuses tids, so an entry outliving its thread would bound a new thread's walk by another
+//! stack's top. Hence: (1) the collector learns tops only for tids whose timer is armed, and **every tid
+//! whose timer is deleted is forgotten** — at each rescan for threads gone, and for all of them when the
+//! session ends — so no entry survives its thread by more than one rescan, nor any session. (Clearing the
+//! whole table at session start instead was rejected: between sessions the stack-capture handler still
+//! reads the table and no rescan notices deaths, so stale entries would be used there.) (2) Each entry is
+//! **one `AtomicU64`** packing tid and top (stored with Release, read with one Acquire load), so a handler
+//! reading while the collector inserts or forgets sees the whole old entry, the whole new one, or
+//! none — never one thread's tid with another's top. Forgetting writes a tombstone (probing goes on past
+//! it). Writers (collector, session stop) are serialised by a mutex no handler takes. (3) The walk itself
+//! trusts no top blindly: one below `RSP` or more than [`MAX_STACK_SPAN`] above it is treated as unknown
+//! (leaf only), so even a wrong entry cannot send a walk across unmapped pages far away.
 //!
 //! This module never allocates, locks or panics on the walking paths.
 use std::cell::Cell;
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+mod foreign;
+pub(crate) use foreign::{foreign_top, forget_foreign, set_foreign_top};
 
 /// Deepest stack recorded; deeper stacks are truncated at the root end.
 pub(crate) const MAX_DEPTH: usize = 64;
@@ -168,59 +185,6 @@ pub(crate) fn init_thread_bounds() -> usize {
     found
 }
 
-/// Slots of the table of stack tops learnt from outside for threads that never filled their own cache.
-const FOREIGN_SLOTS: usize = 1024;
-/// Probes per lookup/insert in that table.
-const FOREIGN_PROBES: usize = 16;
-/// A tid slot whose thread has gone (reusable by an insert).
-const TOMBSTONE: i32 = -1;
-
-/// `tid → stack top` for threads whose own cache is empty (glibc threads nl6 did not spawn). Written only
-/// by the CPU collector (one writer), read by handlers: top is stored before the tid is published.
-static FOREIGN: [(AtomicI32, AtomicU64); FOREIGN_SLOTS] =
-    [const { (AtomicI32::new(0), AtomicU64::new(0)) }; FOREIGN_SLOTS];
-
-fn foreign_probe(tid: i32) -> impl Iterator<Item = &'static (AtomicI32, AtomicU64)> {
-    let start = (tid as u32 as usize).wrapping_mul(0x9E37_79B9) % FOREIGN_SLOTS;
-    (0..FOREIGN_PROBES).filter_map(move |i| FOREIGN.get((start + i) % FOREIGN_SLOTS))
-}
-
-/// The stack top the collector learnt for `tid` (0 = none). Async-signal-safe.
-#[inline]
-pub(crate) fn foreign_top(tid: i32) -> u64 {
-    for (t, top) in foreign_probe(tid) {
-        match t.load(Ordering::Acquire) {
-            x if x == tid => return top.load(Ordering::Relaxed),
-            0 => return 0,
-            _ => {}
-        }
-    }
-    0
-}
-
-/// Records `tid`'s stack top (collector only: one writer at a time).
-pub(crate) fn set_foreign_top(tid: i32, stack_top: u64) {
-    if tid <= 0 || foreign_top(tid) != 0 {
-        return;
-    }
-    if let Some((t, top)) =
-        foreign_probe(tid).find(|(t, _)| matches!(t.load(Ordering::Relaxed), 0 | TOMBSTONE))
-    {
-        top.store(stack_top, Ordering::Relaxed);
-        t.store(tid, Ordering::Release);
-    }
-}
-
-/// Forgets `tid` (it exited).
-pub(crate) fn forget_foreign(tid: i32) {
-    for (t, top) in foreign_probe(tid) {
-        if t.load(Ordering::Relaxed) == tid {
-            top.store(0, Ordering::Relaxed);
-            t.store(TOMBSTONE, Ordering::Release);
-        }
-    }
-}
-
 /// The end of the readable-writable mapping containing `addr`, from `/proc/self/maps` text (pure).
 pub(crate) fn mapping_end(maps: &str, addr: u64) -> Option<u64> {
     maps.lines().find_map(|line| {
@@ -354,15 +318,33 @@ pub(crate) fn chain_start(
     (None, rbp)
 }
 
+/// Largest `top - RSP` a walk trusts: far above any thread stack nl6 or a library sets up (8 MiB by
+/// default, the main thread's `RLIMIT_STACK`), far below the distance to an unrelated mapping a stale top
+/// would put in the range.
+pub(crate) const MAX_STACK_SPAN: u64 = 64 << 20;
+
+/// `stack_top` if it can bound a walk from `rsp` — above `rsp` by at most [`MAX_STACK_SPAN`] — else 0
+/// (unknown: leaf only). A top that fails this is not this thread's (stale or wrong), and walking up to it
+/// could read unmapped pages.
+#[inline]
+pub(crate) fn trusted_top(rsp: u64, stack_top: u64) -> u64 {
+    if rsp < stack_top && stack_top - rsp <= MAX_STACK_SPAN {
+        stack_top
+    } else {
+        0
+    }
+}
+
 /// Unwinds an interrupted context: the interrupted `RIP` first, then the frame chain (see
-/// [`chain_start`]), within `[regs.rsp, stack_top)`. Async-signal-safe.
+/// [`chain_start`]), within `[regs.rsp, stack_top)`; an implausible `stack_top` (see [`trusted_top`])
+/// yields the leaf only. Async-signal-safe.
 #[inline]
 pub(crate) fn unwind_interrupted(regs: Regs, stack_top: usize, out: &mut [u64]) -> usize {
     let text = (
         TEXT.0.load(Ordering::Relaxed),
         TEXT.1.load(Ordering::Acquire),
     );
-    let hi = stack_top as u64;
+    let hi = trusted_top(regs.rsp, stack_top as u64);
     if hi == 0 {
         return walk(Some(regs.rip), 0, 1, 0, 0, out, |_| 0);
     }
@@ -559,16 +541,51 @@ mod tests {
     }
 
     #[test]
-    fn foreign_top_table_inserts_finds_and_forgets() {
-        let tid = 0x3fff_0001;
-        assert_eq!(foreign_top(tid), 0);
-        set_foreign_top(tid, 0x7000);
-        assert_eq!(foreign_top(tid), 0x7000);
-        forget_foreign(tid);
-        assert_eq!(foreign_top(tid), 0);
-        set_foreign_top(tid, 0x8000);
-        assert_eq!(foreign_top(tid), 0x8000);
-        forget_foreign(tid);
+    fn a_top_is_trusted_only_just_above_rsp() {
+        let rsp = 0x7f00_0000_0000;
+        assert_eq!(trusted_top(rsp, rsp + 4096), rsp + 4096);
+        assert_eq!(trusted_top(rsp, rsp + MAX_STACK_SPAN), rsp + MAX_STACK_SPAN);
+        assert_eq!(
+            trusted_top(rsp, rsp + MAX_STACK_SPAN + 8),
+            0,
+            "too far above"
+        );
+        assert_eq!(trusted_top(rsp, rsp), 0, "no stack left");
+        assert_eq!(trusted_top(rsp, rsp - 4096), 0, "below rsp");
+        assert_eq!(trusted_top(rsp, 0), 0);
+    }
+
+    /// A stale top far above a real, well-formed stack: the walk must not go past the leaf (it would
+    /// cross whatever lies between the two on a real thread).
+    #[test]
+    fn an_implausible_top_yields_the_leaf_only() {
+        let code = a_top_is_trusted_only_just_above_rsp as *const () as u64;
+        let mut stack = vec![0u64; 64];
+        let base = stack.as_ptr() as u64;
+        let at = |i: usize| base + 8 * i as u64;
+        stack[8] = at(16);
+        stack[9] = code + 16;
+        stack[16] = 0;
+        stack[17] = code + 32;
+        let regs = Regs {
+            rip: code + 8,
+            rbp: at(8),
+            rsp: at(0),
+        };
+        let mut out = [0u64; 8];
+        let real_top = at(64);
+        let n = unwind_interrupted(regs, real_top as usize, &mut out);
+        assert_eq!(
+            &out[..n],
+            &[code + 8, code + 16, code + 32],
+            "the real top walks the chain"
+        );
+        let stale = real_top + MAX_STACK_SPAN + 4096;
+        let n = unwind_interrupted(regs, stale as usize, &mut out);
+        assert_eq!(&out[..n], &[code + 8]);
+        let n = unwind_interrupted(regs, (regs.rsp - 8) as usize, &mut out);
+        assert_eq!(&out[..n], &[code + 8]);
+        drop(stack);
     }
 
     #[inline(never)]

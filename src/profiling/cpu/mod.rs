@@ -261,8 +261,11 @@ impl Window {
     }
 }
 
-/// Publishes stack tops for threads the handler could not bound, from `/proc/self/maps`.
-fn learn_stack_tops(unknown: &[(i32, u64)]) {
+/// Publishes stack tops for threads the handler could not bound, from `/proc/self/maps`, for tids that
+/// still have a timer only: one whose timer is gone was forgotten already (and its thread may be too), so
+/// learning it now would leave an entry nothing forgets (contract in `unwind`).
+fn learn_stack_tops(unknown: &[(i32, u64)], armed: impl Fn(i32) -> bool) {
+    let unknown: Vec<&(i32, u64)> = unknown.iter().filter(|(tid, _)| armed(*tid)).collect();
     if unknown.is_empty() {
         return;
     }
@@ -370,9 +373,11 @@ fn collect(shared: Arc<Shared>) {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .drain_ring();
-        learn_stack_tops(&unknown);
+        // Rescan first: learning then sees the timers as they are after this tick's deaths (and
+        // forgets), under the same lock, so nothing is learnt for a tid the rescan just dropped.
         if let Some(t) = timers().as_mut() {
             let _ = t.sync();
+            learn_stack_tops(&unknown, |tid| t.is_armed(tid));
         }
         stop = shared.stop.lock().unwrap_or_else(|e| e.into_inner());
     }

@@ -9,6 +9,9 @@
 //! exactly its own CPU time, which a process-wide `setitimer` does not do (golang/go#35057). The kernel's
 //! `sigevent` is spelled out here because musl's struct does not expose the target-tid member.
 //!
+//! Deleting a thread's timer also forgets the stack top the collector learnt for it (`unwind`'s foreign
+//! table), at rescan and at session end alike.
+//!
 //! Never: runs in a signal handler; keeps a timer for a thread it saw exit.
 use crate::profiling::{signal, unwind};
 use std::collections::HashMap;
@@ -192,9 +195,18 @@ impl Timers {
         }
     }
 
+    /// True when `tid` has a timer in this session.
+    pub(super) fn is_armed(&self, tid: i32) -> bool {
+        self.by_tid.contains_key(&tid)
+    }
+
+    /// Deletes every timer and forgets the foreign stack tops of their threads: after the session nothing
+    /// rescans, so an entry kept now would outlive its thread and bound the walk of a later thread that
+    /// reuses the tid (contract in `unwind`).
     pub(super) fn delete_all(&mut self) {
-        for (_, id) in self.by_tid.drain() {
+        for (tid, id) in self.by_tid.drain() {
             delete_timer(id);
+            unwind::forget_foreign(tid);
         }
     }
 }
@@ -227,5 +239,29 @@ mod tests {
         let (arm, del) = diff_tids(&[3, 7, 12], &[3, 9, 12, 20]);
         assert_eq!(arm, vec![9, 20]);
         assert_eq!(del, vec![7]);
+    }
+
+    /// A thread whose timer ends with the session must not leave its learnt stack top behind: a later
+    /// thread reusing its tid would walk up to it.
+    #[test]
+    fn ending_a_session_forgets_the_stack_tops_of_its_threads() {
+        let (gone, kept) = (0x3e_0001, 0x3e_0002);
+        assert!(unwind::set_foreign_top(gone, 0x7100_0000));
+        assert!(unwind::set_foreign_top(kept, 0x7200_0000));
+        // Timer id -1 is never a real timer: deleting it only returns EINVAL.
+        let mut timers = Timers {
+            by_tid: HashMap::from([(gone, -1)]),
+            period_ns: 10_000_000,
+        };
+        assert!(timers.is_armed(gone));
+        timers.delete_all();
+        assert!(!timers.is_armed(gone));
+        assert_eq!(unwind::foreign_top(gone), 0);
+        assert_eq!(
+            unwind::foreign_top(kept),
+            0x7200_0000,
+            "only the session's threads"
+        );
+        unwind::forget_foreign(kept);
     }
 }
