@@ -75,6 +75,7 @@ pub fn run_cycle(cfg: &Config, now: SystemTime) -> CycleReport {
         .unwrap_or(0);
     let start = Stamp::from_unix(now_unix);
     let baselines = cfg
+        .args
         .baseline
         .as_deref()
         .map(|dir| find_files(dir, "cpu.pb.gz"))
@@ -82,7 +83,7 @@ pub fn run_cycle(cfg: &Config, now: SystemTime) -> CycleReport {
 
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<TargetOutcome>>> = Mutex::new(vec![None; cfg.targets.len()]);
-    let workers = cfg.concurrency.clamp(1, cfg.targets.len().max(1));
+    let workers = cfg.args.concurrency.clamp(1, cfg.targets.len().max(1));
     std::thread::scope(|s| {
         for _ in 0..workers {
             s.spawn(|| loop {
@@ -104,15 +105,15 @@ pub fn run_cycle(cfg: &Config, now: SystemTime) -> CycleReport {
         .collect();
 
     let mut deleted = Vec::new();
-    for d in apply_retention(&cfg.out, now_unix, cfg.retain) {
-        let path = cfg.out.join(&d.dir.relative);
+    for d in apply_retention(&cfg.args.out, now_unix, cfg.args.retain) {
+        let path = cfg.args.out.join(&d.dir.relative);
         match d.result {
             Ok(()) => {
                 eprintln!(
                     "nl6 collect: retention: deleted {} (dated {}, older than {})",
                     path.display(),
                     d.dir.stamp.rfc3339(),
-                    format_go_duration(cfg.retain)
+                    format_go_duration(cfg.args.retain)
                 );
                 deleted.push(path);
             }
@@ -156,12 +157,12 @@ fn check(f: &Fetched) -> Result<Good, String> {
 fn collect_target(cfg: &Config, t: &Target, start: Stamp, baselines: &[PathBuf]) -> TargetOutcome {
     let started = SystemTime::now();
     let began = Instant::now();
-    let heap = fetch(&t.endpoint("heap", ""), cfg.timeout);
+    let heap = fetch(&t.endpoint("heap", ""), cfg.args.timeout);
     let cpu = fetch(
-        &t.endpoint("profile", &format!("seconds={}", cfg.cpu_seconds)),
-        Duration::from_secs(cfg.cpu_seconds) + cfg.timeout,
+        &t.endpoint("profile", &format!("seconds={}", cfg.args.cpu_seconds)),
+        Duration::from_secs(cfg.args.cpu_seconds) + cfg.args.timeout,
     );
-    let dir = snapshot_dir(&cfg.out, t, start);
+    let dir = snapshot_dir(&cfg.args.out, t, start);
     let title_for = |kind: &str| {
         format!(
             "{} {}:{} {kind} {}",
@@ -217,7 +218,7 @@ fn collect_target(cfg: &Config, t: &Target, start: Stamp, baselines: &[PathBuf])
         profiles.insert(kind.to_string(), pm);
     }
 
-    let baseline = cfg.baseline.as_ref().map(|dir| {
+    let baseline = cfg.args.baseline.as_ref().map(|dir| {
         let mut bm = BaselineMeta {
             dir: dir.display().to_string(),
             profile: None,
@@ -257,7 +258,7 @@ fn collect_target(cfg: &Config, t: &Target, start: Stamp, baselines: &[PathBuf])
         started: rfc3339_millis(started),
         finished: String::new(),
         duration_ms: 0,
-        cpu_seconds: cfg.cpu_seconds,
+        cpu_seconds: cfg.args.cpu_seconds,
         status: status.clone(),
         error: error.clone(),
         profiles,

@@ -32,8 +32,7 @@ pub mod retention;
 pub mod targets;
 
 use std::ffi::OsString;
-use std::path::PathBuf;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 pub use cycle::{run_cycle, CycleReport, TargetOutcome};
 pub use targets::{parse_targets, Target};
@@ -41,45 +40,22 @@ pub use targets::{parse_targets, Target};
 /// Everything a cycle needs: the validated flags plus the parsed targets.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// The flags as parsed (`-out`, `-interval`, `-cpu-seconds`, `-retain`, …).
+    pub args: flags::CollectArgs,
+    /// The targets file's entries.
     pub targets: Vec<Target>,
-    pub out: PathBuf,
-    pub interval: Duration,
-    pub cpu_seconds: u64,
-    pub retain: Duration,
-    pub concurrency: usize,
-    pub timeout: Duration,
-    pub baseline: Option<PathBuf>,
-    pub once: bool,
 }
 
 impl Config {
     /// Reads and parses the targets file named by `args`. Errors name the file and line.
     pub fn load(args: &flags::CollectArgs) -> Result<Config, String> {
-        let flags::CollectArgs {
-            targets,
-            out,
-            interval,
-            cpu_seconds,
-            retain,
-            concurrency,
-            timeout,
-            baseline,
-            once,
-            help: _,
-        } = args.clone();
-        let text = std::fs::read_to_string(&targets)
-            .map_err(|e| format!("-targets {}: {e}", targets.display()))?;
-        let parsed = parse_targets(&text).map_err(|e| format!("{}: {e}", targets.display()))?;
+        let path = &args.targets;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("-targets {}: {e}", path.display()))?;
+        let targets = parse_targets(&text).map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(Config {
-            targets: parsed,
-            out,
-            interval,
-            cpu_seconds,
-            retain,
-            concurrency,
-            timeout,
-            baseline,
-            once,
+            args: args.clone(),
+            targets,
         })
     }
 }
@@ -104,18 +80,18 @@ pub fn main(args: Vec<OsString>) -> i32 {
             return 2;
         }
     };
-    if let Err(e) = std::fs::create_dir_all(&cfg.out) {
-        eprintln!("nl6 collect: -out {}: {e}", cfg.out.display());
+    if let Err(e) = std::fs::create_dir_all(&cfg.args.out) {
+        eprintln!("nl6 collect: -out {}: {e}", cfg.args.out.display());
         return 1;
     }
     loop {
         let start = SystemTime::now();
         run_cycle(&cfg, start);
-        if cfg.once {
+        if cfg.args.once {
             return 0;
         }
         // Cycles start every interval; a cycle that overran starts the next one at once.
-        let next = start + cfg.interval;
+        let next = start + cfg.args.interval;
         if let Ok(wait) = next.duration_since(SystemTime::now()) {
             // std's sleep resumes after signals, so EINTR cannot cut the wait short.
             std::thread::sleep(wait);
