@@ -1,5 +1,7 @@
-//! Heap sampler overhead: an alloc-heavy loop (mixed sizes, alloc + free) under the plain System allocator
-//! vs `SamplingAllocator` at Go's default rate, side by side in one run.
+//! Heap sampler overhead: an alloc-heavy loop (alloc + free of mixed sizes) under the plain System
+//! allocator vs `SamplingAllocator` at Go's default rate, side by side in one run. Two rows: the original
+//! large-block-heavy mix and an assumed typical one (see [`Mix`]); the sampled path's share of the cost
+//! grows with the mean size, since samples come per byte and the loop touches one byte per block.
 //!
 //! A global allocator is fixed per binary, so this binary's allocator dispatches on a mode flag (plain
 //! System or the sampler over System); both modes pay the same predictable branch, so the difference is the
@@ -66,9 +68,42 @@ const OPS: usize = 250_000;
 const SLOTS: usize = 4096;
 const ROUNDS: usize = 41;
 
+/// Which size mix a workload draws from.
+#[derive(Clone, Copy, PartialEq)]
+enum Mix {
+    /// The original row: 60 % 16..128 B, 30 % 128..1024 B, 9 % 1..8 KiB, 1 % 32 KiB. Mean ≈ 960 B per
+    /// allocation, so at rate 524288 one allocation in ≈ 545 is sampled; 35 % of the bytes (and so of the
+    /// samples) are the 32 KiB blocks.
+    Heavy,
+    /// An assumed mix closer to typical Rust code (mostly small strings/vecs/boxes, rare large buffers):
+    /// 70 % 8..64 B, 25 % 64..512 B, 4.5 % 512 B..4 KiB, 0.5 % 4..32 KiB. Mean ≈ 290 B per allocation:
+    /// one in ≈ 1800 is sampled.
+    Typical,
+}
+
+impl Mix {
+    fn size(self, x: u64) -> usize {
+        let r = (x >> 8) as usize;
+        match self {
+            Mix::Heavy => match x % 100 {
+                0..=59 => 16 + r % 112,     // small: 16..128
+                60..=89 => 128 + r % 896,   // medium: 128..1024
+                90..=98 => 1024 + r % 7168, // 1..8 KiB
+                _ => 32 * 1024,             // occasional 32 KiB
+            },
+            Mix::Typical => match x % 1000 {
+                0..=699 => 8 + r % 56,
+                700..=949 => 64 + r % 448,
+                950..=994 => 512 + r % 3584,
+                _ => 4096 + r % 28672,
+            },
+        }
+    }
+}
+
 /// Replaces a random slot with a fresh block of a mixed size; touches it so the work is real.
 #[inline(never)]
-fn workload() -> u64 {
+fn workload(mix: Mix) -> u64 {
     let mut slots: Vec<Option<Vec<u8>>> = (0..SLOTS).map(|_| None).collect();
     let mut x: u64 = 0x2545_f491_4f6c_dd1d;
     let mut sum = 0u64;
@@ -76,12 +111,7 @@ fn workload() -> u64 {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        let size = match x % 100 {
-            0..=59 => 16 + (x >> 8) as usize % 112,     // small: 16..128
-            60..=89 => 128 + (x >> 8) as usize % 896,   // medium: 128..1024
-            90..=98 => 1024 + (x >> 8) as usize % 7168, // 1..8 KiB
-            _ => 32 * 1024,                             // occasional 32 KiB
-        };
+        let size = mix.size(x);
         let i = (x >> 32) as usize % SLOTS;
         let mut v = Vec::with_capacity(size);
         v.push(x as u8);
@@ -115,11 +145,19 @@ fn main() {
     {
         nl6::profiling::heap::set_rate(rate);
     }
+    for mix in [Mix::Heavy, Mix::Typical] {
+        run(mix);
+    }
+}
+
+/// One row: alternating rounds of `mix` under each mode, then the figures.
+fn run(mix: Mix) {
     // Warm both paths (allocator arenas, the sampler's tables), untimed.
     for mode in [false, true] {
         USE_SAMPLER.store(mode, Ordering::Relaxed);
-        std::hint::black_box(workload());
+        std::hint::black_box(workload(mix));
     }
+    let sampled_before = sampled();
     // NL6_HEAP_BENCH_AA=1: both columns use System, to show the bench's own bias between the two slots.
     let aa = std::env::var_os("NL6_HEAP_BENCH_AA").is_some();
     let (mut system, mut sampling) = (Vec::new(), Vec::new());
@@ -127,11 +165,12 @@ fn main() {
         for (mode, out) in [(false, &mut system), (true, &mut sampling)] {
             USE_SAMPLER.store(mode && !aa, Ordering::Relaxed);
             let start = thread_cpu_ns();
-            std::hint::black_box(workload());
+            std::hint::black_box(workload(mix));
             out.push(thread_cpu_ns() - start);
         }
     }
     USE_SAMPLER.store(false, Ordering::Relaxed);
+    let (samples, sites) = sampled();
     let (smin, pmin) = (
         *system.iter().min().unwrap(),
         *sampling.iter().min().unwrap(),
@@ -142,17 +181,32 @@ fn main() {
     } else {
         "glibc"
     };
+    let name = match mix {
+        Mix::Heavy => "mixed sizes",
+        Mix::Typical => "typical sizes",
+    };
     let per_op = |ns: u128| ns as f64 / OPS as f64;
     println!(
-        "heap_overhead [{libc}] alloc+free of mixed sizes, {ROUNDS} alternating rounds of {OPS} ops, thread CPU \
+        "heap_overhead [{libc}] alloc+free of {name}, {ROUNDS} alternating rounds of {OPS} ops, thread CPU \
          time: system min {:.1} / median {:.1} ns/op; sampling (rate {}) min {:.1} / median {:.1} ns/op; \
-         ratio of minimums {:.3}, of medians {:.3} (target <= 1.03)",
+         ratio of minimums {:.3}, of medians {:.3} (target <= 1.03); {:.0} samples per round, {} new sites",
         per_op(smin),
         per_op(s),
         nl6::profiling::heap::rate(),
         per_op(pmin),
         per_op(p),
         pmin as f64 / smin as f64,
-        p as f64 / s as f64
+        p as f64 / s as f64,
+        (samples - sampled_before.0) as f64 / ROUNDS as f64,
+        sites - sampled_before.1,
     );
+}
+
+/// Sampled allocations and sites recorded so far (the sampler's own counters).
+fn sampled() -> (u64, usize) {
+    let snap = nl6::profiling::heap::snapshot();
+    (
+        snap.records.iter().map(|r| r.alloc_objects).sum(),
+        snap.records.len(),
+    )
 }
