@@ -17,9 +17,11 @@
 //! take the site-table mutex.
 //!
 //! What it never does: sample an allocation made while recording a sample (a per-thread guard sends those
-//! straight to the inner allocator, so recording never recurses), sample once the thread's exit has begun
-//! (a pthread-key destructor marks it), or use a thread-local with a destructor on the allocation path
-//! (its thread-locals are `const`-initialised `Cell`s, valid during thread teardown).
+//! straight to the inner allocator, so recording never recurses), sample once the thread's pthread-key
+//! destructors have run (one of them marks the thread as exiting; on glibc Rust's own TLS destructors run
+//! before that, and allocations they make may still be sampled, which is harmless: the sampled path uses
+//! only `const` thread-locals and the site mutex), or use a thread-local with a destructor on the
+//! allocation path (its thread-locals are `const`-initialised `Cell`s, valid during thread teardown).
 use super::{unwind, Stack};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
