@@ -2,8 +2,11 @@
 //! the [`Pusher`] port), publishes a snapshot for readers, and keeps the revert timer.
 //!
 //! Locks and threads:
-//! - `state` serialises transitions and is held across a push's bounded stop (up to 20 s). Readers never
-//!   take it.
+//! - `turns` ([`super::turn`]) serialises transitions, first come first served, and is held across a
+//!   push's bounded stop (up to 20 s against a hanging collector). A `POST` waits at most [`POST_WAIT`]
+//!   for its turn and otherwise gets [`PostError::Busy`] (409) with the state unchanged, so closing POSTs
+//!   never pile up in the server's workers; startup, shutdown and the revert timer wait for their turn.
+//!   `state` is locked only by the turn's holder. Readers take neither.
 //! - `published` holds an `Arc` of the state as of the last completed transition; [`Gate::view`] and
 //!   [`Gate::is_open`] clone it under a lock held for a pointer copy, so `GET` never waits behind a
 //!   transition in progress.
@@ -18,11 +21,19 @@
 
 use super::port::{PushRun, PushStatus, Pusher};
 use super::state::{self, Action, GateState, PostRequest, Startup, Transition, ADHOC_ENV};
+use super::turn::Turns;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, SystemTime};
 
 /// How long closing the gate waits for the push's final flush (two upload timeouts).
 pub const STOP_BUDGET: Duration = Duration::from_secs(20);
+
+/// How long a `POST` waits for a transition in progress before answering [`PostError::Busy`]. Short, so
+/// a few POSTs behind a 20 s flush cannot take every server worker (GET must answer within 1 s).
+pub const POST_WAIT: Duration = Duration::from_secs(1);
+
+/// The message of [`PostError::Busy`] (the REST 409).
+pub const BUSY_MESSAGE: &str = "a profiling transition is in progress; retry";
 
 /// What `GET /api/v1/profiling` reports. Never holds credentials.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +61,9 @@ pub enum PostError {
         message: String,
         view: Box<GateView>,
     },
+    /// Another transition (typically a closing push's flush) held the gate for longer than [`POST_WAIT`];
+    /// nothing changed (409, with the state as of the last completed transition).
+    Busy { view: Box<GateView> },
 }
 
 type EnvCheck = Box<dyn Fn() -> bool + Send + Sync>;
@@ -64,6 +78,7 @@ struct Published {
 struct Inner {
     startup: Startup,
     pusher: Box<dyn Pusher>,
+    turns: Turns,
     state: Mutex<GateState>,
     published: Mutex<Arc<Published>>,
     run: Mutex<Option<Box<dyn PushRun>>>,
@@ -113,6 +128,7 @@ impl Gate {
             inner: Arc::new(Inner {
                 startup,
                 pusher,
+                turns: Turns::default(),
                 state: Mutex::new(GateState::default()),
                 published: Mutex::new(published),
                 run: Mutex::new(None),
@@ -128,6 +144,7 @@ impl Gate {
     /// Applies the startup flag (opens the gate with a push when `-profiling-pyroscope` was given).
     /// Returns the push's start error, if any.
     pub fn start(&self) -> Result<(), String> {
+        let _turn = self.inner.turns.take(None);
         let mut st = lock(&self.inner.state);
         let t = state::on_startup(&self.inner.startup, (self.inner.adhoc_env_set)());
         match Inner::execute(&self.inner, &mut st, t).failure {
@@ -137,7 +154,13 @@ impl Gate {
     }
 
     /// Applies a POST. The response is written after this returns (so after a closing push's flush).
+    /// Waits at most [`POST_WAIT`] behind another transition, then answers [`PostError::Busy`].
     pub fn post(&self, req: &PostRequest) -> Result<GateView, PostError> {
+        let Some(turn) = self.inner.turns.take(Some(POST_WAIT)) else {
+            return Err(PostError::Busy {
+                view: Box::new(self.view()),
+            });
+        };
         let mut st = lock(&self.inner.state);
         let t = state::on_post(
             &st,
@@ -152,6 +175,7 @@ impl Gate {
         // POST answer 500 while the state it carried said enabled:false).
         let failure = Inner::execute(&self.inner, &mut st, t).failure;
         drop(st);
+        drop(turn);
         match failure {
             Some(message) => Err(PostError::PushFailed {
                 message,
@@ -164,6 +188,7 @@ impl Gate {
     /// Closes the gate (bounded flush of a running push) and cancels any revert. Returns `false` when the
     /// flush was abandoned at the deadline.
     pub fn shutdown(&self) -> bool {
+        let _turn = self.inner.turns.take(None);
         let mut st = lock(&self.inner.state);
         let t = state::on_shutdown(&st, &self.inner.startup);
         !Inner::execute(&self.inner, &mut st, t).abandoned
@@ -288,6 +313,7 @@ impl Inner {
     /// Applies the revert if it is still this timer's and has fallen due. Returns true when the timer is
     /// done (applied or superseded).
     fn revert_if_due(this: &Arc<Inner>, generation: u64) -> bool {
+        let _turn = this.turns.take(None);
         let mut st = lock(&this.state);
         if *lock(&this.revert_generation) != generation {
             return true;

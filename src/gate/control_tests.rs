@@ -298,3 +298,69 @@ fn shutdown_stops_the_push() {
         "stop http://pyro:4040 budget=20s"
     );
 }
+
+#[test]
+fn posts_behind_a_long_flush_answer_busy_and_get_stays_instant() {
+    // The closing POST's stop takes 4 s (a hanging collector would take 20 s); the POSTs behind it must
+    // not wait for it, and must change nothing.
+    let h = harness(Some("http://pyro:4040"), Duration::from_secs(4));
+    h.gate.start().unwrap();
+    let g = h.gate.clone();
+    let closer = std::thread::spawn(move || g.post(&req(false, AddressField::Omitted, None)));
+    assert!(wait_until(Duration::from_secs(2), || lock(
+        &h.gate.inner.run
+    )
+    .is_none()));
+    let waiting: Vec<_> = (0..3)
+        .map(|_| {
+            let g = h.gate.clone();
+            std::thread::spawn(move || {
+                let t = Instant::now();
+                let answer = g.post(&req(true, AddressField::Empty, None));
+                (answer, t.elapsed())
+            })
+        })
+        .collect();
+    let t = Instant::now();
+    let v = h.gate.view();
+    assert!(
+        t.elapsed() < Duration::from_millis(100),
+        "{:?}",
+        t.elapsed()
+    );
+    for w in waiting {
+        let (answer, took) = w.join().unwrap();
+        match answer {
+            Err(PostError::Busy { view }) => {
+                assert_eq!(*view, v, "a busy POST reports the published state")
+            }
+            other => panic!("expected Busy, got {other:?}"),
+        }
+        assert!(
+            took >= POST_WAIT && took < Duration::from_secs(3),
+            "the busy answer came after {took:?}"
+        );
+    }
+    let closed = closer.join().unwrap().unwrap();
+    assert!(!closed.enabled && !closed.pushing);
+    // Nothing the busy POSTs asked for happened: one stop, two log lines (startup, close).
+    assert!(!h.gate.is_open());
+    assert_eq!(lock(&h.logs).len(), 2, "{:?}", lock(&h.logs));
+    // And once the flush is over, a POST goes through again.
+    assert!(h.gate.post(&req(true, AddressField::Empty, None)).is_ok());
+}
+
+#[test]
+fn posts_behind_a_short_transition_wait_for_their_turn() {
+    let h = harness(Some("http://pyro:4040"), Duration::from_millis(300));
+    h.gate.start().unwrap();
+    let g = h.gate.clone();
+    let closer = std::thread::spawn(move || g.post(&req(false, AddressField::Omitted, None)));
+    assert!(wait_until(Duration::from_secs(2), || lock(
+        &h.gate.inner.run
+    )
+    .is_none()));
+    let v = h.gate.post(&req(true, AddressField::Empty, None)).unwrap();
+    assert!(v.enabled && !v.pushing);
+    assert!(closer.join().unwrap().is_ok());
+}
