@@ -12,18 +12,19 @@
 //!   transition in progress.
 //! - `run` holds the running push; it is locked only to put, take, or read its status (never across a
 //!   stop or a start).
-//! - The revert timer is one thread that exists only while a revert is pending; a later transition bumps a
-//!   generation number, which wakes and ends the old timer.
+//! - The revert timer is one thread that exists only while a revert is pending; it waits on the monotonic
+//!   clock (`Revert::due`), so a wall-clock step neither fires a revert early nor holds it back. A later
+//!   transition bumps a generation number, which wakes and ends the old timer.
 //!
 //! Never does network I/O: the push behind the port does. Every transition logs exactly one line starting
 //! `[profiling] `.
 #![forbid(unsafe_code)]
 
 use super::port::{PushRun, PushStatus, Pusher};
-use super::state::{self, Action, GateState, PostRequest, Startup, Transition, ADHOC_ENV};
+use super::state::{self, Action, GateState, Now, PostRequest, Startup, Transition, ADHOC_ENV};
 use super::turn::Turns;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// How long closing the gate waits for the push's final flush (two upload timeouts).
 pub const STOP_BUDGET: Duration = Duration::from_secs(20);
@@ -68,6 +69,7 @@ pub enum PostError {
 
 type EnvCheck = Box<dyn Fn() -> bool + Send + Sync>;
 type LogSink = Box<dyn Fn(&str) + Send + Sync>;
+type WallClock = Box<dyn Fn() -> SystemTime + Send + Sync>;
 
 struct Published {
     state: GateState,
@@ -87,6 +89,8 @@ struct Inner {
     adhoc_env_set: EnvCheck,
     log: LogSink,
     stop_budget: Duration,
+    /// Dates reverts (display only); `SystemTime::now` except in tests that step it.
+    wall_clock: WallClock,
 }
 
 /// The gate. Cheap to clone (shared).
@@ -137,6 +141,7 @@ impl Gate {
                 adhoc_env_set,
                 log,
                 stop_budget,
+                wall_clock: Box::new(SystemTime::now),
             }),
         }
     }
@@ -167,7 +172,10 @@ impl Gate {
             req,
             &self.inner.startup,
             (self.inner.adhoc_env_set)(),
-            SystemTime::now(),
+            Now {
+                wall: (self.inner.wall_clock)(),
+                mono: Instant::now(),
+            },
         )
         .map_err(PostError::Invalid)?;
         // An abandoned flush is not a failure of the POST: the gate did close (or re-target), and the flush
@@ -224,6 +232,17 @@ impl Gate {
     }
 }
 
+#[cfg(test)]
+impl Gate {
+    /// Replaces the wall clock (tests step it). Only on a gate not yet cloned.
+    fn with_wall_clock(mut self, clock: WallClock) -> Gate {
+        Arc::get_mut(&mut self.inner)
+            .expect("set the wall clock before cloning the gate")
+            .wall_clock = clock;
+        self
+    }
+}
+
 /// What running a transition's actions came to.
 struct Executed {
     /// The push was refused or did not start (the POST answers 500 with it).
@@ -276,13 +295,13 @@ impl Inner {
             }
         }
         *st = next.clone();
-        let revert_at = next.revert.as_ref().map(|r| r.at);
+        let revert_due = next.revert.as_ref().map(|r| r.due);
         this.publish(Published {
             state: next,
             stopping_status: PushStatus::default(),
         });
         (this.log)(&log);
-        this.arm_revert(revert_at);
+        this.arm_revert(revert_due);
         Executed { failure, abandoned }
     }
 
@@ -290,19 +309,19 @@ impl Inner {
         *lock(&self.published) = Arc::new(p);
     }
 
-    /// Cancels any pending timer and, when `at` is set, starts the one thread that waits for it.
-    fn arm_revert(self: &Arc<Inner>, at: Option<SystemTime>) {
+    /// Cancels any pending timer and, when `due` is set, starts the one thread that waits for it.
+    fn arm_revert(self: &Arc<Inner>, due: Option<Instant>) {
         let generation = {
             let mut g = lock(&self.revert_generation);
             *g += 1;
             *g
         };
         self.revert_wake.notify_all();
-        let Some(at) = at else { return };
+        let Some(due) = due else { return };
         let weak = Arc::downgrade(self);
         let spawned = std::thread::Builder::new()
             .name("gate-revert".to_string())
-            .spawn(move || revert_timer(&weak, generation, at));
+            .spawn(move || revert_timer(&weak, generation, due));
         if let Err(e) = spawned {
             (self.log)(&format!(
                 "[profiling] revert timer could not start ({e}); the revert will not happen"
@@ -318,12 +337,7 @@ impl Inner {
         if *lock(&this.revert_generation) != generation {
             return true;
         }
-        match state::on_revert_due(
-            &st,
-            &this.startup,
-            (this.adhoc_env_set)(),
-            SystemTime::now(),
-        ) {
+        match state::on_revert_due(&st, &this.startup, (this.adhoc_env_set)(), Instant::now()) {
             Some(t) => {
                 Inner::execute(this, &mut st, t);
                 true
@@ -333,7 +347,8 @@ impl Inner {
     }
 }
 
-fn revert_timer(weak: &Weak<Inner>, generation: u64, at: SystemTime) {
+/// Waits on the monotonic clock for `due` (a wall-clock step changes nothing), then applies the revert.
+fn revert_timer(weak: &Weak<Inner>, generation: u64, due: Instant) {
     loop {
         let Some(inner) = weak.upgrade() else { return };
         {
@@ -341,9 +356,7 @@ fn revert_timer(weak: &Weak<Inner>, generation: u64, at: SystemTime) {
             if *g != generation {
                 return;
             }
-            let left = at
-                .duration_since(SystemTime::now())
-                .unwrap_or(Duration::ZERO);
+            let left = due.saturating_duration_since(Instant::now());
             if !left.is_zero() {
                 // Wake at least every second so a dropped gate ends this thread.
                 let _ = inner

@@ -364,3 +364,63 @@ fn posts_behind_a_short_transition_wait_for_their_turn() {
     assert!(v.enabled && !v.pushing);
     assert!(closer.join().unwrap().is_ok());
 }
+
+/// A gate whose wall clock runs `offset` seconds (shared, steppable) away from the real one.
+fn stepped_clock_harness() -> (Harness, Arc<std::sync::atomic::AtomicI64>) {
+    let offset = Arc::new(std::sync::atomic::AtomicI64::new(0));
+    let mut h = harness(None, Duration::ZERO);
+    let o = Arc::clone(&offset);
+    h.gate = h.gate.with_wall_clock(Box::new(move || {
+        let secs = o.load(Ordering::SeqCst);
+        let now = SystemTime::now();
+        if secs >= 0 {
+            now + Duration::from_secs(secs as u64)
+        } else {
+            now - Duration::from_secs(secs.unsigned_abs())
+        }
+    }));
+    (h, offset)
+}
+
+#[test]
+fn a_wall_clock_stepped_back_does_not_delay_the_revert() {
+    let (h, offset) = stepped_clock_harness();
+    let v = h
+        .gate
+        .post(&req(
+            true,
+            AddressField::Empty,
+            Some(Duration::from_millis(300)),
+        ))
+        .unwrap();
+    assert!(v.revert_at.is_some());
+    offset.store(-3600, Ordering::SeqCst);
+    assert!(
+        wait_until(Duration::from_secs(3), || !h.gate.is_open()),
+        "the revert waited for the wall clock to catch up"
+    );
+}
+
+#[test]
+fn a_wall_clock_stepped_forward_does_not_hasten_the_revert() {
+    let (h, offset) = stepped_clock_harness();
+    let before = SystemTime::now();
+    let v = h
+        .gate
+        .post(&req(
+            true,
+            AddressField::Empty,
+            Some(Duration::from_secs(3)),
+        ))
+        .unwrap();
+    // The displayed date follows the (stepped) wall clock of the POST.
+    let at = v.revert_at.unwrap();
+    assert!(at >= before + Duration::from_secs(3), "{at:?}");
+    offset.store(24 * 3600, Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        h.gate.is_open(),
+        "the revert fired early after a clock step"
+    );
+    assert!(wait_until(Duration::from_secs(5), || !h.gate.is_open()));
+}
