@@ -37,8 +37,8 @@ use ureq::unversioned::transport::DefaultConnector;
 
 #[path = "client_dns.rs"]
 mod dns;
-pub use dns::DNS_THREAD_NAME;
 use dns::PushResolver;
+pub use dns::DNS_THREAD_NAME;
 
 /// An HTTP client bound to one push target.
 pub struct Client {
