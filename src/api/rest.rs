@@ -2,11 +2,15 @@
 //! (`{"data": …}` on success, `{"error": "…"}` on failure, plus `"data"` with the state when a push could
 //! not start).
 //!
+//! A POST that finds another transition in progress (a closing push flushing to a slow collector can take
+//! up to 20 s) waits at most 1 s, then answers 409 `{"error":"a profiling transition is in progress;
+//! retry","data":<state>}` with nothing changed; GET never waits.
+//!
 //! Parses the POST body strictly (unknown fields, wrong types and a missing `enabled` are 400s naming the
 //! field) and hands a [`PostRequest`] value to the gate. Never echoes credentials: the view has none.
 #![forbid(unsafe_code)]
 
-use crate::gate::control::{Gate, GateView, PostError};
+use crate::gate::control::{Gate, GateView, PostError, BUSY_MESSAGE};
 use crate::gate::duration::parse_go_duration;
 use crate::gate::rfc3339;
 use crate::gate::state::{AddressField, PostRequest};
@@ -105,6 +109,10 @@ pub fn post(gate: &Gate, req: &Request) -> Response {
         Err(PostError::PushFailed { message, view }) => json(
             500,
             &serde_json::json!({ "error": message, "data": state_json(&view) }),
+        ),
+        Err(PostError::Busy { view }) => json(
+            409,
+            &serde_json::json!({ "error": BUSY_MESSAGE, "data": state_json(&view) }),
         ),
     }
 }

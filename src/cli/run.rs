@@ -10,10 +10,29 @@ use super::{signals, Args};
 use crate::api::Api;
 use crate::gate::control::Gate;
 use crate::gate::port::Pusher;
-use crate::http::server::{Handler, Server, ServerConfig};
+use crate::http::server::{plain_refusal, Handler, Refusal, Server, ServerConfig};
 use crate::http::sys;
+use crate::http::Response;
 use crate::push::{PushConfig, PyroscopePusher};
 use std::sync::Arc;
+
+/// The server's limits for the binary: no route accepts a body over [`crate::api::rest::MAX_BODY`]
+/// (64 KiB; scenario and symbol bodies are far smaller), so no connection buffers more than that plus a
+/// head; the other limits are the server's defaults.
+fn server_config() -> ServerConfig {
+    ServerConfig::default()
+        .max_body(crate::api::rest::MAX_BODY)
+        .refusal(refusal)
+}
+
+/// The server's own refusals in each surface's shape: JSON `{"error": …}` under `/api/`, plain text
+/// elsewhere (as the pull surface's errors are).
+fn refusal(r: &Refusal) -> Response {
+    match &r.path {
+        Some(p) if p.starts_with("/api/") => crate::api::rest::error(r.status, &r.message),
+        _ => plain_refusal(r),
+    }
+}
 
 /// The pusher the gate drives: the Pyroscope push over the real engine.
 fn pusher() -> Box<dyn Pusher> {
@@ -55,7 +74,7 @@ pub(super) fn serve(args: Args) -> i32 {
             .with_extension(Box::new(move |req| crate::lab::api::route(req, &mounted))),
     );
     let handler: Arc<Handler> = Arc::new(move |req| api.handle(req));
-    let server = match Server::bind(config.listen(), ServerConfig::default(), handler) {
+    let server = match Server::bind(config.listen(), server_config(), handler) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("nl6: listen on {}: {e}", config.listen());
@@ -84,4 +103,66 @@ pub(super) fn serve(args: Args) -> i32 {
     fleet.stop();
     eprintln!("nl6: exiting");
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::time::Duration;
+
+    /// Sends `head` (no body) and reads the answer, within 5 s.
+    fn answer(server: &Server, head: &str) -> String {
+        let mut s = TcpStream::connect(server.local_addr()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(head.as_bytes()).unwrap();
+        let mut out = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            match s.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => out.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[test]
+    fn bodies_over_the_largest_a_route_accepts_are_refused_before_they_are_buffered() {
+        let handler: Arc<Handler> = Arc::new(|r| Response::new(200, "text/plain", r.body.clone()));
+        let server = Server::bind("127.0.0.1:0", server_config(), handler).unwrap();
+        let limit = crate::api::rest::MAX_BODY;
+        // Only the head is sent: the refusal must not wait for a body the server will not keep.
+        let rest = answer(
+            &server,
+            &format!(
+                "POST /api/v1/profiling HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
+                limit + 1
+            ),
+        );
+        assert!(rest.starts_with("HTTP/1.1 413 "), "{rest}");
+        assert!(
+            rest.contains("Content-Type: application/json\r\n"),
+            "{rest}"
+        );
+        let body = rest.split_once("\r\n\r\n").unwrap().1;
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(
+            v["error"],
+            format!(
+                "request body is {} bytes; the limit is 65536 (64 KiB)",
+                limit + 1
+            )
+        );
+        let pull = answer(
+            &server,
+            "POST /debug/pprof/symbol HTTP/1.1\r\nContent-Length: 100000\r\n\r\n",
+        );
+        assert!(pull.starts_with("HTTP/1.1 413 "), "{pull}");
+        assert!(pull.contains("Content-Type: text/plain"), "{pull}");
+        server.shutdown();
+    }
 }

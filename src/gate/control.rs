@@ -2,27 +2,39 @@
 //! the [`Pusher`] port), publishes a snapshot for readers, and keeps the revert timer.
 //!
 //! Locks and threads:
-//! - `state` serialises transitions and is held across a push's bounded stop (up to 20 s). Readers never
-//!   take it.
+//! - `turns` ([`super::turn`]) serialises transitions, first come first served, and is held across a
+//!   push's bounded stop (up to 20 s against a hanging collector). A `POST` waits at most [`POST_WAIT`]
+//!   for its turn and otherwise gets [`PostError::Busy`] (409) with the state unchanged, so closing POSTs
+//!   never pile up in the server's workers; startup, shutdown and the revert timer wait for their turn.
+//!   `state` is locked only by the turn's holder. Readers take neither.
 //! - `published` holds an `Arc` of the state as of the last completed transition; [`Gate::view`] and
 //!   [`Gate::is_open`] clone it under a lock held for a pointer copy, so `GET` never waits behind a
 //!   transition in progress.
 //! - `run` holds the running push; it is locked only to put, take, or read its status (never across a
 //!   stop or a start).
-//! - The revert timer is one thread that exists only while a revert is pending; a later transition bumps a
-//!   generation number, which wakes and ends the old timer.
+//! - The revert timer is one thread that exists only while a revert is pending; it waits on the monotonic
+//!   clock (`Revert::due`), so a wall-clock step neither fires a revert early nor holds it back. A later
+//!   transition bumps a generation number, which wakes and ends the old timer.
 //!
 //! Never does network I/O: the push behind the port does. Every transition logs exactly one line starting
 //! `[profiling] `.
 #![forbid(unsafe_code)]
 
 use super::port::{PushRun, PushStatus, Pusher};
-use super::state::{self, Action, GateState, PostRequest, Startup, Transition, ADHOC_ENV};
+use super::state::{self, Action, GateState, Now, PostRequest, Startup, Transition, ADHOC_ENV};
+use super::turn::Turns;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// How long closing the gate waits for the push's final flush (two upload timeouts).
 pub const STOP_BUDGET: Duration = Duration::from_secs(20);
+
+/// How long a `POST` waits for a transition in progress before answering [`PostError::Busy`]. Short, so
+/// a few POSTs behind a 20 s flush cannot take every server worker (GET must answer within 1 s).
+pub const POST_WAIT: Duration = Duration::from_secs(1);
+
+/// The message of [`PostError::Busy`] (the REST 409).
+pub const BUSY_MESSAGE: &str = "a profiling transition is in progress; retry";
 
 /// What `GET /api/v1/profiling` reports. Never holds credentials.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,10 +62,14 @@ pub enum PostError {
         message: String,
         view: Box<GateView>,
     },
+    /// Another transition (typically a closing push's flush) held the gate for longer than [`POST_WAIT`];
+    /// nothing changed (409, with the state as of the last completed transition).
+    Busy { view: Box<GateView> },
 }
 
 type EnvCheck = Box<dyn Fn() -> bool + Send + Sync>;
 type LogSink = Box<dyn Fn(&str) + Send + Sync>;
+type WallClock = Box<dyn Fn() -> SystemTime + Send + Sync>;
 
 struct Published {
     state: GateState,
@@ -64,6 +80,7 @@ struct Published {
 struct Inner {
     startup: Startup,
     pusher: Box<dyn Pusher>,
+    turns: Turns,
     state: Mutex<GateState>,
     published: Mutex<Arc<Published>>,
     run: Mutex<Option<Box<dyn PushRun>>>,
@@ -72,6 +89,8 @@ struct Inner {
     adhoc_env_set: EnvCheck,
     log: LogSink,
     stop_budget: Duration,
+    /// Dates reverts (display only); `SystemTime::now` except in tests that step it.
+    wall_clock: WallClock,
 }
 
 /// The gate. Cheap to clone (shared).
@@ -113,6 +132,7 @@ impl Gate {
             inner: Arc::new(Inner {
                 startup,
                 pusher,
+                turns: Turns::default(),
                 state: Mutex::new(GateState::default()),
                 published: Mutex::new(published),
                 run: Mutex::new(None),
@@ -121,6 +141,7 @@ impl Gate {
                 adhoc_env_set,
                 log,
                 stop_budget,
+                wall_clock: Box::new(SystemTime::now),
             }),
         }
     }
@@ -128,6 +149,7 @@ impl Gate {
     /// Applies the startup flag (opens the gate with a push when `-profiling-pyroscope` was given).
     /// Returns the push's start error, if any.
     pub fn start(&self) -> Result<(), String> {
+        let _turn = self.inner.turns.take(None);
         let mut st = lock(&self.inner.state);
         let t = state::on_startup(&self.inner.startup, (self.inner.adhoc_env_set)());
         match Inner::execute(&self.inner, &mut st, t).failure {
@@ -137,14 +159,23 @@ impl Gate {
     }
 
     /// Applies a POST. The response is written after this returns (so after a closing push's flush).
+    /// Waits at most [`POST_WAIT`] behind another transition, then answers [`PostError::Busy`].
     pub fn post(&self, req: &PostRequest) -> Result<GateView, PostError> {
+        let Some(turn) = self.inner.turns.take(Some(POST_WAIT)) else {
+            return Err(PostError::Busy {
+                view: Box::new(self.view()),
+            });
+        };
         let mut st = lock(&self.inner.state);
         let t = state::on_post(
             &st,
             req,
             &self.inner.startup,
             (self.inner.adhoc_env_set)(),
-            SystemTime::now(),
+            Now {
+                wall: (self.inner.wall_clock)(),
+                mono: Instant::now(),
+            },
         )
         .map_err(PostError::Invalid)?;
         // An abandoned flush is not a failure of the POST: the gate did close (or re-target), and the flush
@@ -152,6 +183,7 @@ impl Gate {
         // POST answer 500 while the state it carried said enabled:false).
         let failure = Inner::execute(&self.inner, &mut st, t).failure;
         drop(st);
+        drop(turn);
         match failure {
             Some(message) => Err(PostError::PushFailed {
                 message,
@@ -164,6 +196,7 @@ impl Gate {
     /// Closes the gate (bounded flush of a running push) and cancels any revert. Returns `false` when the
     /// flush was abandoned at the deadline.
     pub fn shutdown(&self) -> bool {
+        let _turn = self.inner.turns.take(None);
         let mut st = lock(&self.inner.state);
         let t = state::on_shutdown(&st, &self.inner.startup);
         !Inner::execute(&self.inner, &mut st, t).abandoned
@@ -196,6 +229,17 @@ impl Gate {
     /// True while the gate is open (the pull surface serves).
     pub fn is_open(&self) -> bool {
         lock(&self.inner.published).state.value.enabled
+    }
+}
+
+#[cfg(test)]
+impl Gate {
+    /// Replaces the wall clock (tests step it). Only on a gate not yet cloned.
+    fn with_wall_clock(mut self, clock: WallClock) -> Gate {
+        Arc::get_mut(&mut self.inner)
+            .expect("set the wall clock before cloning the gate")
+            .wall_clock = clock;
+        self
     }
 }
 
@@ -251,13 +295,13 @@ impl Inner {
             }
         }
         *st = next.clone();
-        let revert_at = next.revert.as_ref().map(|r| r.at);
+        let revert_due = next.revert.as_ref().map(|r| r.due);
         this.publish(Published {
             state: next,
             stopping_status: PushStatus::default(),
         });
         (this.log)(&log);
-        this.arm_revert(revert_at);
+        this.arm_revert(revert_due);
         Executed { failure, abandoned }
     }
 
@@ -265,19 +309,19 @@ impl Inner {
         *lock(&self.published) = Arc::new(p);
     }
 
-    /// Cancels any pending timer and, when `at` is set, starts the one thread that waits for it.
-    fn arm_revert(self: &Arc<Inner>, at: Option<SystemTime>) {
+    /// Cancels any pending timer and, when `due` is set, starts the one thread that waits for it.
+    fn arm_revert(self: &Arc<Inner>, due: Option<Instant>) {
         let generation = {
             let mut g = lock(&self.revert_generation);
             *g += 1;
             *g
         };
         self.revert_wake.notify_all();
-        let Some(at) = at else { return };
+        let Some(due) = due else { return };
         let weak = Arc::downgrade(self);
         let spawned = std::thread::Builder::new()
             .name("gate-revert".to_string())
-            .spawn(move || revert_timer(&weak, generation, at));
+            .spawn(move || revert_timer(&weak, generation, due));
         if let Err(e) = spawned {
             (self.log)(&format!(
                 "[profiling] revert timer could not start ({e}); the revert will not happen"
@@ -288,16 +332,12 @@ impl Inner {
     /// Applies the revert if it is still this timer's and has fallen due. Returns true when the timer is
     /// done (applied or superseded).
     fn revert_if_due(this: &Arc<Inner>, generation: u64) -> bool {
+        let _turn = this.turns.take(None);
         let mut st = lock(&this.state);
         if *lock(&this.revert_generation) != generation {
             return true;
         }
-        match state::on_revert_due(
-            &st,
-            &this.startup,
-            (this.adhoc_env_set)(),
-            SystemTime::now(),
-        ) {
+        match state::on_revert_due(&st, &this.startup, (this.adhoc_env_set)(), Instant::now()) {
             Some(t) => {
                 Inner::execute(this, &mut st, t);
                 true
@@ -307,7 +347,8 @@ impl Inner {
     }
 }
 
-fn revert_timer(weak: &Weak<Inner>, generation: u64, at: SystemTime) {
+/// Waits on the monotonic clock for `due` (a wall-clock step changes nothing), then applies the revert.
+fn revert_timer(weak: &Weak<Inner>, generation: u64, due: Instant) {
     loop {
         let Some(inner) = weak.upgrade() else { return };
         {
@@ -315,9 +356,7 @@ fn revert_timer(weak: &Weak<Inner>, generation: u64, at: SystemTime) {
             if *g != generation {
                 return;
             }
-            let left = at
-                .duration_since(SystemTime::now())
-                .unwrap_or(Duration::ZERO);
+            let left = due.saturating_duration_since(Instant::now());
             if !left.is_zero() {
                 // Wake at least every second so a dropped gate ends this thread.
                 let _ = inner

@@ -298,3 +298,129 @@ fn shutdown_stops_the_push() {
         "stop http://pyro:4040 budget=20s"
     );
 }
+
+#[test]
+fn posts_behind_a_long_flush_answer_busy_and_get_stays_instant() {
+    // The closing POST's stop takes 4 s (a hanging collector would take 20 s); the POSTs behind it must
+    // not wait for it, and must change nothing.
+    let h = harness(Some("http://pyro:4040"), Duration::from_secs(4));
+    h.gate.start().unwrap();
+    let g = h.gate.clone();
+    let closer = std::thread::spawn(move || g.post(&req(false, AddressField::Omitted, None)));
+    assert!(wait_until(Duration::from_secs(2), || lock(
+        &h.gate.inner.run
+    )
+    .is_none()));
+    let waiting: Vec<_> = (0..3)
+        .map(|_| {
+            let g = h.gate.clone();
+            std::thread::spawn(move || {
+                let t = Instant::now();
+                let answer = g.post(&req(true, AddressField::Empty, None));
+                (answer, t.elapsed())
+            })
+        })
+        .collect();
+    let t = Instant::now();
+    let v = h.gate.view();
+    assert!(
+        t.elapsed() < Duration::from_millis(100),
+        "{:?}",
+        t.elapsed()
+    );
+    for w in waiting {
+        let (answer, took) = w.join().unwrap();
+        match answer {
+            Err(PostError::Busy { view }) => {
+                assert_eq!(*view, v, "a busy POST reports the published state")
+            }
+            other => panic!("expected Busy, got {other:?}"),
+        }
+        assert!(
+            took >= POST_WAIT && took < Duration::from_secs(3),
+            "the busy answer came after {took:?}"
+        );
+    }
+    let closed = closer.join().unwrap().unwrap();
+    assert!(!closed.enabled && !closed.pushing);
+    // Nothing the busy POSTs asked for happened: one stop, two log lines (startup, close).
+    assert!(!h.gate.is_open());
+    assert_eq!(lock(&h.logs).len(), 2, "{:?}", lock(&h.logs));
+    // And once the flush is over, a POST goes through again.
+    assert!(h.gate.post(&req(true, AddressField::Empty, None)).is_ok());
+}
+
+#[test]
+fn posts_behind_a_short_transition_wait_for_their_turn() {
+    let h = harness(Some("http://pyro:4040"), Duration::from_millis(300));
+    h.gate.start().unwrap();
+    let g = h.gate.clone();
+    let closer = std::thread::spawn(move || g.post(&req(false, AddressField::Omitted, None)));
+    assert!(wait_until(Duration::from_secs(2), || lock(
+        &h.gate.inner.run
+    )
+    .is_none()));
+    let v = h.gate.post(&req(true, AddressField::Empty, None)).unwrap();
+    assert!(v.enabled && !v.pushing);
+    assert!(closer.join().unwrap().is_ok());
+}
+
+/// A gate whose wall clock runs `offset` seconds (shared, steppable) away from the real one.
+fn stepped_clock_harness() -> (Harness, Arc<std::sync::atomic::AtomicI64>) {
+    let offset = Arc::new(std::sync::atomic::AtomicI64::new(0));
+    let mut h = harness(None, Duration::ZERO);
+    let o = Arc::clone(&offset);
+    h.gate = h.gate.with_wall_clock(Box::new(move || {
+        let secs = o.load(Ordering::SeqCst);
+        let now = SystemTime::now();
+        if secs >= 0 {
+            now + Duration::from_secs(secs as u64)
+        } else {
+            now - Duration::from_secs(secs.unsigned_abs())
+        }
+    }));
+    (h, offset)
+}
+
+#[test]
+fn a_wall_clock_stepped_back_does_not_delay_the_revert() {
+    let (h, offset) = stepped_clock_harness();
+    let v = h
+        .gate
+        .post(&req(
+            true,
+            AddressField::Empty,
+            Some(Duration::from_millis(300)),
+        ))
+        .unwrap();
+    assert!(v.revert_at.is_some());
+    offset.store(-3600, Ordering::SeqCst);
+    assert!(
+        wait_until(Duration::from_secs(3), || !h.gate.is_open()),
+        "the revert waited for the wall clock to catch up"
+    );
+}
+
+#[test]
+fn a_wall_clock_stepped_forward_does_not_hasten_the_revert() {
+    let (h, offset) = stepped_clock_harness();
+    let before = SystemTime::now();
+    let v = h
+        .gate
+        .post(&req(
+            true,
+            AddressField::Empty,
+            Some(Duration::from_secs(3)),
+        ))
+        .unwrap();
+    // The displayed date follows the (stepped) wall clock of the POST.
+    let at = v.revert_at.unwrap();
+    assert!(at >= before + Duration::from_secs(3), "{at:?}");
+    offset.store(24 * 3600, Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        h.gate.is_open(),
+        "the revert fired early after a clock step"
+    );
+    assert!(wait_until(Duration::from_secs(5), || !h.gate.is_open()));
+}

@@ -5,6 +5,8 @@
 //!   publishes a snapshot for `GET` and keeps the revert timer.
 //! - [`duration`]: Go's duration syntax; [`address`]: push-address rules and normalisation.
 //! - [`port`]: the narrow interface the push implements.
+//! - [`turn`]: the first-come-first-served transition lock with a bounded wait (POSTs answer 409 rather
+//!   than wait behind a long flush).
 //!
 //! The gate never does network I/O itself: only the push behind [`port::Pusher`] talks to the network.
 #![forbid(unsafe_code)]
@@ -14,6 +16,7 @@ pub mod control;
 pub mod duration;
 pub mod port;
 pub mod state;
+pub mod turn;
 
 use std::time::SystemTime;
 

@@ -4,12 +4,17 @@
 //!
 //! Never does I/O, never reads a clock or the environment (`now` and the `PYROSCOPE_ADHOC_SERVER_ADDRESS`
 //! check are passed in), never holds a lock: [`super::control`] executes what it decides.
+//!
+//! Time: a POST passes [`Now`], both clocks read at once. A revert is *scheduled* on the monotonic one
+//! ([`Revert::due`], an `Instant`), so stepping the wall clock (NTP, an operator's `date -s`) neither fires
+//! it early nor holds it back; the wall-clock [`Revert::at`] is only displayed (`revert_at`, RFC 3339,
+//! the log line). [`on_revert_due`] therefore takes only an `Instant`.
 #![forbid(unsafe_code)]
 
 use super::address;
 use super::port::PushTarget;
 use super::rfc3339;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// The environment variable the Go SDK would silently push to; nl6 never reads it and refuses to push
 /// while it is set.
@@ -89,10 +94,32 @@ pub struct GateValue {
     pub push_address: Option<String>,
 }
 
+/// The present on both clocks, read together by the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Now {
+    /// For display: when a revert happens, as a date.
+    pub wall: SystemTime,
+    /// For scheduling: immune to clock steps.
+    pub mono: Instant,
+}
+
+impl Now {
+    /// Both clocks, read now.
+    pub fn read() -> Now {
+        Now {
+            wall: SystemTime::now(),
+            mono: Instant::now(),
+        }
+    }
+}
+
 /// A scheduled return to an earlier value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Revert {
+    /// When it happens on the wall clock as of the POST (shown as `revert_at`; never waited on).
     pub at: SystemTime,
+    /// When it happens on the monotonic clock (what the timer waits for).
+    pub due: Instant,
     pub to: GateValue,
 }
 
@@ -159,7 +186,7 @@ pub fn on_post(
     req: &PostRequest,
     startup: &Startup,
     adhoc_env_set: bool,
-    now: SystemTime,
+    now: Now,
 ) -> Result<Transition, String> {
     if !req.enabled && req.server_address != AddressField::Omitted {
         return Err(
@@ -168,11 +195,12 @@ pub fn on_post(
     }
     let revert = match req.duration {
         Some(d) => {
-            let at = now
-                .checked_add(d)
-                .ok_or_else(|| "duration: too long for this system's clock".to_string())?;
+            let too_long = || "duration: too long for this system's clock".to_string();
+            let at = now.wall.checked_add(d).ok_or_else(too_long)?;
+            let due = now.mono.checked_add(d).ok_or_else(too_long)?;
             Some(Revert {
                 at,
+                due,
                 to: state.value.clone(),
             })
         }
@@ -205,15 +233,16 @@ pub fn on_post(
     Ok(apply(state, target, revert, startup, adhoc_env_set, &cause))
 }
 
-/// A pending revert that has fallen due at `now`; `None` when there is nothing to do yet.
+/// A pending revert that has fallen due at `now` (monotonic: the wall clock plays no part); `None` when
+/// there is nothing to do yet.
 pub fn on_revert_due(
     state: &GateState,
     startup: &Startup,
     adhoc_env_set: bool,
-    now: SystemTime,
+    now: Instant,
 ) -> Option<Transition> {
     let revert = state.revert.as_ref()?;
-    if now < revert.at {
+    if now < revert.due {
         return None;
     }
     Some(apply(

@@ -18,8 +18,13 @@ fn startup(flag: bool) -> Startup {
     }
 }
 
-fn t0() -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+/// A fixed present: 2027-01-15T08:00:00Z on the wall clock, and one monotonic instant per test run.
+fn t0() -> Now {
+    static MONO: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    Now {
+        wall: SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+        mono: *MONO.get_or_init(Instant::now),
+    }
 }
 
 fn pushing(addr: &str) -> GateState {
@@ -249,7 +254,8 @@ fn duration_schedules_a_revert_to_the_previous_value() {
     )
     .unwrap();
     let r = t.state.revert.clone().unwrap();
-    assert_eq!(r.at, t0() + d);
+    assert_eq!(r.at, t0().wall + d);
+    assert_eq!(r.due, t0().mono + d);
     assert_eq!(r.to, GateValue::default());
     assert!(
         t.log
@@ -262,11 +268,11 @@ fn duration_schedules_a_revert_to_the_previous_value() {
             &t.state,
             &startup(true),
             false,
-            t0() + Duration::from_millis(299)
+            t0().mono + Duration::from_millis(299)
         ),
         None
     );
-    let back = on_revert_due(&t.state, &startup(true), false, t0() + d).unwrap();
+    let back = on_revert_due(&t.state, &startup(true), false, t0().mono + d).unwrap();
     assert_eq!(back.state, GateState::default());
     assert!(back.actions.is_empty());
     assert_eq!(
@@ -289,7 +295,7 @@ fn revert_restores_a_push_and_stops_the_temporary_one() {
         &t.state,
         &startup(true),
         false,
-        t0() + Duration::from_secs(2),
+        t0().mono + Duration::from_secs(2),
     )
     .unwrap();
     assert_eq!(back.actions[0], Action::StopPush);
@@ -323,7 +329,7 @@ fn a_later_post_cancels_a_pending_revert() {
             &t2.state,
             &startup(false),
             false,
-            t0() + Duration::from_secs(3600)
+            t0().mono + Duration::from_secs(3600)
         ),
         None
     );
@@ -396,7 +402,8 @@ fn exhaustive_sweep_holds_the_invariants() {
     };
     let reverting = GateState {
         revert: Some(Revert {
-            at: t0(),
+            at: t0().wall,
+            due: t0().mono,
             to: GateValue::default(),
         }),
         ..pushing(OTHER)
@@ -478,7 +485,8 @@ fn exhaustive_sweep_holds_the_invariants() {
                                 Some(d) => assert_eq!(
                                     t.state.revert,
                                     Some(Revert {
-                                        at: t0() + d,
+                                        at: t0().wall + d,
+                                        due: t0().mono + d,
                                         to: state.value.clone()
                                     }),
                                     "{ctx}"
@@ -503,4 +511,33 @@ fn exhaustive_sweep_holds_the_invariants() {
         }
     }
     assert_eq!(checked, 288, "every accepted combination was checked");
+}
+
+#[test]
+fn a_revert_falls_due_on_the_monotonic_clock_whatever_the_wall_clock_says() {
+    // The wall clock read at the POST only dates the revert; the monotonic deadline decides. A wall clock
+    // stepped back an hour (or forward a day) after the POST therefore neither delays nor hastens it: the
+    // state machine is never even told the wall time when asked whether the revert is due.
+    let d = Duration::from_secs(60);
+    let stepped_back = Now {
+        wall: t0().wall - Duration::from_secs(3600),
+        mono: t0().mono,
+    };
+    let t = on_post(
+        &GateState::default(),
+        &post(true, AddressField::Empty, Some(d)),
+        &startup(false),
+        false,
+        stepped_back,
+    )
+    .unwrap();
+    let r = t.state.revert.clone().unwrap();
+    assert_eq!(r.at, stepped_back.wall + d, "displayed from the wall clock");
+    assert_eq!(r.due, t0().mono + d, "scheduled on the monotonic clock");
+    let not_yet = t0().mono + d - Duration::from_millis(1);
+    assert_eq!(
+        on_revert_due(&t.state, &startup(false), false, not_yet),
+        None
+    );
+    assert!(on_revert_due(&t.state, &startup(false), false, t0().mono + d).is_some());
 }

@@ -16,6 +16,14 @@
 //!   [`Response::extra_write_time`]), enforced per `write` call, so a slow reader holds a worker for at most
 //!   that long.
 //! - Thread count is `1 + workers`, whatever the number of connections.
+//! - **Memory is bounded by two limits**: a connection buffers at most one request head ([`MAX_HEAD`])
+//!   plus `max_body` (the binary sets it to the largest body a route accepts, 64 KiB), and the server
+//!   holds at most `max_connections` sockets waiting (parked or queued for a worker; default 4096). When
+//!   an accept takes it over the limit, the poll thread closes the oldest idle keep-alive connections
+//!   (clients reconnect transparently), and only when none is idle the ones whose request has waited
+//!   longest; it logs one line per burst (`nl6: http: … connections held, the limit: closing …`) and one
+//!   when back under the limit. New connections are never refused for it, so a flood of idle sockets
+//!   cannot lock a curl out. An idle socket keeps no buffer capacity.
 //!
 //! Never parses HTTP itself beyond framing (httparse reads heads), never spawns per connection, never
 //! blocks a worker on a read.
@@ -23,6 +31,11 @@
 
 use super::sys::{self, PollFd};
 use super::{Request, Response};
+use wire::{frame, write_response, Framed};
+pub use wire::{plain_refusal, reason, Refusal, MAX_HEAD};
+
+#[path = "server_wire.rs"]
+mod wire;
 use std::collections::VecDeque;
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -37,16 +50,18 @@ use std::time::{Duration, Instant};
 /// What a handler is: a request value in, a response value out. Shared by every worker.
 pub type Handler = dyn Fn(&Request) -> Response + Send + Sync;
 
-/// Largest request head accepted (431 above it).
-pub const MAX_HEAD: usize = 16 * 1024;
-/// How long a worker's read waits when poll said "readable" but nothing came (a spurious wake-up).
 const READ_PEEK: Duration = Duration::from_millis(20);
+/// Most a worker reads and discards after a refusal before closing (Go discards up to 256 KiB too).
+const LINGER_BYTES: usize = 256 * 1024;
+/// Longest a worker lingers after a refusal.
+const LINGER_TIME: Duration = Duration::from_millis(200);
 /// How long the listener is left alone after an accept error.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 /// Longest the poll thread sleeps without looking at deadlines and the stop flag.
 const POLL_TICK: Duration = Duration::from_millis(500);
 
-/// Server limits. Defaults: 16 workers, 10 s idle, 10 s to receive a request, 30 s write, 1 MiB body.
+/// Server limits. Defaults: 16 workers, 10 s idle, 10 s to receive a request, 30 s write, 1 MiB body,
+/// 4096 waiting connections.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     workers: usize,
@@ -54,6 +69,8 @@ pub struct ServerConfig {
     request_timeout: Duration,
     write_timeout: Duration,
     max_body: usize,
+    max_connections: usize,
+    refusal: fn(&Refusal) -> Response,
 }
 
 impl Default for ServerConfig {
@@ -64,6 +81,8 @@ impl Default for ServerConfig {
             request_timeout: Duration::from_secs(10),
             write_timeout: Duration::from_secs(30),
             max_body: 1024 * 1024,
+            max_connections: 4096,
+            refusal: plain_refusal,
         }
     }
 }
@@ -89,9 +108,23 @@ impl ServerConfig {
         self.write_timeout = d;
         self
     }
-    /// Largest request body read (413 above it; surfaces may refuse smaller ones). Defaults to 1 MiB.
+    /// Largest request body read (413 above it; surfaces may refuse smaller ones). Each waiting
+    /// connection may buffer this much plus a head, so set it to the largest body a route accepts.
+    /// Defaults to 1 MiB.
     pub fn max_body(mut self, n: usize) -> Self {
         self.max_body = n;
+        self
+    }
+    /// How the server's own refusals (400, 411, 413, 431: before any handler) are answered, so each
+    /// surface can keep its error shape. Defaults to [`plain_refusal`] (text/plain).
+    pub fn refusal(mut self, f: fn(&Refusal) -> Response) -> Self {
+        self.refusal = f;
+        self
+    }
+    /// Most connections held waiting (parked idle or mid-request, or queued for a worker); beyond it the
+    /// oldest idle ones are closed (see the module notes). Defaults to 4096.
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.max_connections = n.max(1);
         self
     }
 }
@@ -211,6 +244,7 @@ fn poll_loop(shared: &Shared, listener: TcpListener, mut wake_rx: UnixStream) {
     let mut parked: Vec<Conn> = Vec::new();
     let mut listener_paused_until: Option<Instant> = None;
     let mut accept_failing = false;
+    let mut over_limit = false;
     let mut fds: Vec<PollFd> = Vec::new();
     while !shared.stop.load(Ordering::SeqCst) {
         parked.append(&mut lock(&shared.returned));
@@ -297,11 +331,58 @@ fn poll_loop(shared: &Shared, listener: TcpListener, mut wake_rx: UnixStream) {
                 }
             }
         }
-        if !ready.is_empty() {
-            lock(&shared.queue).extend(ready);
+        let queued = {
+            let mut q = lock(&shared.queue);
+            q.extend(ready);
+            q.len()
+        };
+        if queued > 0 {
             shared.queue_ready.notify_all();
         }
+        let held = parked.len() + queued;
+        if held > config.max_connections {
+            let closed = close_oldest(&mut parked, held - config.max_connections);
+            if !over_limit {
+                eprintln!(
+                    "nl6: http: {held} connections held, the limit is {}: closing {closed} (oldest idle first; logged once until back under the limit)",
+                    config.max_connections
+                );
+                over_limit = true;
+            }
+        } else if over_limit && held < config.max_connections {
+            eprintln!("nl6: http: back under the connection limit ({held} held)");
+            over_limit = false;
+        }
     }
+}
+
+/// Closes `n` parked connections: idle keep-alive ones first, oldest first, then those whose request
+/// started longest ago. Returns how many were closed (fewer when fewer are parked).
+fn close_oldest(parked: &mut Vec<Conn>, n: usize) -> usize {
+    let n = n.min(parked.len());
+    if n == 0 {
+        return 0;
+    }
+    // Idle (false) sorts before mid-request (true); within each, the oldest first.
+    let mut order: Vec<(bool, Instant, usize)> = parked
+        .iter()
+        .enumerate()
+        .map(|(i, c)| match c.request_started {
+            None => (false, c.parked_at, i),
+            Some(t) => (true, t, i),
+        })
+        .collect();
+    order.select_nth_unstable(n - 1);
+    let mut doomed = vec![false; parked.len()];
+    for &(_, _, i) in &order[..n] {
+        doomed[i] = true;
+    }
+    let mut i = 0;
+    parked.retain(|_| {
+        i += 1;
+        !doomed[i - 1]
+    });
+    n
 }
 
 fn deadline(c: &Conn, config: &ServerConfig) -> Instant {
@@ -328,27 +409,40 @@ fn worker_loop(shared: &Shared) {
                     .unwrap_or_else(|e| e.into_inner());
             }
         };
-        if let Some(mut c) = serve_ready(shared, conn) {
-            c.parked_at = Instant::now();
-            lock(&shared.returned).push(c);
+        if let Some(c) = serve_ready(shared, conn) {
+            lock(&shared.returned).push(park_after_serving(c));
             shared.wake();
         }
     }
 }
 
-/// What the bytes received so far hold.
-#[derive(Debug, PartialEq)]
-enum Framed {
-    /// More bytes are needed.
-    Incomplete,
-    /// A whole request of `consumed` bytes.
-    Complete {
-        request: Request,
-        consumed: usize,
-        keep_alive: bool,
-    },
-    /// The request cannot be served: answer this status and close.
-    Refused(u16, &'static str),
+/// After a refusal: closes our side for writing, then reads and discards what the client is still sending
+/// (at most [`LINGER_BYTES`] or [`LINGER_TIME`]), so the close does not reset the connection before the
+/// client has read the answer (a socket closed with unread input sends RST, which can discard the reply).
+fn linger(stream: &mut TcpStream) {
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let end = Instant::now() + LINGER_TIME;
+    let mut drained = 0;
+    let mut sink = [0u8; 8192];
+    while drained < LINGER_BYTES && Instant::now() < end {
+        match stream.read(&mut sink) {
+            Ok(0) => return,
+            Ok(n) => drained += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
+            Err(_) => return,
+        }
+    }
+}
+
+/// Readies a served connection for parking: its idle deadline starts now, and an idle one gives back its
+/// buffer, so thousands of idle sockets cost no request-sized memory.
+fn park_after_serving(mut c: Conn) -> Conn {
+    c.parked_at = Instant::now();
+    if c.buf.is_empty() {
+        c.buf = Vec::new();
+    }
+    c
 }
 
 /// Reads what has arrived on a readable socket and serves every complete request in it. Returns the
@@ -379,8 +473,8 @@ fn serve_ready(shared: &Shared, mut c: Conn) -> Option<Conn> {
                 }
                 return Some(c);
             }
-            Framed::Refused(status, msg) => {
-                let resp = Response::new(status, "text/plain; charset=utf-8", format!("{msg}\n"));
+            Framed::Refused(refusal) => {
+                let resp = (shared.config.refusal)(&refusal);
                 let _ = write_response(
                     &mut c.stream,
                     &resp,
@@ -388,6 +482,7 @@ fn serve_ready(shared: &Shared, mut c: Conn) -> Option<Conn> {
                     false,
                     Instant::now() + shared.config.write_timeout,
                 );
+                linger(&mut c.stream);
                 return None;
             }
             Framed::Complete {
@@ -426,155 +521,6 @@ fn serve_ready(shared: &Shared, mut c: Conn) -> Option<Conn> {
             }
         }
     }
-}
-
-/// Frames one request out of `buf` with httparse.
-fn frame(buf: &[u8], max_body: usize) -> Framed {
-    if buf.is_empty() {
-        return Framed::Incomplete;
-    }
-    let mut headers = [httparse::EMPTY_HEADER; 64];
-    let mut req = httparse::Request::new(&mut headers);
-    let head_len = match req.parse(buf) {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
-            return Framed::Refused(431, "request header fields too large")
-        }
-        Ok(httparse::Status::Partial) => return Framed::Incomplete,
-        Err(httparse::Error::TooManyHeaders) => {
-            return Framed::Refused(431, "too many request header fields")
-        }
-        Err(_) => return Framed::Refused(400, "malformed HTTP request"),
-    };
-    if head_len > MAX_HEAD {
-        return Framed::Refused(431, "request header fields too large");
-    }
-    let method = req.method.unwrap_or("").to_string();
-    let target = req.path.unwrap_or("");
-    let version = req.version.unwrap_or(1);
-    let mut content_length: usize = 0;
-    let mut close = version == 0;
-    let mut headers_out = Vec::with_capacity(req.headers.len());
-    for h in req.headers.iter() {
-        let value = String::from_utf8_lossy(h.value).trim().to_string();
-        let name = h.name.to_ascii_lowercase();
-        match name.as_str() {
-            "transfer-encoding" => {
-                return Framed::Refused(
-                    411,
-                    "chunked request bodies are not accepted; send Content-Length",
-                )
-            }
-            "content-length" => match value.parse::<usize>() {
-                Ok(n) if n > max_body => return Framed::Refused(413, "request body too large"),
-                Ok(n) => content_length = n,
-                Err(_) => return Framed::Refused(400, "invalid Content-Length"),
-            },
-            "connection" => {
-                let v = value.to_ascii_lowercase();
-                if v.split(',').any(|t| t.trim() == "close") {
-                    close = true;
-                } else if v.split(',').any(|t| t.trim() == "keep-alive") {
-                    close = false;
-                }
-            }
-            _ => {}
-        }
-        headers_out.push((name, value));
-    }
-    if !target.starts_with('/') {
-        return Framed::Refused(400, "request target must be an absolute path");
-    }
-    if buf.len() < head_len + content_length {
-        return Framed::Incomplete;
-    }
-    let (path, query) = match target.split_once('?') {
-        Some((p, q)) => (p.to_string(), q.to_string()),
-        None => (target.to_string(), String::new()),
-    };
-    let request = Request {
-        method,
-        path,
-        query,
-        headers: headers_out,
-        body: buf[head_len..head_len + content_length].to_vec(),
-    };
-    Framed::Complete {
-        request,
-        consumed: head_len + content_length,
-        keep_alive: !close,
-    }
-}
-
-/// The reason phrase of the statuses nl6 answers.
-pub fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        301 => "Moved Permanently",
-        400 => "Bad Request",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        408 => "Request Timeout",
-        411 => "Length Required",
-        413 => "Content Too Large",
-        431 => "Request Header Fields Too Large",
-        500 => "Internal Server Error",
-        503 => "Service Unavailable",
-        _ => "",
-    }
-}
-
-/// Serialises a response (head, then body unless HEAD) and writes it by `deadline`.
-fn write_response(
-    stream: &mut TcpStream,
-    resp: &Response,
-    keep_alive: bool,
-    head_only: bool,
-    deadline: Instant,
-) -> io::Result<()> {
-    let mut out = Vec::with_capacity(256 + if head_only { 0 } else { resp.body.len() });
-    out.extend_from_slice(
-        format!("HTTP/1.1 {} {}\r\n", resp.status, reason(resp.status)).as_bytes(),
-    );
-    for (k, v) in &resp.headers {
-        if k.eq_ignore_ascii_case("content-length") || k.eq_ignore_ascii_case("connection") {
-            continue;
-        }
-        out.extend_from_slice(format!("{k}: {v}\r\n").as_bytes());
-    }
-    if resp.get_header("x-content-type-options").is_none() {
-        out.extend_from_slice(b"X-Content-Type-Options: nosniff\r\n");
-    }
-    let conn = if keep_alive { "keep-alive" } else { "close" };
-    out.extend_from_slice(
-        format!(
-            "Content-Length: {}\r\nConnection: {conn}\r\n\r\n",
-            resp.body.len()
-        )
-        .as_bytes(),
-    );
-    if !head_only {
-        out.extend_from_slice(&resp.body);
-    }
-    write_all_by(stream, &out, deadline)
-}
-
-/// `write_all` with one deadline for the whole buffer: each `write` gets the time that is left.
-fn write_all_by(stream: &mut TcpStream, mut data: &[u8], deadline: Instant) -> io::Result<()> {
-    while !data.is_empty() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(io::Error::new(ErrorKind::TimedOut, "write deadline passed"));
-        }
-        stream.set_write_timeout(Some(left))?;
-        match stream.write(data) {
-            Ok(0) => return Err(io::Error::new(ErrorKind::WriteZero, "peer closed")),
-            Ok(n) => data = &data[n..],
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! Framing, keep-alive, panics, idle drop, slow senders and slow readers, on a real loopback socket.
+//! Framing, keep-alive, panics, idle drop, slow senders and slow readers, the connection limit, on a real
+//! loopback socket.
 use super::*;
 
 fn complete(buf: &[u8]) -> (Request, usize, bool) {
@@ -41,22 +42,36 @@ fn refuses_what_it_cannot_frame() {
     assert_eq!(frame(b"GET / HTTP/1.1\r\n", 10), Framed::Incomplete);
     assert!(matches!(
         frame(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 10),
-        Framed::Refused(411, _)
+        Framed::Refused(Refusal { status: 411, .. })
     ));
     assert!(matches!(
         frame(b"POST / HTTP/1.1\r\nContent-Length: 11\r\n\r\n", 10),
-        Framed::Refused(413, _)
+        Framed::Refused(Refusal { status: 413, .. })
     ));
     assert!(matches!(
         frame(b"POST / HTTP/1.1\r\nContent-Length: x\r\n\r\n", 10),
-        Framed::Refused(400, _)
+        Framed::Refused(Refusal { status: 400, .. })
     ));
     assert!(matches!(
         frame(b"\x00\x01garbage\r\n\r\n", 10),
-        Framed::Refused(400, _)
+        Framed::Refused(Refusal { status: 400, .. })
     ));
+    // A refusal names the limit and, once the head has one, the path (the surface picks the shape).
+    match frame(
+        b"POST /api/v1/x?q=1 HTTP/1.1\r\nContent-Length: 11\r\n\r\n",
+        10,
+    ) {
+        Framed::Refused(r) => {
+            assert_eq!(r.path.as_deref(), Some("/api/v1/x"));
+            assert_eq!(r.message, "request body is 11 bytes; the limit is 10");
+        }
+        other => panic!("{other:?}"),
+    }
     let big = format!("GET / HTTP/1.1\r\nX: {}", "a".repeat(MAX_HEAD + 10));
-    assert!(matches!(frame(big.as_bytes(), 10), Framed::Refused(431, _)));
+    assert!(matches!(
+        frame(big.as_bytes(), 10),
+        Framed::Refused(Refusal { status: 431, .. })
+    ));
 }
 
 #[test]
@@ -203,4 +218,102 @@ fn a_slow_reader_holds_a_worker_only_until_the_write_deadline() {
     );
     drop(stuck);
     server.shutdown();
+}
+
+/// Reads until the server closes the connection (true) or `limit` passes (false).
+fn closed_within(s: &mut TcpStream, limit: Duration) -> bool {
+    s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    let end = Instant::now() + limit;
+    let mut b = [0u8; 64];
+    while Instant::now() < end {
+        match s.read(&mut b) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+fn connect_and_settle(server: &Server) -> TcpStream {
+    let s = TcpStream::connect(server.local_addr()).unwrap();
+    // Let the poll thread accept it, so connection order is parking order.
+    std::thread::sleep(Duration::from_millis(60));
+    s
+}
+
+#[test]
+fn over_the_connection_limit_the_oldest_idle_connection_is_closed() {
+    let server = echo_server(ServerConfig::default().max_connections(3));
+    let mut oldest = connect_and_settle(&server);
+    let mut kept: Vec<TcpStream> = (0..2).map(|_| connect_and_settle(&server)).collect();
+    assert!(
+        !closed_within(&mut oldest, Duration::from_millis(200)),
+        "closed while at the limit, not over it"
+    );
+    kept.push(connect_and_settle(&server));
+    assert!(
+        closed_within(&mut oldest, Duration::from_secs(3)),
+        "the fourth connection did not push the oldest idle one out"
+    );
+    for (i, s) in kept.iter_mut().enumerate() {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let a = roundtrip(s, format!("GET /kept{i} HTTP/1.1\r\n\r\n").as_bytes());
+        assert!(a.ends_with(&format!("GET /kept{i} 0")), "{a}");
+    }
+    server.shutdown();
+}
+
+#[test]
+fn a_request_in_progress_outlives_idle_connections_at_the_limit() {
+    let server = echo_server(ServerConfig::default().max_connections(2));
+    // The oldest connection is mid-request; the idle one is younger but goes first.
+    let mut slow = connect_and_settle(&server);
+    slow.write_all(b"GET /slow HT").unwrap();
+    std::thread::sleep(Duration::from_millis(60));
+    let mut idle = connect_and_settle(&server);
+    let mut newest = connect_and_settle(&server);
+    assert!(
+        closed_within(&mut idle, Duration::from_secs(3)),
+        "the idle connection was kept over the limit"
+    );
+    slow.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let a = roundtrip(&mut slow, b"TP/1.1\r\n\r\n");
+    assert!(a.ends_with("GET /slow 0"), "{a}");
+    newest
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let b = roundtrip(&mut newest, b"GET /new HTTP/1.1\r\n\r\n");
+    assert!(b.ends_with("GET /new 0"), "{b}");
+    server.shutdown();
+}
+
+#[test]
+fn an_idle_connection_keeps_no_request_buffer() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let mut buf = Vec::with_capacity(200 * 1024);
+    buf.extend_from_slice(b"GET /next");
+    let mid_request = park_after_serving(Conn {
+        stream: stream.try_clone().unwrap(),
+        buf,
+        request_started: Some(Instant::now()),
+        parked_at: Instant::now(),
+    });
+    assert_eq!(
+        mid_request.buf, b"GET /next",
+        "a partial request keeps its bytes"
+    );
+    let mut served = Vec::with_capacity(200 * 1024);
+    served.extend_from_slice(b"a whole request");
+    served.clear();
+    let idle = park_after_serving(Conn {
+        stream,
+        buf: served,
+        request_started: None,
+        parked_at: Instant::now(),
+    });
+    assert_eq!(idle.buf.capacity(), 0, "an idle connection kept its buffer");
 }

@@ -20,20 +20,25 @@
 //! - **Threads**: an address given as an IP literal (the usual lab case) is used as is, so an upload runs
 //!   entirely on the push's own thread. A host name is looked up on a short-lived thread named
 //!   `nl6-push-dns` (the libc resolver cannot be cancelled), waited for at most the upload's remaining
-//!   time; ureq's default resolver would spawn an unnamed helper for every upload, even for literals,
-//!   which inherits the name `nl6-push`.
+//!   time, and at most one lookup per push is in flight: while a timed-out lookup still hangs, later
+//!   uploads fail at once naming the host, and its late answer is reused ([`dns`]). ureq's default
+//!   resolver would spawn an unnamed helper for every upload, even for literals, which inherits the name
+//!   `nl6-push`.
 #![forbid(unsafe_code)]
 
 use super::ingest_url::{IngestParams, ServerAddress};
 use super::multipart;
 use super::source::EncodedProfile;
 use crate::gate::port::PushTarget;
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
-use std::sync::mpsc;
+use std::net::IpAddr;
 use std::time::Duration;
 use ureq::tls::{RootCerts, TlsConfig};
-use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
-use ureq::unversioned::transport::{DefaultConnector, NextTimeout};
+use ureq::unversioned::transport::DefaultConnector;
+
+#[path = "client_dns.rs"]
+mod dns;
+use dns::PushResolver;
+pub use dns::DNS_THREAD_NAME;
 
 /// An HTTP client bound to one push target.
 pub struct Client {
@@ -101,7 +106,8 @@ impl Client {
             // reused, so a server that closed it in the meantime cannot fail the next upload.
             .max_idle_age(Duration::from_secs(5))
             .build();
-        let agent = ureq::Agent::with_parts(config, DefaultConnector::default(), PushResolver);
+        let agent =
+            ureq::Agent::with_parts(config, DefaultConnector::default(), PushResolver::default());
         Ok(Client {
             agent,
             address,
@@ -181,62 +187,6 @@ impl Client {
             format!("{kind} upload: server answered {status}: {reason}")
         };
         Err(self.scrub(&msg))
-    }
-}
-
-/// Name resolution for the push (see the module notes on threads).
-#[derive(Debug)]
-struct PushResolver;
-
-/// The name of the lookup thread a host-name address needs.
-pub const DNS_THREAD_NAME: &str = "nl6-push-dns";
-
-impl Resolver for PushResolver {
-    fn resolve(
-        &self,
-        uri: &ureq::http::Uri,
-        config: &ureq::config::Config,
-        timeout: NextTimeout,
-    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
-        let (Some(scheme), Some(authority)) = (uri.scheme(), uri.authority()) else {
-            return Err(ureq::Error::BadUri(uri.to_string()));
-        };
-        let host_port = DefaultResolver::host_and_port(scheme, authority)
-            .ok_or_else(|| ureq::Error::BadUri(uri.to_string()))?;
-        let found: Vec<SocketAddr> = match host_port.parse::<SocketAddr>() {
-            Ok(literal) => vec![literal],
-            Err(_) => lookup(host_port, timeout)?,
-        };
-        let mut out = self.empty();
-        for addr in config.ip_family().keep_wanted(found.into_iter()).take(16) {
-            out.push(addr);
-        }
-        if out.is_empty() {
-            return Err(ureq::Error::HostNotFound);
-        }
-        Ok(out)
-    }
-}
-
-/// Looks `host_port` up on a named thread, waiting at most `timeout.after`. A lookup still running then
-/// is left to end on its own (its thread owns nothing of the push).
-fn lookup(host_port: String, timeout: NextTimeout) -> Result<Vec<SocketAddr>, ureq::Error> {
-    let (tx, rx) = mpsc::sync_channel(1);
-    std::thread::Builder::new()
-        .name(DNS_THREAD_NAME.to_string())
-        .spawn(move || {
-            let _ = tx.send(host_port.to_socket_addrs().map(Iterator::collect::<Vec<_>>));
-        })
-        .map_err(ureq::Error::Io)?;
-    let waited = if timeout.after.is_not_happening() {
-        rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected)
-    } else {
-        rx.recv_timeout(*timeout.after)
-    };
-    match waited {
-        Ok(result) => result.map_err(ureq::Error::Io),
-        Err(mpsc::RecvTimeoutError::Timeout) => Err(ureq::Error::Timeout(timeout.reason)),
-        Err(mpsc::RecvTimeoutError::Disconnected) => Err(ureq::Error::HostNotFound),
     }
 }
 
@@ -557,39 +507,5 @@ mod tests {
         );
         assert_eq!(server_message("plain\nsecond"), "plain");
         assert_eq!(server_message(""), "");
-    }
-
-    fn resolve(url: &str) -> Result<Vec<SocketAddr>, ureq::Error> {
-        let uri: ureq::http::Uri = url.parse().unwrap();
-        let config = ureq::Agent::config_builder().build();
-        let timeout = NextTimeout {
-            after: Duration::from_secs(5).into(),
-            reason: ureq::Timeout::Global,
-            per_read: None,
-            per_write: None,
-        };
-        PushResolver
-            .resolve(&uri, &config, timeout)
-            .map(|a| a.iter().copied().collect())
-    }
-
-    #[test]
-    fn literal_addresses_resolve_to_themselves_with_default_ports() {
-        let v4: SocketAddr = "127.0.0.1:4040".parse().unwrap();
-        assert_eq!(resolve("http://127.0.0.1:4040/ingest").unwrap(), vec![v4]);
-        let v6: SocketAddr = "[::1]:443".parse().unwrap();
-        assert_eq!(resolve("https://[::1]/ingest").unwrap(), vec![v6]);
-        let http: SocketAddr = "10.1.2.3:80".parse().unwrap();
-        assert_eq!(resolve("http://10.1.2.3/x").unwrap(), vec![http]);
-    }
-
-    #[test]
-    fn host_names_are_looked_up() {
-        // `localhost` comes from /etc/hosts: no query leaves the machine.
-        let found = resolve("http://localhost:4040/ingest").unwrap();
-        assert!(!found.is_empty());
-        assert!(found
-            .iter()
-            .all(|a| a.ip().is_loopback() && a.port() == 4040));
     }
 }

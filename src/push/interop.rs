@@ -101,6 +101,7 @@ impl Probe {
                 .map(|_| ())
                 .map_err(|e| match e {
                     PostError::Invalid(m) | PostError::PushFailed { message: m, .. } => m,
+                    PostError::Busy { .. } => crate::gate::control::BUSY_MESSAGE.to_string(),
                 }),
         };
         if let Err(e) = opened {
