@@ -251,10 +251,26 @@ fn accepting_resumes_as_soon_as_descriptors_free_up() {
     for r in &recoveries {
         assert!(*r < Duration::from_secs(2), "recoveries {recoveries:?}");
     }
-    let failures = n.log_lines("nl6: http: accept failed").len();
+    // Once per burst: every "accept failed" line is followed by "accepting again" before the next one
+    // (how many bursts a round makes depends on the machine's load; the alternation does not).
+    let events: Vec<bool> = n
+        .stderr()
+        .lines()
+        .filter_map(|l| {
+            if l.starts_with("nl6: http: accept failed") {
+                Some(true)
+            } else if l.starts_with("nl6: http: accepting again") {
+                Some(false)
+            } else {
+                None
+            }
+        })
+        .collect();
+    let failures = events.iter().filter(|&&failed| failed).count();
+    assert!(failures >= 1, "no accept error logged: {}", n.stderr());
     assert!(
-        (1..=6).contains(&failures),
-        "accept errors logged {failures} times over 3 bursts: {}",
+        !events.windows(2).any(|w| w[0] && w[1]),
+        "an accept error was logged twice in one burst: {}",
         n.stderr()
     );
     eprintln!("FIGURE nofile=64: accepting again {recoveries:?} after release; {failures} log lines for 3 bursts");
