@@ -6,6 +6,9 @@
 //!   completion (refusals, `--version`) with a bound on its time.
 //! - [`Nl6::http`] is a small client on a raw `TcpStream` with timeouts (one request per connection).
 //! - Dropping an [`Nl6`] kills its own child and nothing else.
+//! - Small shared waits and probes: [`wait_until`] (bounded polling), [`status_field`] / [`threads_of`]
+//!   (`/proc/<pid>/status`). `push_support` uses this module as `crate::common`, so a test that
+//!   declares `mod push_support;` also declares `mod common;`.
 //!
 //! Never sends traffic outside 127.0.0.1.
 #![allow(dead_code)]
@@ -362,4 +365,33 @@ pub fn unused_loopback_url() -> String {
 pub fn json(body: &[u8]) -> serde_json::Value {
     serde_json::from_slice(body)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(body)))
+}
+
+/// Polls `cond` every 20 ms until it holds or `limit` passes.
+pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A `/proc/<pid>/status` number (`Threads:`, `VmRSS:` in kB).
+pub fn status_field(pid: u32, key: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in /proc/{pid}/status"))
+}
+
+/// The number of threads of `pid`.
+pub fn threads_of(pid: u32) -> usize {
+    status_field(pid, "Threads:") as usize
 }
