@@ -4,7 +4,8 @@
 //!   serves on a free loopback port (`-listen 127.0.0.1:0` unless the test gives `-listen`/`-port`) and
 //!   waits, bounded, for the boot line that names the bound address; [`Boot::run`] runs a command to
 //!   completion (refusals, `--version`) with a bound on its time.
-//! - [`Nl6::http`] is a small client on a raw `TcpStream` with timeouts (one request per connection).
+//! - [`Nl6::http`] / [`request`] are a small client on a raw `TcpStream` with timeouts (one request per
+//!   connection); [`read_reply`] reads one response.
 //! - Dropping an [`Nl6`] kills its own child and nothing else.
 //! - Small shared waits and probes: [`wait_until`] (bounded polling), [`status_field`] / [`threads_of`]
 //!   (`/proc/<pid>/status`). `push_support` uses this module as `crate::common`, so a test that
@@ -254,25 +255,7 @@ impl Nl6 {
         body: &[u8],
         timeout: Duration,
     ) -> Reply {
-        let mut s =
-            TcpStream::connect_timeout(&self.addr, Duration::from_secs(5)).expect("connect");
-        s.set_read_timeout(Some(timeout)).unwrap();
-        s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
-            self.addr
-        );
-        for (k, v) in headers {
-            req.push_str(&format!("{k}: {v}\r\n"));
-        }
-        if !body.is_empty() || method == "POST" {
-            req.push_str(&format!("Content-Length: {}\r\n", body.len()));
-        }
-        req.push_str("\r\n");
-        let mut bytes = req.into_bytes();
-        bytes.extend_from_slice(body);
-        s.write_all(&bytes).expect("send");
-        read_reply(&mut s, method == "HEAD")
+        request(self.addr, method, path, headers, body, timeout)
     }
 
     /// Sends SIGTERM and waits (bounded) for the exit status.
@@ -295,6 +278,33 @@ impl Nl6 {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+}
+
+/// One request to `addr` on a fresh connection (`Connection: close`), with extra headers and a read
+/// timeout; for servers not held as an [`Nl6`] (an in-process probe, a background load thread).
+pub fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    timeout: Duration,
+) -> Reply {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
+    s.set_read_timeout(Some(timeout)).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if !body.is_empty() || method == "POST" {
+        req.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    req.push_str("\r\n");
+    let mut bytes = req.into_bytes();
+    bytes.extend_from_slice(body);
+    s.write_all(&bytes).expect("send");
+    read_reply(&mut s, method == "HEAD")
 }
 
 /// Reads one response to the end (Content-Length, or EOF).
