@@ -258,6 +258,16 @@ impl Nl6 {
         request(self.addr, method, path, headers, body, timeout)
     }
 
+    /// Opens the profiling gate pull-only (`POST /api/v1/profiling`, no push address); asserts 200.
+    pub fn open_pull_only(&self) {
+        let (s, _, _) = self.http(
+            "POST",
+            "/api/v1/profiling",
+            br#"{"enabled":true,"server_address":""}"#,
+        );
+        assert_eq!(s, 200);
+    }
+
     /// Sends SIGTERM and waits (bounded) for the exit status.
     pub fn terminate(&mut self, limit: Duration) -> ExitStatus {
         let ok = Command::new("kill")
