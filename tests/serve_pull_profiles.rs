@@ -4,7 +4,7 @@
 //! `--target x86_64-unknown-linux-musl`, where the binary under test is the static one.
 mod common;
 
-use common::{boot, header, Nl6};
+use common::{boot, header};
 use std::process::{Command, Output};
 use std::time::Duration;
 
