@@ -5,11 +5,10 @@
 //! is bounded; only processes started here are killed.
 
 mod collect_support;
+mod common;
 
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,80 +22,6 @@ fn nl6(args: &[&str]) -> Output {
         .args(args)
         .output()
         .unwrap()
-}
-
-/// A running `nl6` on a free loopback port, killed when dropped.
-struct Nl6 {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Nl6 {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn boot_nl6() -> Nl6 {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nl6"))
-        .args(["-listen", "127.0.0.1:0", "-snmp-port", "0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().take(200) {
-            let Ok(line) = line else { break };
-            if let Some(rest) = line.strip_prefix("nl6 listening on ") {
-                let _ = tx.send(
-                    rest.split(|c: char| c == ';' || c.is_whitespace())
-                        .next()
-                        .unwrap_or("")
-                        .to_string(),
-                );
-            }
-        }
-    });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(20))
-        .expect("nl6 did not say where it listens");
-    Nl6 { child, addr }
-}
-
-/// One HTTP/1.1 request over a plain socket (no proxy can intervene); returns (status, body).
-fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut resp = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => resp.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => panic!("reading {path}: {e}"),
-        }
-    }
-    let text = String::from_utf8_lossy(&resp).into_owned();
-    let status = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
 }
 
 #[test]
@@ -117,8 +42,8 @@ fn binary_dispatches_collect_and_report() {
 #[test]
 fn collects_from_a_running_nl6_closed_then_open_pull_only() {
     let work = scratch("nl6");
-    let server = boot_nl6();
-    let port: u16 = server.addr.rsplit(':').next().unwrap().parse().unwrap();
+    let server = common::boot().start();
+    let port = server.addr.port();
     let targets = work.join("targets.txt");
     fs::write(&targets, format!("nl6 http://{}\n", server.addr)).unwrap();
     let run = |out: &str| {
@@ -162,20 +87,28 @@ fn collects_from_a_running_nl6_closed_then_open_pull_only() {
     );
 
     // Open pull-only, keep nl6 busy during the CPU window, collect again.
-    let (status, body) = http(
-        &server.addr,
+    let (status, _, body) = server.http_with(
         "POST",
         "/api/v1/profiling",
-        r#"{"enabled":true,"server_address":""}"#,
+        &[("Content-Type", "application/json")],
+        br#"{"enabled":true,"server_address":""}"#,
+        Duration::from_secs(10),
     );
-    assert_eq!(status, 200, "{body}");
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
     let stop = Arc::new(AtomicBool::new(false));
     let load = {
-        let (stop, addr) = (stop.clone(), server.addr.clone());
+        let (stop, addr) = (stop.clone(), server.addr);
         std::thread::spawn(move || {
             let deadline = Instant::now() + Duration::from_secs(30);
             while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
-                let _ = http(&addr, "GET", "/api/v1/profiling", "");
+                let _ = common::request(
+                    addr,
+                    "GET",
+                    "/api/v1/profiling",
+                    &[],
+                    b"",
+                    Duration::from_secs(10),
+                );
             }
         })
     };

@@ -10,7 +10,8 @@
 mod common;
 mod harden_support;
 
-use harden_support::{mutate, wait_until, Rng};
+use common::wait_until;
+use harden_support::{mutate, Rng};
 use nl6::api::Api;
 use nl6::gate::control::Gate;
 use nl6::gate::port::NoopPusher;

@@ -11,7 +11,8 @@ mod harden_support;
 #[path = "push_support/mod.rs"]
 mod push_support;
 
-use harden_support::{wait_until, ResetServer};
+use common::wait_until;
+use harden_support::ResetServer;
 use push_support::StandIn;
 use serde_json::Value;
 use std::time::{Duration, Instant};

@@ -10,7 +10,7 @@
 //! and memory stays flat. Each test prints its figures (`cargo test --test harden_serving -- --nocapture`).
 mod common;
 
-use common::{boot, Nl6};
+use common::{boot, status_field, threads_of, Nl6};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -19,19 +19,6 @@ use std::time::{Duration, Instant};
 
 const MAX_THREADS: usize = 64;
 const GET_LIMIT: Duration = Duration::from_secs(1);
-
-fn status_field(pid: u32, key: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(key))
-        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {key} in /proc/{pid}/status"))
-}
-
-fn threads_of(pid: u32) -> usize {
-    status_field(pid, "Threads:") as usize
-}
 
 fn rss_kib(pid: u32) -> u64 {
     status_field(pid, "VmRSS:")

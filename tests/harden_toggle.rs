@@ -17,7 +17,8 @@ mod harden_support;
 #[path = "push_support/mod.rs"]
 mod push_support;
 
-use harden_support::{threads_of, wait_until, Rng};
+use common::{threads_of, wait_until};
+use harden_support::Rng;
 use prost::Message;
 use push_support::StandIn;
 use serde_json::Value;

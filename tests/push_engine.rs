@@ -2,6 +2,7 @@
 //! Pyroscope stand-in: every profile type lands under `service_name="nl6"` with the OS hostname and the
 //! crate version, the `subsystem` label becomes a series label, and a service nothing pushed holds nothing.
 
+mod common;
 mod push_support;
 
 use nl6::gate::port::Pusher;

@@ -6,13 +6,11 @@
 mod common;
 mod push_support;
 
-use common::{header, json, read_reply, Reply};
+use common::{header, json, request};
 use nl6::profiling::heap::SamplingAllocator;
 use nl6::profiling::proto::{self, Profile};
 use nl6::push::interop::{Probe, ProbeOptions, PROBE_LABEL};
 use push_support::{wait_until, StandIn};
-use std::io::Write;
-use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 // As in the example: the probe is a program with nl6's sampling allocator installed.
@@ -21,20 +19,6 @@ static ALLOC: SamplingAllocator = SamplingAllocator::system();
 
 const CPU: &str = "process_cpu:cpu:nanoseconds:cpu:nanoseconds";
 const BOGUS: &str = "no-such-subsystem";
-
-/// One request on a fresh loopback connection.
-fn request(addr: SocketAddr, method: &str, path: &str, body: &[u8], timeout: Duration) -> Reply {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
-    s.set_read_timeout(Some(timeout)).unwrap();
-    s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    s.write_all(head.as_bytes()).unwrap();
-    s.write_all(body).unwrap();
-    read_reply(&mut s, false)
-}
 
 /// Samples whose `subsystem` label is `value`.
 fn labelled_samples(p: &Profile, value: &str) -> usize {
@@ -93,6 +77,7 @@ fn the_probe_label_is_in_the_push_and_in_a_scraped_cpu_profile() {
         addr,
         "POST",
         "/api/v1/profiling",
+        &[],
         br#"{"enabled":true,"server_address":""}"#,
         Duration::from_secs(25),
     );
@@ -104,6 +89,7 @@ fn the_probe_label_is_in_the_push_and_in_a_scraped_cpu_profile() {
         addr,
         "GET",
         "/debug/pprof/profile?seconds=2",
+        &[],
         b"",
         Duration::from_secs(15),
     );

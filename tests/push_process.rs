@@ -1,6 +1,7 @@
 //! Push checks that read or change process-wide state — the thread list and the TLS root variables —
 //! so they run one after another inside a single test, with nothing else in this binary.
 
+mod common;
 mod push_support;
 
 use nl6::gate::port::Pusher;

@@ -2,6 +2,7 @@
 //! through `PyroscopePusher` with a fake profile source, against an in-process fake server and the
 //! Pyroscope stand-in (`target/pyroscope-ingest`, see tests/push_support).
 
+mod common;
 mod push_support;
 
 use nl6::gate::port::{PushRun, PushStatus, PushTarget, Pusher};

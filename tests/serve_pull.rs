@@ -3,7 +3,7 @@
 //! symbol header, the empty contention texts. Profiles themselves: tests/serve_pull_profiles.rs.
 mod common;
 
-use common::{boot, header, Nl6};
+use common::{boot, header};
 use std::process::Command;
 
 const GATED: &[&str] = &[
@@ -34,15 +34,6 @@ fn assert_go_error(r: &common::Reply, status: u16, contains: &str) {
     assert_eq!(header(h, "x-content-type-options"), Some("nosniff"));
     assert!(header(h, "content-disposition").is_none());
     assert!(body.ends_with('\n') && body.contains(contains), "{body}");
-}
-
-fn open_pull_only(n: &Nl6) {
-    let (s, _, _) = n.http(
-        "POST",
-        "/api/v1/profiling",
-        br#"{"enabled":true,"server_address":""}"#,
-    );
-    assert_eq!(s, 200);
 }
 
 #[test]
@@ -77,14 +68,14 @@ fn cmdline_is_never_served_and_the_bare_prefix_redirects() {
         let (s, h, _) = n.http("GET", "/debug/pprof", b"");
         assert_eq!(s, 301);
         assert_eq!(header(&h, "location"), Some("/debug/pprof/"));
-        open_pull_only(&n);
+        n.open_pull_only();
     }
 }
 
 #[test]
 fn go_error_wording_and_methods_with_the_gate_open() {
     let n = boot().start();
-    open_pull_only(&n);
+    n.open_pull_only();
     let rows: &[(&str, &str, u16, &str)] = &[
         (
             "GET",
@@ -140,7 +131,7 @@ fn go_error_wording_and_methods_with_the_gate_open() {
 #[test]
 fn symbol_header_and_empty_contention_texts() {
     let n = boot().start();
-    open_pull_only(&n);
+    n.open_pull_only();
     let (s, h, b) = n.http("GET", "/debug/pprof/symbol", b"");
     assert_eq!((s, b.as_slice()), (200, &b"num_symbols: 1\n"[..]));
     assert_eq!(

@@ -4,18 +4,9 @@
 //! `--target x86_64-unknown-linux-musl`, where the binary under test is the static one.
 mod common;
 
-use common::{boot, header, Nl6};
+use common::{boot, header};
 use std::process::{Command, Output};
 use std::time::Duration;
-
-fn open_pull_only(n: &Nl6) {
-    let (s, _, _) = n.http(
-        "POST",
-        "/api/v1/profiling",
-        br#"{"enabled":true,"server_address":""}"#,
-    );
-    assert_eq!(s, 200);
-}
 
 fn pprof_top(url: &str) -> Output {
     let tmp = std::env::temp_dir();
@@ -44,7 +35,7 @@ fn assert_profile(r: &common::Reply, filename: &str) {
 #[test]
 fn named_profiles_and_deltas_have_gos_headers() {
     let n = boot().start();
-    open_pull_only(&n);
+    n.open_pull_only();
     for name in [
         "heap",
         "allocs",
@@ -80,7 +71,7 @@ fn named_profiles_and_deltas_have_gos_headers() {
 #[test]
 fn index_lists_every_profile_from_the_table() {
     let n = boot().start();
-    open_pull_only(&n);
+    n.open_pull_only();
     let (s, h, b) = n.http("GET", "/debug/pprof/", b"");
     assert_eq!(
         (s, header(&h, "content-type")),
@@ -96,7 +87,7 @@ fn index_lists_every_profile_from_the_table() {
 #[test]
 fn go_tool_pprof_reads_heap_and_a_two_second_cpu_profile() {
     let n = boot().start();
-    open_pull_only(&n);
+    n.open_pull_only();
     let out = pprof_top(&format!("http://{}/debug/pprof/heap", n.addr));
     assert!(
         out.status.success(),
@@ -120,7 +111,7 @@ fn go_tool_pprof_reads_heap_and_a_two_second_cpu_profile() {
 #[test]
 fn a_second_cpu_profile_is_refused_not_masked() {
     let n = boot().start();
-    open_pull_only(&n);
+    n.open_pull_only();
     std::thread::scope(|s| {
         let first = s.spawn(|| {
             n.http_with(
@@ -147,7 +138,7 @@ fn a_second_cpu_profile_is_refused_not_masked() {
 fn mutex_and_block_stay_empty_across_on_off_on() {
     let n = boot().start();
     for _ in 0..2 {
-        open_pull_only(&n);
+        n.open_pull_only();
         for name in ["block", "mutex", "delta_block", "delta_mutex"] {
             let out = pprof_top(&format!("http://{}/debug/pprof/{name}", n.addr));
             let stdout = String::from_utf8_lossy(&out.stdout);
@@ -166,7 +157,7 @@ fn mutex_and_block_stay_empty_across_on_off_on() {
 #[test]
 fn symbol_names_addresses_from_the_goroutine_profile() {
     let n = boot().start();
-    open_pull_only(&n);
+    n.open_pull_only();
     let (_, _, b) = n.http("GET", "/debug/pprof/goroutine?debug=1", b"");
     let text = String::from_utf8_lossy(&b);
     let addrs: Vec<&str> = text
@@ -202,7 +193,7 @@ fn symbol_names_addresses_from_the_goroutine_profile() {
 #[test]
 fn heap_rate_flag_reaches_the_sampler() {
     let n = boot().args(&["-profiling-heap-rate", "4096"]).start();
-    open_pull_only(&n);
+    n.open_pull_only();
     let (s, _, b) = n.http("GET", "/debug/pprof/heap?debug=1", b"");
     assert_eq!(s, 200);
     let text = String::from_utf8_lossy(&b);

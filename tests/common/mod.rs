@@ -4,8 +4,12 @@
 //!   serves on a free loopback port (`-listen 127.0.0.1:0` unless the test gives `-listen`/`-port`) and
 //!   waits, bounded, for the boot line that names the bound address; [`Boot::run`] runs a command to
 //!   completion (refusals, `--version`) with a bound on its time.
-//! - [`Nl6::http`] is a small client on a raw `TcpStream` with timeouts (one request per connection).
+//! - [`Nl6::http`] / [`request`] are a small client on a raw `TcpStream` with timeouts (one request per
+//!   connection); [`read_reply`] reads one response.
 //! - Dropping an [`Nl6`] kills its own child and nothing else.
+//! - Small shared waits and probes: [`wait_until`] (bounded polling), [`status_field`] / [`threads_of`]
+//!   (`/proc/<pid>/status`). `push_support` uses this module as `crate::common`, so a test that
+//!   declares `mod push_support;` also declares `mod common;`.
 //!
 //! Never sends traffic outside 127.0.0.1.
 #![allow(dead_code)]
@@ -251,25 +255,17 @@ impl Nl6 {
         body: &[u8],
         timeout: Duration,
     ) -> Reply {
-        let mut s =
-            TcpStream::connect_timeout(&self.addr, Duration::from_secs(5)).expect("connect");
-        s.set_read_timeout(Some(timeout)).unwrap();
-        s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
-            self.addr
+        request(self.addr, method, path, headers, body, timeout)
+    }
+
+    /// Opens the profiling gate pull-only (`POST /api/v1/profiling`, no push address); asserts 200.
+    pub fn open_pull_only(&self) {
+        let (s, _, _) = self.http(
+            "POST",
+            "/api/v1/profiling",
+            br#"{"enabled":true,"server_address":""}"#,
         );
-        for (k, v) in headers {
-            req.push_str(&format!("{k}: {v}\r\n"));
-        }
-        if !body.is_empty() || method == "POST" {
-            req.push_str(&format!("Content-Length: {}\r\n", body.len()));
-        }
-        req.push_str("\r\n");
-        let mut bytes = req.into_bytes();
-        bytes.extend_from_slice(body);
-        s.write_all(&bytes).expect("send");
-        read_reply(&mut s, method == "HEAD")
+        assert_eq!(s, 200);
     }
 
     /// Sends SIGTERM and waits (bounded) for the exit status.
@@ -292,6 +288,33 @@ impl Nl6 {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+}
+
+/// One request to `addr` on a fresh connection (`Connection: close`), with extra headers and a read
+/// timeout; for servers not held as an [`Nl6`] (an in-process probe, a background load thread).
+pub fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    timeout: Duration,
+) -> Reply {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
+    s.set_read_timeout(Some(timeout)).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if !body.is_empty() || method == "POST" {
+        req.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    req.push_str("\r\n");
+    let mut bytes = req.into_bytes();
+    bytes.extend_from_slice(body);
+    s.write_all(&bytes).expect("send");
+    read_reply(&mut s, method == "HEAD")
 }
 
 /// Reads one response to the end (Content-Length, or EOF).
@@ -362,4 +385,33 @@ pub fn unused_loopback_url() -> String {
 pub fn json(body: &[u8]) -> serde_json::Value {
     serde_json::from_slice(body)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(body)))
+}
+
+/// Polls `cond` every 20 ms until it holds or `limit` passes.
+pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A `/proc/<pid>/status` number (`Threads:`, `VmRSS:` in kB).
+pub fn status_field(pid: u32, key: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in /proc/{pid}/status"))
+}
+
+/// The number of threads of `pid`.
+pub fn threads_of(pid: u32) -> usize {
+    status_field(pid, "Threads:") as usize
 }

@@ -1,5 +1,5 @@
-//! Shared by the hardening tests: a deterministic seeded generator of hostile inputs (no crates), `/proc`
-//! readers, and a TCP listener that resets a connection mid-body.
+//! Shared by the hardening tests: a deterministic seeded generator of hostile inputs (no crates) and a
+//! TCP listener that resets a connection mid-body (`/proc` readers and `wait_until` are in tests/common).
 //!
 //! Only loopback; every loop is bounded; nothing here kills a process.
 #![allow(dead_code)]
@@ -8,7 +8,7 @@ use std::io::Read;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// SplitMix64: tiny, seeded, reproducible (a failing case prints its seed and index).
 pub struct Rng(u64);
@@ -310,34 +310,6 @@ pub fn mutate(r: &mut Rng, b: &mut Vec<u8>) {
             b.splice(at..at, piece);
         }
         _ => b.truncate(at),
-    }
-}
-
-/// A `/proc/<pid>/status` number (`Threads:`, `VmRSS:` in kB).
-pub fn status_field(pid: u32, key: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(key))
-        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {key} in /proc/{pid}/status"))
-}
-
-pub fn threads_of(pid: u32) -> usize {
-    status_field(pid, "Threads:") as usize
-}
-
-/// Polls `cond` every 20 ms until it holds or `limit` passes.
-pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + limit;
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() >= end {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

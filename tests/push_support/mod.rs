@@ -17,19 +17,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// Polls `cond` every 20 ms until it holds or `limit` passes.
-pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + limit;
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() >= end {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+// Declared by every test that uses this module (`mod common;`).
+pub use crate::common::wait_until;
 
 /// Captured log lines.
 #[derive(Clone, Default)]
