@@ -97,6 +97,25 @@ fn harness(flag: Option<&str>, stop_delay: Duration) -> Harness {
     }
 }
 
+/// A gate pushing to the flag's address whose closing POST is in flight on another thread: when this
+/// returns, the push's stop (which takes `stop_delay`) has begun.
+fn closing_in_flight(
+    stop_delay: Duration,
+) -> (
+    Harness,
+    std::thread::JoinHandle<Result<GateView, PostError>>,
+) {
+    let h = harness(Some("http://pyro:4040"), stop_delay);
+    h.gate.start().unwrap();
+    let g = h.gate.clone();
+    let closer = std::thread::spawn(move || g.post(&req(false, AddressField::Omitted, None)));
+    assert!(wait_until(Duration::from_secs(2), || lock(
+        &h.gate.inner.run
+    )
+    .is_none()));
+    (h, closer)
+}
+
 fn req(enabled: bool, addr: AddressField, duration: Option<Duration>) -> PostRequest {
     PostRequest {
         enabled,
@@ -222,12 +241,8 @@ fn adhoc_env_refuses_a_runtime_push() {
 
 #[test]
 fn get_never_waits_behind_a_slow_stop() {
-    let h = harness(Some("http://pyro:4040"), Duration::from_millis(800));
-    h.gate.start().unwrap();
-    let g = h.gate.clone();
-    let closer = std::thread::spawn(move || g.post(&req(false, AddressField::Omitted, None)));
-    assert!(wait_until(Duration::from_secs(2), || events(&h).len() == 1
-        && lock(&h.gate.inner.run).is_none()));
+    let (h, closer) = closing_in_flight(Duration::from_millis(800));
+    assert!(wait_until(Duration::from_secs(2), || events(&h).len() == 1));
     let t = Instant::now();
     let v = h.gate.view();
     assert!(
@@ -303,14 +318,7 @@ fn shutdown_stops_the_push() {
 fn posts_behind_a_long_flush_answer_busy_and_get_stays_instant() {
     // The closing POST's stop takes 4 s (a hanging collector would take 20 s); the POSTs behind it must
     // not wait for it, and must change nothing.
-    let h = harness(Some("http://pyro:4040"), Duration::from_secs(4));
-    h.gate.start().unwrap();
-    let g = h.gate.clone();
-    let closer = std::thread::spawn(move || g.post(&req(false, AddressField::Omitted, None)));
-    assert!(wait_until(Duration::from_secs(2), || lock(
-        &h.gate.inner.run
-    )
-    .is_none()));
+    let (h, closer) = closing_in_flight(Duration::from_secs(4));
     let waiting: Vec<_> = (0..3)
         .map(|_| {
             let g = h.gate.clone();
@@ -352,14 +360,7 @@ fn posts_behind_a_long_flush_answer_busy_and_get_stays_instant() {
 
 #[test]
 fn posts_behind_a_short_transition_wait_for_their_turn() {
-    let h = harness(Some("http://pyro:4040"), Duration::from_millis(300));
-    h.gate.start().unwrap();
-    let g = h.gate.clone();
-    let closer = std::thread::spawn(move || g.post(&req(false, AddressField::Omitted, None)));
-    assert!(wait_until(Duration::from_secs(2), || lock(
-        &h.gate.inner.run
-    )
-    .is_none()));
+    let (h, closer) = closing_in_flight(Duration::from_millis(300));
     let v = h.gate.post(&req(true, AddressField::Empty, None)).unwrap();
     assert!(v.enabled && !v.pushing);
     assert!(closer.join().unwrap().is_ok());
