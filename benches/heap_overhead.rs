@@ -66,6 +66,7 @@ static ALLOC: Switch = Switch;
 
 const OPS: usize = 250_000;
 const SLOTS: usize = 4096;
+/// Rounds per mode unless `NL6_HEAP_BENCH_ROUNDS` says otherwise.
 const ROUNDS: usize = 41;
 
 /// Which size mix a workload draws from.
@@ -160,9 +161,22 @@ fn run(mix: Mix) {
     let sampled_before = sampled();
     // NL6_HEAP_BENCH_AA=1: both columns use System, to show the bench's own bias between the two slots.
     let aa = std::env::var_os("NL6_HEAP_BENCH_AA").is_some();
+    // NL6_HEAP_BENCH_ONLY=system|sampling runs one column (for instruction counts under callgrind).
+    let only = std::env::var("NL6_HEAP_BENCH_ONLY").ok();
+    let rounds = std::env::var("NL6_HEAP_BENCH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(ROUNDS);
     let (mut system, mut sampling) = (Vec::new(), Vec::new());
-    for _ in 0..ROUNDS {
+    for _ in 0..rounds {
         for (mode, out) in [(false, &mut system), (true, &mut sampling)] {
+            if only
+                .as_deref()
+                .is_some_and(|o| o != ["system", "sampling"][mode as usize])
+            {
+                out.push(1);
+                continue;
+            }
             USE_SAMPLER.store(mode && !aa, Ordering::Relaxed);
             let start = thread_cpu_ns();
             std::hint::black_box(workload(mix));
@@ -170,6 +184,16 @@ fn run(mix: Mix) {
         }
     }
     USE_SAMPLER.store(false, Ordering::Relaxed);
+    if std::env::var_os("NL6_HEAP_BENCH_VERBOSE").is_some() {
+        let us = |v: &Vec<u128>| {
+            v.iter()
+                .map(|n| (n / 1000).to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        eprintln!("system   µs per round: {}", us(&system));
+        eprintln!("sampling µs per round: {}", us(&sampling));
+    }
     let (samples, sites) = sampled();
     let (smin, pmin) = (
         *system.iter().min().unwrap(),
@@ -187,7 +211,7 @@ fn run(mix: Mix) {
     };
     let per_op = |ns: u128| ns as f64 / OPS as f64;
     println!(
-        "heap_overhead [{libc}] alloc+free of {name}, {ROUNDS} alternating rounds of {OPS} ops, thread CPU \
+        "heap_overhead [{libc}] alloc+free of {name}, {rounds} alternating rounds of {OPS} ops, thread CPU \
          time: system min {:.1} / median {:.1} ns/op; sampling (rate {}) min {:.1} / median {:.1} ns/op; \
          ratio of minimums {:.3}, of medians {:.3} (target <= 1.03); {:.0} samples per round, {} new sites",
         per_op(smin),
@@ -197,7 +221,7 @@ fn run(mix: Mix) {
         per_op(p),
         pmin as f64 / smin as f64,
         p as f64 / s as f64,
-        (samples - sampled_before.0) as f64 / ROUNDS as f64,
+        (samples - sampled_before.0) as f64 / rounds as f64,
         sites - sampled_before.1,
     );
 }

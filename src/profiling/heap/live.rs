@@ -1,10 +1,10 @@
-//! The table of live sampled blocks: which addresses the heap sampler is watching for a free.
+//! The table of live sampled large blocks: which addresses outside the region the heap sampler is watching
+//! for a free.
 //!
 //! What it provides: [`LiveTable`], a fixed-size open-addressing (linear probing) table of `AtomicU64`
-//! words, each packing a block address (low 48 bits) and its site index (high 16 bits). Every `dealloc`
-//! asks [`LiveTable::may_contain`]: one bit of a one-cache-line summary (one bit per word of the filter
-//! below, set while that word is nonzero). Every free reads that same line, so it stays in L1 and almost
-//! every free stops there. Only on a hit does [`LiveTable::contains`] look further, lock-free and
+//! words, each packing a block address (low 48 bits) and its site index (high 16 bits). Every `dealloc` of
+//! a large block asks [`LiveTable::may_contain`]: one bit of a one-cache-line summary (one bit per word of
+//! the filter below, set while that word is nonzero), so almost every such free stops there. Only on a hit does [`LiveTable::contains`] look further, lock-free and
 //! allocation-free: one bit of a 4 KiB filter (one bit per hash bucket, set while any live entry hashes
 //! there), then a seqlock read around a probe that an empty slot ends. (Measured: with the 4 KiB filter as
 //! the first test, its random line was an L1 miss on most frees of an allocation-heavy loop — about half of
@@ -129,14 +129,19 @@ impl<const N: usize> LiveTable<N> {
         false
     }
 
-    // Writers are serialised, so "filter word became nonzero/zero" and the summary update that follows
-    // cannot interleave with another writer's. Bits are set before the entry is placed (a reader that can
-    // know the address sees them) and cleared only once no entry of that bucket/word remains.
+    // Writers are serialised (the caller's mutex), so every word below has one writer at a time: a plain
+    // load and store replace read-modify-write atomics (no locked instruction on the sampled path), and
+    // "filter word became nonzero/zero" cannot interleave with another writer's summary update. Bits are
+    // set before the entry is placed (a reader that can know the address sees them) and cleared only once
+    // no entry of that bucket/word remains.
     fn mark(&self, addr: u64) {
         let b = Self::bucket(addr);
         let w = b / 64;
-        if self.filter[w].fetch_or(1 << (b % 64), Ordering::Relaxed) == 0 {
-            self.summary.0[w / 64].fetch_or(1 << (w % 64), Ordering::Relaxed);
+        let word = self.filter[w].load(Ordering::Relaxed);
+        self.filter[w].store(word | 1 << (b % 64), Ordering::Relaxed);
+        if word == 0 {
+            let s = &self.summary.0[w / 64];
+            s.store(s.load(Ordering::Relaxed) | 1 << (w % 64), Ordering::Relaxed);
         }
     }
 
@@ -147,30 +152,15 @@ impl<const N: usize> LiveTable<N> {
             return;
         }
         let w = b / 64;
-        let bit = 1 << (b % 64);
-        if self.filter[w].fetch_and(!bit, Ordering::Relaxed) == bit {
-            self.summary.0[w / 64].fetch_and(!(1 << (w % 64)), Ordering::Relaxed);
+        let word = self.filter[w].load(Ordering::Relaxed) & !(1 << (b % 64));
+        self.filter[w].store(word, Ordering::Relaxed);
+        if word == 0 {
+            let s = &self.summary.0[w / 64];
+            s.store(
+                s.load(Ordering::Relaxed) & !(1 << (w % 64)),
+                Ordering::Relaxed,
+            );
         }
-    }
-
-    /// Starts loading the lines an insert of `addr` will write (its home slot and filter word), so those
-    /// cache misses overlap the sampler's stack walk instead of following it. A hint only.
-    #[inline]
-    pub fn prefetch_for_insert(&self, addr: usize) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let addr = addr as u64;
-            let slot = &self.slots[Self::home(addr)] as *const AtomicU64 as *const i8;
-            let word = &self.filter[Self::bucket(addr) / 64] as *const AtomicU64 as *const i8;
-            // SAFETY: prefetching has no architectural effect; both pointers are into this table.
-            unsafe {
-                _mm_prefetch(slot, _MM_HINT_T0);
-                _mm_prefetch(word, _MM_HINT_T0);
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = addr;
     }
 
     /// The test every free makes: false means `addr` is certainly not held. One bit of one hot cache line;
@@ -224,12 +214,14 @@ impl<const N: usize> LiveTable<N> {
     }
 
     fn begin_write(&self) {
-        self.seq.fetch_add(1, Ordering::Relaxed);
+        self.seq
+            .store(self.seq.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         fence(Ordering::Release);
     }
 
     fn end_write(&self) {
-        self.seq.fetch_add(1, Ordering::Release);
+        self.seq
+            .store(self.seq.load(Ordering::Relaxed) + 1, Ordering::Release);
     }
 
     fn place(&self, word: u64) {
@@ -250,7 +242,7 @@ impl<const N: usize> LiveTable<N> {
         self.mark(addr);
         self.begin_write();
         self.place(addr | (u64::from(site) << ADDR_BITS));
-        self.len.fetch_add(1, Ordering::Relaxed);
+        self.len.store(self.len() + 1, Ordering::Relaxed);
         self.end_write();
         true
     }
@@ -272,7 +264,7 @@ impl<const N: usize> LiveTable<N> {
             self.place(word);
             i = (i + 1) & (N - 1);
         }
-        self.len.fetch_sub(1, Ordering::Relaxed);
+        self.len.store(self.len() - 1, Ordering::Relaxed);
         self.end_write();
         self.unmark(addr);
         Some(site)
