@@ -200,11 +200,11 @@ impl<A: GlobalAlloc> SamplingAllocator<A> {
                 }
                 p
             }
-            Placed::Elsewhere(site) => {
+            Placed::Elsewhere { site } => {
                 // SAFETY: the caller's contract.
                 let p = unsafe { self.obtain(how, layout) };
-                if let (Some(site), false) = (site, p.is_null()) {
-                    sites::record_untracked(site);
+                if site && !p.is_null() {
+                    sites::record_untracked(stack, size);
                 }
                 p
             }
