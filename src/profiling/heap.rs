@@ -10,7 +10,7 @@
 //!
 //! Where a sampled block lives decides how its free is found: a block under [`LARGE`] (nearly every
 //! sampled block) is placed in the [`region`], a fixed range of address space with its site number in
-//! the block's footer; a larger one stays where the inner allocator puts it and is entered in
+//! the block's header; a larger one stays where the inner allocator puts it and is entered in
 //! [`LiveTable`]. So the region holds only sampled blocks, and the inner allocator never sees them.
 //!
 //! Cost on the path every allocation takes: one read-modify-write of a `const` thread-local (`%fs`-relative,
@@ -305,7 +305,7 @@ fn begin_sample(size: usize, frames: &mut [u64; MAX_DEPTH]) -> Option<usize> {
 
 // SAFETY: every method either forwards to the inner allocator with the caller's arguments unchanged, or
 // (sampled small blocks) hands out and takes back blocks of the region, which no one else uses; sampling
-// reads no block's memory but a region block's own footer.
+// reads no block's memory but a region block's own header.
 unsafe impl<A: GlobalAlloc> GlobalAlloc for SamplingAllocator<A> {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {

@@ -6,10 +6,13 @@
 //! sampler takes every sampled block smaller than [`super::LARGE`]. Because the range is a compile-time
 //! constant, [`contains`] is a shift and a compare of the pointer: the test that every `dealloc` makes costs
 //! no load, no multiply and no branch miss. Blocks come in power-of-two classes (16 B to 64 KiB), carved
-//! from 64 KiB chunks that each serve one class, so a block is aligned to its class; its last two bytes (the
-//! footer) hold its site number, so a free finds its site without a table. Freed blocks go on their class's
-//! free list, linked through their first word, and are reused last-in first-out (the block a free just
-//! touched is the next one handed out).
+//! from 64 KiB chunks that each serve one class, so a block is aligned to its class. A block starts with a
+//! header (16 bytes, or the alignment if larger) that holds its site number and, while the block is free,
+//! the link of its class's free list; the caller's bytes follow. So the line a free reads to find its
+//! site is the one the block's owner wrote first, and the one a reuse writes is the one its new owner is
+//! about to touch: a sample costs no extra cache line for the block (a footer at the block's end did: on
+//! large classes a line of its own, missed at allocation and again at the free). Freed blocks are reused
+//! last-in first-out.
 //!
 //! What it never does: allocate, lock (the caller serialises every call: the sampler's site mutex), hand out
 //! memory outside the range, or give memory back (a chunk keeps its class; freed blocks wait for reuse). If
@@ -27,19 +30,22 @@ const SIZE_LOG2: u32 = 30;
 pub const SIZE: usize = 1 << SIZE_LOG2;
 /// Smallest class: 16 B (the alignment every allocator gives).
 const MIN_CLASS_LOG2: u32 = 4;
-/// Largest class: 64 KiB, room for a block just under [`super::LARGE`] plus its footer.
+/// Largest class: 64 KiB, room for a block just under [`super::LARGE`] plus its header.
 const MAX_CLASS_LOG2: u32 = 16;
 const CLASSES: usize = (MAX_CLASS_LOG2 - MIN_CLASS_LOG2 + 1) as usize;
 /// A chunk serves one class; as large as the largest class, so every class is aligned within it.
 const CHUNK: usize = 1 << MAX_CLASS_LOG2;
 /// Made writable at a time (one `mprotect` per this many bytes of chunks).
 const COMMIT: usize = 1 << 20;
-/// Bytes at a block's end that hold its site number.
-pub const FOOTER: usize = 2;
+/// The smallest header: the site number, and the free-list link while the block is free.
+const MIN_HEADER: usize = 16;
+/// Where the free-list link is in a free block's header (the site number is at 0).
+const LINK_AT: usize = 8;
 
 const _: () = assert!(BASE.trailing_zeros() >= SIZE_LOG2 && SIZE.is_multiple_of(COMMIT));
 const _: () = assert!(COMMIT.is_multiple_of(CHUNK));
-const _: () = assert!(super::LARGE - 1 + FOOTER <= 1 << MAX_CLASS_LOG2);
+// The largest layout under LARGE: size LARGE - 1 with alignment LARGE / 2 (its header).
+const _: () = assert!(super::LARGE - 1 + super::LARGE / 2 <= 1 << MAX_CLASS_LOG2);
 
 /// True once the range is reserved by this process (and from then on for the process's life).
 static RESERVED: AtomicBool = AtomicBool::new(false);
@@ -55,25 +61,28 @@ pub fn reserved() -> bool {
     RESERVED.load(Ordering::Acquire)
 }
 
-/// The class (log2 of the block size) of a block for `size` bytes at `align`, footer included; the same
-/// answer at allocation and at free, since both see the same layout.
+/// Bytes before the caller's pointer: the alignment, at least [`MIN_HEADER`]. A block is aligned to its
+/// class, which is at least the header, so the caller's pointer keeps the alignment asked for.
+fn header_len(align: usize) -> usize {
+    align.max(MIN_HEADER)
+}
+
+/// The class (log2 of the block size) for `size` bytes at `align`, header included; the same answer at
+/// allocation and at free, since both see the same layout.
 pub fn class_log2(size: usize, align: usize) -> u32 {
-    let need = (size + FOOTER).max(align).max(1 << MIN_CLASS_LOG2);
-    need.next_power_of_two().trailing_zeros()
+    (size + header_len(align))
+        .next_power_of_two()
+        .trailing_zeros()
+        .max(MIN_CLASS_LOG2)
 }
 
-/// Where a block's footer is.
-fn footer(block: usize, class_log2: u32) -> usize {
-    block + (1usize << class_log2) - FOOTER
-}
-
-/// The site number stored in the footer of the block at `ptr`, allocated for `size` at `align`.
+/// The site number in the header of the block whose caller's pointer is `ptr`, allocated at `align`.
 ///
 /// # Safety
-/// `ptr` is a live block of the region, allocated with this size and alignment.
-pub unsafe fn site_of(ptr: usize, size: usize, align: usize) -> u16 {
-    // SAFETY: the footer lies inside the block (its class has room for it), which is mapped and ours.
-    unsafe { std::ptr::read_unaligned(footer(ptr, class_log2(size, align)) as *const u16) }
+/// `ptr` is a live block of the region, allocated with this alignment.
+pub unsafe fn site_of(ptr: usize, align: usize) -> u16 {
+    // SAFETY: the header precedes the caller's bytes inside the block, which is mapped and ours.
+    unsafe { ((ptr - header_len(align)) as *const u16).read() }
 }
 
 /// Where the range stands.
@@ -120,16 +129,18 @@ impl Region {
         }
     }
 
-    /// A block of class `class_log2` with `site` in its footer, or `None` (range unavailable or used up).
-    pub fn alloc(&mut self, class_log2: u32, site: u16) -> Option<*mut u8> {
-        if !(MIN_CLASS_LOG2..=MAX_CLASS_LOG2).contains(&class_log2) || !self.ensure_reserved() {
+    /// A block for `size` bytes at `align` with `site` in its header: the caller's pointer, or `None`
+    /// (no class that large, range unavailable or used up).
+    pub fn alloc(&mut self, size: usize, align: usize, site: u16) -> Option<*mut u8> {
+        let class_log2 = class_log2(size, align);
+        if class_log2 > MAX_CLASS_LOG2 || !self.ensure_reserved() {
             return None;
         }
         let c = (class_log2 - MIN_CLASS_LOG2) as usize;
         let block = if self.free[c] != 0 {
             let block = self.free[c];
-            // SAFETY: a free block of ours holds the next free block's address in its first word.
-            self.free[c] = unsafe { (block as *const usize).read() };
+            // SAFETY: a free block of ours holds the next free block's address in its header.
+            self.free[c] = unsafe { ((block + LINK_AT) as *const usize).read() };
             block
         } else {
             let (next, end) = self.fresh[c];
@@ -143,20 +154,21 @@ impl Region {
             self.fresh[c].0 = next + (1 << class_log2);
             next
         };
-        // SAFETY: the block is ours, writable and at least 16 bytes; the footer lies inside it.
-        unsafe { std::ptr::write_unaligned(footer(block, class_log2) as *mut u16, site) };
-        Some(block as *mut u8)
+        // SAFETY: the block is ours and writable; its header is at least 16 bytes.
+        unsafe { (block as *mut u16).write(site) };
+        Some((block + header_len(align)) as *mut u8)
     }
 
-    /// Returns a block to its class's free list.
+    /// Returns the block whose caller's pointer is `ptr` to its class's free list.
     ///
     /// # Safety
-    /// `ptr` came from [`Region::alloc`] with `class_log2` and is not used after this call.
-    pub unsafe fn free(&mut self, ptr: *mut u8, class_log2: u32) {
-        let c = (class_log2 - MIN_CLASS_LOG2) as usize;
-        // SAFETY: the block is ours and no longer in use; its first word links it into the list.
-        unsafe { (ptr as *mut usize).write(self.free[c]) };
-        self.free[c] = ptr as usize;
+    /// `ptr` came from [`Region::alloc`] with `size` and `align` and is not used after this call.
+    pub unsafe fn free(&mut self, ptr: *mut u8, size: usize, align: usize) {
+        let c = (class_log2(size, align) - MIN_CLASS_LOG2) as usize;
+        let block = ptr as usize - header_len(align);
+        // SAFETY: the block is ours and no longer in use; its header links it into the list.
+        unsafe { ((block + LINK_AT) as *mut usize).write(self.free[c]) };
+        self.free[c] = block;
     }
 
     /// Bytes of the range in use by chunks (given to a class), for tests and figures.
@@ -245,14 +257,16 @@ mod tests {
     }
 
     #[test]
-    fn classes_leave_room_for_the_footer_and_honour_alignment() {
-        assert_eq!(class_log2(1, 1), 4);
-        assert_eq!(class_log2(14, 8), 4);
-        assert_eq!(class_log2(15, 8), 5, "15 + 2 footer bytes need 32");
-        assert_eq!(class_log2(16, 16), 5);
-        assert_eq!(class_log2(8, 4096), 12, "alignment sets the class");
+    fn classes_leave_room_for_the_header_and_honour_alignment() {
+        assert_eq!(class_log2(1, 1), 5, "16 header bytes + 1 need 32");
+        assert_eq!(class_log2(16, 8), 5);
+        assert_eq!(class_log2(17, 16), 6);
+        assert_eq!(
+            class_log2(8, 4096),
+            13,
+            "a 4096-byte header for 4096 alignment"
+        );
         assert_eq!(class_log2(16 * 1024, 1), 15);
-        assert_eq!(class_log2(super::super::LARGE - 1, 1), 16);
         let large = super::super::LARGE;
         assert!(
             class_log2(large - 1, large / 2) <= MAX_CLASS_LOG2,
@@ -283,44 +297,53 @@ mod tests {
     }
 
     #[test]
-    fn blocks_are_aligned_footed_reused_and_inside_their_range() {
+    fn blocks_are_aligned_headed_reused_and_inside_their_range() {
         let mut r = private_region();
         let range = r.base..r.base + SIZE;
         let inside = |p: *mut u8| range.contains(&(p as usize));
-        let a = r.alloc(6, 7).unwrap();
-        let b = r.alloc(6, 9).unwrap();
+        let a = r.alloc(40, 8, 7).unwrap();
+        let b = r.alloc(48, 8, 9).unwrap();
         assert!(inside(a) && inside(b));
-        assert_eq!(a as usize % 64, 0);
+        assert_eq!(
+            a as usize % 64,
+            16,
+            "a 64-byte block, the caller's bytes after 16 header bytes"
+        );
         assert_eq!(
             b as usize,
             a as usize + 64,
             "fresh blocks of a class are contiguous"
         );
-        // SAFETY: both are live blocks of class 6 (sizes up to 62 at align 1).
+        // SAFETY: a and b are live blocks allocated at align 8, writable for their sizes.
         unsafe {
-            assert_eq!(site_of(a as usize, 40, 1), 7);
-            assert_eq!(site_of(b as usize, 62, 1), 9);
-            // The block is writable memory up to its footer.
-            std::ptr::write_bytes(a, 0xab, 62);
-            assert_eq!(site_of(a as usize, 40, 1), 7);
-            r.free(a, 6);
+            assert_eq!((site_of(a as usize, 8), site_of(b as usize, 8)), (7, 9));
+            // The caller's bytes do not reach the next block's header.
+            std::ptr::write_bytes(a, 0xab, 40);
+            assert_eq!(site_of(b as usize, 8), 9);
+            r.free(a, 40, 8);
         }
-        let c = r.alloc(6, 11).unwrap();
+        let c = r.alloc(33, 1, 11).unwrap();
         assert_eq!(c, a, "last freed, first reused");
-        // SAFETY: c is live with class 6.
-        assert_eq!(unsafe { site_of(c as usize, 33, 1) }, 11);
-        let big = r.alloc(MAX_CLASS_LOG2, 1).unwrap();
+        // SAFETY: c is live at align 1.
+        assert_eq!(unsafe { site_of(c as usize, 1) }, 11);
+        let aligned = r.alloc(100, 4096, 3).unwrap();
+        assert_eq!(aligned as usize % 4096, 0, "alignment kept past the header");
+        // SAFETY: live at align 4096.
+        assert_eq!(unsafe { site_of(aligned as usize, 4096) }, 3);
+        let big = r.alloc(30_000, 1, 1).unwrap();
         assert!(inside(big));
-        assert_eq!(big as usize % CHUNK, 0);
-        assert!(r.alloc(MAX_CLASS_LOG2 + 1, 1).is_none());
-        assert_eq!(r.chunk_bytes(), 2 * CHUNK);
+        assert!(
+            r.alloc(super::super::LARGE * 2, 1, 1).is_none(),
+            "no class that large"
+        );
+        assert_eq!(r.chunk_bytes(), 3 * CHUNK, "one chunk for each class used");
     }
 
     #[test]
     fn a_used_up_range_says_no_and_keeps_serving_its_free_lists() {
         let mut r = private_region();
         let mut last = None;
-        while let Some(p) = r.alloc(MAX_CLASS_LOG2, 3) {
+        while let Some(p) = r.alloc(30_000, 1, 3) {
             last = Some(p);
         }
         assert_eq!(
@@ -328,11 +351,14 @@ mod tests {
             SIZE,
             "every chunk was handed out before refusing"
         );
-        assert!(r.alloc(4, 3).is_none(), "no chunk left for another class");
+        assert!(
+            r.alloc(1, 1, 3).is_none(),
+            "no chunk left for another class"
+        );
         let last = last.unwrap();
-        // SAFETY: `last` is a live block of the largest class.
-        unsafe { r.free(last, MAX_CLASS_LOG2) };
-        assert_eq!(r.alloc(MAX_CLASS_LOG2, 5), Some(last));
+        // SAFETY: `last` is a live block allocated with this layout.
+        unsafe { r.free(last, 30_000, 1) };
+        assert_eq!(r.alloc(30_000, 1, 5), Some(last));
     }
 
     #[test]
@@ -340,7 +366,7 @@ mod tests {
         let mut r = Region::new();
         // The process's own sampler may have reserved BASE already (then this reservation must fail and
         // say so), or this call reserves it; either way nothing outside the range is handed out.
-        match r.alloc(4, 1) {
+        match r.alloc(4, 1, 1) {
             Some(p) => assert!(contains(p as usize) && reserved()),
             None => assert!(r.state == State::Unavailable),
         }

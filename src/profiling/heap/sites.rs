@@ -2,7 +2,7 @@
 //!
 //! What it provides: the site table (one [`HeapRecord`] per (stack, size), as Go's buckets) and the two
 //! ways a sampled block is found again at its free. A sampled block smaller than [`LARGE`] is placed in the
-//! [`region`](super::region) with its site number in its footer; a larger one stays where the inner
+//! [`region`](super::region) with its site number in its header; a larger one stays where the inner
 //! allocator put it and is entered in [`LIVE`]. Everything here runs on sampled events only (one allocation
 //! in hundreds at the default rate, and the frees of those blocks), under one mutex.
 //!
@@ -195,7 +195,7 @@ pub(super) fn records() -> Vec<HeapRecord> {
 
 /// Where a sampled small block was put.
 pub(super) enum Placed {
-    /// In the region, recorded; its frees are matched through its footer.
+    /// In the region, recorded; its frees are matched through its header.
     Region(*mut u8),
     /// To be taken from the inner allocator; once it is, and if `site` says the site table had room,
     /// [`record_untracked`] counts it (otherwise the sample is dropped).
@@ -211,7 +211,7 @@ pub(super) fn record_small(stack: &[u64], size: usize, align: usize) -> Placed {
         DROPPED.fetch_add(1, Ordering::Relaxed);
         return Placed::Elsewhere { site: false };
     };
-    let Some(block) = sites.region.alloc(region::class_log2(size, align), site) else {
+    let Some(block) = sites.region.alloc(size, align, site) else {
         return Placed::Elsewhere { site: true };
     };
     sites.index[slot].allocs += 1;
@@ -257,11 +257,11 @@ pub(super) fn record_large_free(ptr: usize) {
 /// `ptr` is a live region block allocated with `size` and `align`; it is not used after this call.
 pub(super) unsafe fn free_small(ptr: *mut u8, size: usize, align: usize) {
     // SAFETY: the caller's guarantee; the block is still ours to read.
-    let site = unsafe { region::site_of(ptr as usize, size, align) };
+    let site = unsafe { region::site_of(ptr as usize, align) };
     let mut sites = lock();
     sites.count_free(site);
     // SAFETY: the caller's guarantee, with the class the block was allocated at.
-    unsafe { sites.region.free(ptr, region::class_log2(size, align)) };
+    unsafe { sites.region.free(ptr, size, align) };
 }
 
 #[cfg(test)]
