@@ -51,12 +51,17 @@ pub const MAX_DEPTH: usize = unwind::MAX_DEPTH;
 /// number + 1 fits the 16 low bits of a site-index slot.
 pub const MAX_SITES: usize = 65_535;
 
-/// Sampled blocks whose size or alignment reaches this (32 KiB) stay with the inner allocator and are
-/// watched by [`LiveTable`]; smaller ones are placed in the [`region`]. A power of two, so
-/// `(size | align) >= LARGE` is exactly "either reaches it". Not higher: taking a share of one size class
-/// away from musl's allocator changes how it caches that class; with sampled 32 KiB blocks moved to the
-/// region the mixed-size bench ran 14 % slower on musl (with 16 KiB blocks moved: no change).
-pub const LARGE: usize = 1 << 15;
+/// Sampled blocks whose size or alignment reaches this stay with the inner allocator and are watched by
+/// [`LiveTable`]; smaller ones are placed in the [`region`]. A power of two, so `(size | align) >= LARGE`
+/// is exactly "either reaches it". 64 KiB, but 32 KiB on musl: a region sample costs less than a watched
+/// one (glibc, mixed-size bench: +1.3 % with 32 KiB blocks in the region, +2.8 % with them watched), but
+/// taking a share of one size class away from musl's allocator changes how it caches that class: with
+/// sampled 32 KiB blocks moved to the region the same bench ran 14 % slower on musl (16 KiB: no change).
+pub const LARGE: usize = if cfg!(target_env = "musl") {
+    1 << 15
+} else {
+    1 << 16
+};
 
 static RATE: AtomicUsize = AtomicUsize::new(DEFAULT_RATE);
 

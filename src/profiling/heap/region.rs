@@ -5,8 +5,8 @@
 //! first sample (`PROT_NONE`, `MAP_FIXED_NOREPLACE`) and made writable a MiB at a time, from which the heap
 //! sampler takes every sampled block smaller than [`super::LARGE`]. Because the range is a compile-time
 //! constant, [`contains`] is a shift and a compare of the pointer: the test that every `dealloc` makes costs
-//! no load, no multiply and no branch miss. Blocks come in power-of-two classes (16 B to 64 KiB), carved
-//! from 64 KiB chunks that each serve one class, so a block is aligned to its class. A block starts with a
+//! no load, no multiply and no branch miss. Blocks come in power-of-two classes (32 B to 128 KiB), carved
+//! from 128 KiB chunks that each serve one class, so a block is aligned to its class. A block starts with a
 //! header (16 bytes, or the alignment if larger) that holds its site number and, while the block is free,
 //! the link of its class's free list; the caller's bytes follow. So the line a free reads to find its
 //! site is the one the block's owner wrote first, and the one a reuse writes is the one its new owner is
@@ -28,10 +28,10 @@ pub const BASE: usize = 0x2b6c_0000_0000;
 /// log2 of the range's size: 1 GiB of address space (only what sampled blocks use becomes memory).
 const SIZE_LOG2: u32 = 30;
 pub const SIZE: usize = 1 << SIZE_LOG2;
-/// Smallest class: 16 B (the alignment every allocator gives).
-const MIN_CLASS_LOG2: u32 = 4;
-/// Largest class: 64 KiB, room for a block just under [`super::LARGE`] plus its header.
-const MAX_CLASS_LOG2: u32 = 16;
+/// Smallest class: 32 B (the header and up to 16 bytes of the caller's).
+const MIN_CLASS_LOG2: u32 = 5;
+/// Largest class: 128 KiB, room for a block just under [`super::LARGE`] plus its header.
+const MAX_CLASS_LOG2: u32 = 17;
 const CLASSES: usize = (MAX_CLASS_LOG2 - MIN_CLASS_LOG2 + 1) as usize;
 /// A chunk serves one class; as large as the largest class, so every class is aligned within it.
 const CHUNK: usize = 1 << MAX_CLASS_LOG2;
@@ -267,12 +267,13 @@ mod tests {
             "a 4096-byte header for 4096 alignment"
         );
         assert_eq!(class_log2(16 * 1024, 1), 15);
+        assert_eq!(class_log2(32 * 1024, 1), 16);
         let large = super::super::LARGE;
         assert!(
             class_log2(large - 1, large / 2) <= MAX_CLASS_LOG2,
             "every layout under LARGE has a class"
         );
-        assert!(class_log2(large * 2, 1) > MAX_CLASS_LOG2);
+        assert!(class_log2(1 << MAX_CLASS_LOG2, 1) > MAX_CLASS_LOG2);
     }
 
     /// A region over a range of the test's own (the sampler's range at BASE belongs to the process's
@@ -333,7 +334,7 @@ mod tests {
         let big = r.alloc(30_000, 1, 1).unwrap();
         assert!(inside(big));
         assert!(
-            r.alloc(super::super::LARGE * 2, 1, 1).is_none(),
+            r.alloc(1 << MAX_CLASS_LOG2, 1, 1).is_none(),
             "no class that large"
         );
         assert_eq!(r.chunk_bytes(), 3 * CHUNK, "one chunk for each class used");
