@@ -9,7 +9,10 @@
 //! each round frees everything it allocated, and both modes end in the same System allocator, so switching
 //! between rounds is sound. Thread CPU time is measured; the minimum and the median of each mode and their
 //! ratios are printed (target ≤ 1.03). `NL6_HEAP_BENCH_RATE` overrides the rate (e.g. 0 to isolate the
-//! cost of the unsampled path).
+//! cost of the unsampled path); `NL6_HEAP_BENCH_AA=1` runs System in both columns (the bench's own bias);
+//! `NL6_HEAP_BENCH_ROUNDS=N` and `NL6_HEAP_BENCH_ONLY=system|sampling` (one column) make short runs for
+//! `valgrind --tool=callgrind|cachegrind`, whose counts repeat where times do not;
+//! `NL6_HEAP_BENCH_VERBOSE=1` prints every round's time (to see a bimodal allocator).
 //!
 //! Run: `cargo bench --bench heap_overhead` (glibc) and
 //! `cargo bench --target x86_64-unknown-linux-musl --bench heap_overhead` (musl).
