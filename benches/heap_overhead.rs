@@ -6,8 +6,8 @@
 //! A global allocator is fixed per binary, so this binary's allocator dispatches on a mode flag (plain
 //! System or the sampler over System); both modes pay the same predictable branch, so the difference is the
 //! sampler's cost. Rounds alternate between modes so both see the same machine load (the machine is shared);
-//! each round frees everything it allocated, and both modes end in the same System allocator, so switching
-//! between rounds is sound. Thread CPU time is measured; the minimum and the median of each mode and their
+//! each round frees everything it allocated before the mode goes back to System (see [`timed`]), so no
+//! block crosses modes: a block the sampler placed in its own region must go back to the sampler. Thread CPU time is measured; the minimum and the median of each mode and their
 //! ratios are printed (target ≤ 1.03). `NL6_HEAP_BENCH_RATE` overrides the rate (e.g. 0 to isolate the
 //! cost of the unsampled path); `NL6_HEAP_BENCH_AA=1` runs System in both columns (the bench's own bias);
 //! `NL6_HEAP_BENCH_ROUNDS=N` and `NL6_HEAP_BENCH_ONLY=system|sampling` (one column) make short runs for
@@ -26,8 +26,9 @@ static USE_SAMPLER: AtomicBool = AtomicBool::new(false);
 
 struct Switch;
 
-// SAFETY: forwards every call, unchanged, to one of two allocators; the mode is fixed before `main`'s
-// first allocation of the workload and never changes while blocks are live.
+// SAFETY: forwards every call, unchanged, to one of two allocators. The sampler mode is on only inside
+// `timed`, around a workload that frees every block it allocates and touches no other, so each block is
+// allocated and freed in one mode (the sampler's own table allocations go to System in either mode).
 unsafe impl GlobalAlloc for Switch {
     #[inline]
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
@@ -154,14 +155,19 @@ fn main() {
     }
 }
 
+/// Thread CPU time of one workload run under the sampler or System. The mode is System again on return,
+/// before the caller allocates anything: every block the run allocated was freed inside it.
+fn timed(sampler: bool, mix: Mix) -> u128 {
+    USE_SAMPLER.store(sampler, Ordering::Relaxed);
+    let start = thread_cpu_ns();
+    std::hint::black_box(workload(mix));
+    let ns = thread_cpu_ns() - start;
+    USE_SAMPLER.store(false, Ordering::Relaxed);
+    ns
+}
+
 /// One row: alternating rounds of `mix` under each mode, then the figures.
 fn run(mix: Mix) {
-    // Warm both paths (allocator arenas, the sampler's tables), untimed.
-    for mode in [false, true] {
-        USE_SAMPLER.store(mode, Ordering::Relaxed);
-        std::hint::black_box(workload(mix));
-    }
-    let sampled_before = sampled();
     // NL6_HEAP_BENCH_AA=1: both columns use System, to show the bench's own bias between the two slots.
     let aa = std::env::var_os("NL6_HEAP_BENCH_AA").is_some();
     // NL6_HEAP_BENCH_ONLY=system|sampling runs one column (for instruction counts under callgrind).
@@ -170,7 +176,12 @@ fn run(mix: Mix) {
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(ROUNDS);
-    let (mut system, mut sampling) = (Vec::new(), Vec::new());
+    // Warm both paths (allocator arenas, the sampler's tables), untimed.
+    for mode in [false, true] {
+        timed(mode, mix);
+    }
+    let sampled_before = sampled();
+    let (mut system, mut sampling) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
     for _ in 0..rounds {
         for (mode, out) in [(false, &mut system), (true, &mut sampling)] {
             if only
@@ -180,13 +191,9 @@ fn run(mix: Mix) {
                 out.push(1);
                 continue;
             }
-            USE_SAMPLER.store(mode && !aa, Ordering::Relaxed);
-            let start = thread_cpu_ns();
-            std::hint::black_box(workload(mix));
-            out.push(thread_cpu_ns() - start);
+            out.push(timed(mode && !aa, mix));
         }
     }
-    USE_SAMPLER.store(false, Ordering::Relaxed);
     if std::env::var_os("NL6_HEAP_BENCH_VERBOSE").is_some() {
         let us = |v: &Vec<u128>| {
             v.iter()

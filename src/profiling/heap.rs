@@ -9,15 +9,15 @@
 //! keyed by (stack, size), like Go's buckets. [`snapshot`] returns raw counters; unbiasing is the encoder's.
 //!
 //! Where a sampled block lives decides how its free is found: a block under [`LARGE`] (nearly every
-//! sampled block) is placed in the [`region`], a fixed range of address space with its site number in
-//! the block's header; a larger one stays where the inner allocator puts it and is entered in
+//! sampled block) is placed in the [`region`], a range of address space in a window at a fixed address,
+//! with its site number in the block's header; a larger one stays where the inner allocator puts it and is entered in
 //! [`LiveTable`]. So the region holds only sampled blocks, and the inner allocator never sees them.
 //!
 //! Cost on the path every allocation takes: one read-modify-write of a `const` thread-local (`%fs`-relative,
 //! no `__tls_get_addr`), decided before the inner allocator is called so that call stays a tail call; the
 //! rate is folded into that countdown when it is drawn, so no global is read (a rate change reaches other
 //! threads at their next sample, see [`set_rate`]). On every free: a compare of the pointer with the
-//! region's constant range and of the size with [`LARGE`]; no memory is read. Only a free of a large
+//! region's constant window and of the size with [`LARGE`]; no memory is read. Only a free of a large
 //! block then tests one bit of the live table's one-line summary (out of line on a hit: its filter and a
 //! seqlock read of the table). Only sampled allocations and frees of sampled blocks take the site mutex.
 //! (Measured on the glibc bench: this free test took the sampler's cost at rate 0 from +2.0–2.4 % with the
@@ -39,7 +39,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 mod live;
 pub mod region;
 mod sites;
-pub use live::LiveTable;
+pub(crate) use live::LiveTable;
 
 /// Go's default `MemProfileRate`.
 pub const DEFAULT_RATE: usize = 512 * 1024;
@@ -216,8 +216,8 @@ impl<A: GlobalAlloc> SamplingAllocator<A> {
         }
     }
 
-    /// A free of a pointer inside the region's range: a sampled small block once the range is ours
-    /// (recorded, then returned to the region); otherwise memory of the inner allocator's. Out of line so
+    /// A free of a pointer inside the region's window: a sampled small block if it is in the range this
+    /// process reserved (recorded, then returned to the region); otherwise memory of the inner allocator's. Out of line so
     /// the common free stays a few instructions and a tail call.
     ///
     /// # Safety
@@ -225,9 +225,9 @@ impl<A: GlobalAlloc> SamplingAllocator<A> {
     #[cold]
     #[inline(never)]
     unsafe fn dealloc_in_region(&self, ptr: *mut u8, layout: Layout) {
-        if region::reserved() {
-            // SAFETY: the range is ours, so `ptr` is a region block, allocated with this layout.
-            unsafe { sites::free_small(ptr, layout.size(), layout.align()) };
+        if region::owns(ptr as usize) {
+            // SAFETY: the range is ours, so `ptr` is a region block.
+            unsafe { sites::free_small(ptr) };
         } else {
             // SAFETY: forwarded with the caller's pointer and layout.
             unsafe { self.dealloc_outside(ptr, layout) };
@@ -266,7 +266,7 @@ impl<A: GlobalAlloc> SamplingAllocator<A> {
 
     /// Whether the block at `ptr` (of `layout`) was sampled and is being watched for its free.
     fn is_watched(ptr: *mut u8, layout: Layout) -> bool {
-        if region::contains(ptr as usize) && region::reserved() {
+        if region::contains(ptr as usize) && region::owns(ptr as usize) {
             return true;
         }
         is_large(layout) && LIVE.may_contain(ptr as usize) && LIVE.contains(ptr as usize)
@@ -369,6 +369,16 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for SamplingAllocator<A> {
         // SAFETY: forwarded with the caller's arguments.
         unsafe { self.inner.realloc(ptr, layout, new_size) }
     }
+}
+
+/// Reserves the address range for sampled small blocks now instead of at the first sample, so that a
+/// program can say at startup when it cannot: then sampled blocks under [`LARGE`] are still counted as
+/// allocated, but their frees are not seen ([`lost_counts`]). True when the range is ours.
+pub fn reserve_region() -> bool {
+    let prev = BUSY.with(|b| b.replace(true));
+    let ours = sites::reserve_region();
+    BUSY.with(|b| b.set(prev));
+    ours
 }
 
 /// Sets the sampling rate in bytes (0 = off). The calling thread uses it from its next allocation; every

@@ -73,6 +73,7 @@ impl<const N: usize> LiveTable<N> {
     }
 
     /// True when no entry is held.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -9,7 +9,7 @@
 //! What it never does: run on the path of an unsampled allocation or free, or sample its own allocations
 //! (callers set the thread's `BUSY` flag first, so what the table allocates goes straight to the inner
 //! allocator and never into the region).
-use super::region::{self, Region};
+use super::region::Region;
 use super::{HeapRecord, LiveTable, LARGE, MAX_SITES};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -254,14 +254,17 @@ pub(super) fn record_large_free(ptr: usize) {
 /// does not allocate.
 ///
 /// # Safety
-/// `ptr` is a live region block allocated with `size` and `align`; it is not used after this call.
-pub(super) unsafe fn free_small(ptr: *mut u8, size: usize, align: usize) {
-    // SAFETY: the caller's guarantee; the block is still ours to read.
-    let site = unsafe { region::site_of(ptr as usize, align) };
+/// `ptr` is a live region block; it is not used after this call.
+pub(super) unsafe fn free_small(ptr: *mut u8) {
     let mut sites = lock();
+    // SAFETY: the caller's guarantee.
+    let site = unsafe { sites.region.free(ptr) };
     sites.count_free(site);
-    // SAFETY: the caller's guarantee, with the class the block was allocated at.
-    unsafe { sites.region.free(ptr, size, align) };
+}
+
+/// Reserves the region now (it is otherwise reserved at the first sample); true when it is ours.
+pub(super) fn reserve_region() -> bool {
+    lock().region.ensure_reserved()
 }
 
 #[cfg(test)]
