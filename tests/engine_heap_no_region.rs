@@ -7,45 +7,53 @@
 //! and changes the process-wide rate.
 
 use nl6::profiling::heap::{self, region, SamplingAllocator, LARGE};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 #[global_allocator]
 static ALLOC: SamplingAllocator = SamplingAllocator::system();
 
-/// Maps every candidate range of the window, as some other part of a process might.
-fn occupy_window() -> Vec<usize> {
-    (0..8)
-        .map(|i| {
-            let at = region::WINDOW + i * region::SIZE;
-            // SAFETY: a new mapping that must not replace anything; nothing of ours is there.
-            let p = unsafe {
-                libc::mmap(
-                    at as *mut libc::c_void,
-                    region::SIZE,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE
-                        | libc::MAP_ANONYMOUS
-                        | libc::MAP_NORESERVE
-                        | libc::MAP_FIXED_NOREPLACE,
-                    -1,
-                    0,
-                )
-            };
-            assert_eq!(
-                p as usize, at,
-                "candidate {i} of the window is free in a new process"
-            );
-            at
-        })
-        .collect()
+/// Candidate ranges of the window this process mapped before `main` (one bit each).
+static TAKEN: AtomicU32 = AtomicU32::new(0);
+
+/// Maps every candidate range of the window, as some other part of a process might, before `main`: the
+/// test harness allocates before a test runs, and one of those allocations may be sampled and reserve the
+/// range. Runs from `.init_array`, before Rust's runtime allocates; it makes system calls only.
+extern "C" fn occupy_window() {
+    for i in 0..8 {
+        let at = region::WINDOW + i * region::SIZE;
+        // SAFETY: a new mapping that must not replace anything; nothing of ours is there.
+        let p = unsafe {
+            libc::mmap(
+                at as *mut libc::c_void,
+                region::SIZE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE
+                    | libc::MAP_ANONYMOUS
+                    | libc::MAP_NORESERVE
+                    | libc::MAP_FIXED_NOREPLACE,
+                -1,
+                0,
+            )
+        };
+        if p as usize == at {
+            TAKEN.fetch_or(1 << i, Ordering::Relaxed);
+        }
+    }
 }
+
+#[used]
+#[unsafe(link_section = ".init_array")]
+static OCCUPY_WINDOW: extern "C" fn() = occupy_window;
 
 #[test]
 fn without_its_range_the_sampler_counts_small_samples_as_untracked_and_frees_stay_safe() {
-    assert!(
-        region::base().is_none(),
-        "no sample may have reserved the range before the test began"
+    assert_eq!(
+        TAKEN.load(Ordering::Relaxed),
+        0xff,
+        "every candidate range of the window was free at startup and is now taken"
     );
-    let taken = occupy_window();
+    assert!(region::base().is_none());
+    let taken: Vec<usize> = (0..8).map(|i| region::WINDOW + i * region::SIZE).collect();
     assert!(!heap::reserve_region(), "every candidate is taken");
     heap::set_rate(1);
     let (untracked_before, _) = heap::lost_counts();
