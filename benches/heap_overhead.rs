@@ -3,16 +3,17 @@
 //! large-block-heavy mix and an assumed typical one (see [`Mix`]); the sampled path's share of the cost
 //! grows with the mean size, since samples come per byte and the loop touches one byte per block.
 //!
-//! A global allocator is fixed per binary, so this binary's allocator dispatches on a mode flag (plain
-//! System or the sampler over System); both modes pay the same predictable branch, so the difference is the
+//! A global allocator is fixed per binary, so this binary's allocator dispatches on a mode flag (plain System
+//! or the sampler over System); both modes pay the same predictable branch, so the difference is the
 //! sampler's cost. Rounds alternate between modes so both see the same machine load (the machine is shared);
-//! each round frees everything it allocated before the mode goes back to System (see [`timed`]), so no
-//! block crosses modes: a block the sampler placed in its own region must go back to the sampler. Thread CPU time is measured; the minimum and the median of each mode and their
-//! ratios are printed (target ≤ 1.03). `NL6_HEAP_BENCH_RATE` overrides the rate (e.g. 0 to isolate the
-//! cost of the unsampled path); `NL6_HEAP_BENCH_AA=1` runs System in both columns (the bench's own bias);
-//! `NL6_HEAP_BENCH_ROUNDS=N` and `NL6_HEAP_BENCH_ONLY=system|sampling` (one column) make short runs for
-//! `valgrind --tool=callgrind|cachegrind`, whose counts repeat where times do not;
-//! `NL6_HEAP_BENCH_VERBOSE=1` prints every round's time (to see a bimodal allocator).
+//! each round frees everything it allocated before the mode goes back to System (see [`timed`]), so no block
+//! crosses modes: a block the sampler placed in its own region must go back to the sampler. Thread CPU time
+//! is measured; the minimum and the median of each mode and their ratios are printed (target ≤ 1.03).
+//! `NL6_HEAP_BENCH_RATE` overrides the rate (e.g. 0 to isolate the cost of the unsampled path);
+//! `NL6_HEAP_BENCH_AA=1` runs System in both columns (the bench's own bias); `NL6_HEAP_BENCH_ROUNDS=N` and
+//! `NL6_HEAP_BENCH_ONLY=system|sampling` (one column) make short runs for `valgrind
+//! --tool=callgrind|cachegrind`, whose counts repeat where times do not; `NL6_HEAP_BENCH_VERBOSE=1` prints
+//! every round's time (to see a bimodal allocator).
 //!
 //! Run: `cargo bench --bench heap_overhead` (glibc) and
 //! `cargo bench --target x86_64-unknown-linux-musl --bench heap_overhead` (musl).

@@ -1,7 +1,7 @@
 //! The heap sampler when its address range cannot be had (another mapping holds the whole window):
-//! `reserve_region` says so (nl6 logs it at startup), sampled small blocks still come from the inner allocator and are counted as
-//! allocated and untracked, a pointer in the window that is not the sampler's goes back to the inner
-//! allocator, and large blocks are still matched exactly.
+//! `reserve_region` says so (nl6 logs it at startup), sampled small blocks still come from the inner
+//! allocator and are counted as allocated and untracked, a pointer in the window that is not the sampler's
+//! goes back to the inner allocator, and large blocks are still matched exactly.
 //!
 //! Its own test binary: it installs the sampling allocator, occupies the window before the first sample,
 //! and changes the process-wide rate.

@@ -10,8 +10,9 @@
 //!
 //! Where a sampled block lives decides how its free is found: a block under [`LARGE`] (nearly every
 //! sampled block) is placed in the [`region`], a range of address space in a window at a fixed address,
-//! with its site number in the block's header; a larger one stays where the inner allocator puts it and is entered in
-//! [`LiveTable`]. So the region holds only sampled blocks, and the inner allocator never sees them.
+//! with its site number in the block's header; a larger one stays where the inner allocator puts it and
+//! is entered in [`LiveTable`]. So the region holds only sampled blocks, and the inner allocator never
+//! sees them.
 //!
 //! Cost on the path every allocation takes: one read-modify-write of a `const` thread-local (`%fs`-relative,
 //! no `__tls_get_addr`), decided before the inner allocator is called so that call stays a tail call; the
@@ -217,8 +218,8 @@ impl<A: GlobalAlloc> SamplingAllocator<A> {
     }
 
     /// A free of a pointer inside the region's window: a sampled small block if it is in the range this
-    /// process reserved (recorded, then returned to the region); otherwise memory of the inner allocator's. Out of line so
-    /// the common free stays a few instructions and a tail call.
+    /// process reserved (recorded, then returned to the region); otherwise memory of the inner
+    /// allocator's. Out of line so the common free stays a few instructions and a tail call.
     ///
     /// # Safety
     /// The caller's `GlobalAlloc::dealloc` arguments.

@@ -1,16 +1,16 @@
 //! The table of live sampled large blocks: which addresses outside the region the heap sampler is watching
 //! for a free.
 //!
-//! What it provides: [`LiveTable`], a fixed-size open-addressing (linear probing) table of `AtomicU64`
-//! words, each packing a block address (low 48 bits) and its site index (high 16 bits). Every `dealloc` of
-//! a large block asks [`LiveTable::may_contain`]: one bit of a one-cache-line summary (one bit per word of
-//! the filter below, set while that word is nonzero), so almost every such free stops there. Only on a hit does [`LiveTable::contains`] look further, lock-free and
-//! allocation-free: one bit of a 4 KiB filter (one bit per hash bucket, set while any live entry hashes
-//! there), then a seqlock read around a probe that an empty slot ends. (Measured: with the 4 KiB filter as
-//! the first test, its random line was an L1 miss on most frees of an allocation-heavy loop — about half of
-//! the sampler's cost on the free path.) Writers ([`LiveTable::insert`], [`LiveTable::remove`]) are rare
-//! (sampled events only) and must be serialised by the caller (the heap sampler's site mutex); a reader that
-//! overlaps a write simply probes again.
+//! What it provides: [`LiveTable`], a fixed-size open-addressing (linear probing) table of `AtomicU64` words,
+//! each packing a block address (low 48 bits) and its site index (high 16 bits). Every `dealloc` of a large
+//! block asks [`LiveTable::may_contain`]: one bit of a one-cache-line summary (one bit per word of the filter
+//! below, set while that word is nonzero), so almost every such free stops there. Only on a hit does
+//! [`LiveTable::contains`] look further, lock-free and allocation-free: one bit of a 4 KiB filter (one bit
+//! per hash bucket, set while any live entry hashes there), then a seqlock read around a probe that an empty
+//! slot ends. (Measured: with the 4 KiB filter as the first test, its random line was an L1 miss on most
+//! frees of an allocation-heavy loop — about half of the sampler's cost on the free path.) Writers
+//! ([`LiveTable::insert`], [`LiveTable::remove`]) are rare (sampled events only) and must be serialised by
+//! the caller (the heap sampler's site mutex); a reader that overlaps a write simply probes again.
 //!
 //! What it never does: use tombstones (removal shifts the rest of the cluster back, so an empty slot always
 //! ends a probe), grow, or allocate. When more than three quarters full it refuses inserts; the sampler
