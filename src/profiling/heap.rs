@@ -22,7 +22,7 @@
 //! block then tests one bit of the live table's one-line summary (out of line on a hit: its filter and a
 //! seqlock read of the table). Only sampled allocations and frees of sampled blocks take the site mutex.
 //! (Measured on the glibc bench: this free test took the sampler's cost at rate 0 from +2.0–2.4 % with the
-//! summary test on every free to +0.7–1.4 %; placing small samples in the region halved the cost of a
+//! summary test on every free to +0.7–2.3 % (median +1.2 %); placing small samples in the region halved the cost of a
 //! sample; in all, +4.2 % became +1.7–1.9 %.)
 //!
 //! What it never does: sample an allocation made while recording a sample (a per-thread guard sends those
