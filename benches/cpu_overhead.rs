@@ -2,9 +2,9 @@
 //!
 //! - overhead: a CPU-bound 2-thread workload (fixed work) timed without the sampler and with it at 100 Hz,
 //!   in interleaved pairs; prints the median ratio of wall time and of process CPU time (target ≤ 0.5 %).
-//!   The workload threads are spawned through `threads::spawn_recorded` in both runs, so the sampler arms
-//!   them at birth and samples them at the full rate (a plain `std::thread::spawn` thread waits up to
-//!   100 ms for the collector's rescan: see `cpu`'s module doc). `NL6_BENCH_AA=1` runs both sides without
+//!   The workload (`support/spin_workload.rs`, shared with `pprof-rs-compare`) spawns its threads through
+//!   `threads::spawn_recorded`, so the sampler arms them at birth and samples them at the full rate (see
+//!   `cpu`'s module doc). `NL6_BENCH_AA=1` runs both sides without
 //!   the sampler, to show how far the machine's noise alone moves the ratios;
 //! - RSS added by a running sampler (VmRSS before start vs after 2 s of sampling; target ≤ 4 MB);
 //! - label scope cost: ns per `labels::with` enter+exit and heap allocations per scope, counted by this
@@ -14,7 +14,11 @@ use nl6::profiling::labels::{self, Subsystem};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+#[path = "support/spin_workload.rs"]
+mod spin_workload;
+use spin_workload::{calibrated_rounds, median, vm_rss_kb, workload};
 
 struct Counting;
 static ALLOCS: AtomicU64 = AtomicU64::new(0);
@@ -40,62 +44,8 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-#[inline(never)]
-fn spin(mut x: u64, rounds: u64) -> u64 {
-    for _ in 0..rounds {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-    }
-    x
-}
-
-/// Fixed work on 2 threads; returns (wall, process CPU).
-fn workload(rounds: u64) -> (Duration, Duration) {
-    let cpu0 = process_cpu();
-    let t0 = Instant::now();
-    let hs: Vec<_> = (0..2u64)
-        .map(|i| {
-            nl6::profiling::threads::spawn_recorded("bench-spin", move || {
-                black_box(spin(i + 1, rounds))
-            })
-            .expect("spawn")
-        })
-        .collect();
-    for h in hs {
-        h.join().unwrap();
-    }
-    (t0.elapsed(), process_cpu() - cpu0)
-}
-
-fn process_cpu() -> Duration {
-    // SAFETY: writes one rusage we own.
-    let mut r: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut r) };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(r.ru_utime) + tv(r.ru_stime)
-}
-
-fn vm_rss_kb() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
-
 fn main() {
-    // Calibrate to ~0.5 s per run.
-    let mut rounds = 10_000_000u64;
-    while workload(rounds).0 < Duration::from_millis(500) {
-        rounds *= 2;
-    }
+    let rounds = calibrated_rounds();
     let pairs = std::env::var("NL6_BENCH_PAIRS")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -2,60 +2,14 @@
 //! workload: interleaved runs of (no profiler, nl6, pprof-rs, no profiler again), median ratios of wall
 //! and process CPU time against the first, samples each profiler reports, and the RSS each adds once
 //! started. The second unprofiled run ("A/A") shows how far the machine's noise alone moves the ratios.
-//! Workload threads are spawned through nl6's `spawn_recorded` in every mode, so nl6 arms them at birth
-//! (pprof-rs's process-wide timer covers them anyway); a plain `std::thread::spawn` thread waits up to
-//! 100 ms for nl6's rescan and would make nl6 look cheaper than it is.
-use std::hint::black_box;
-use std::time::{Duration, Instant};
+//! The workload is `benches/support/spin_workload.rs`, the one `cpu_overhead` times: its threads are
+//! spawned through nl6's `spawn_recorded` in every mode, so nl6 arms them at birth (pprof-rs's
+//! process-wide timer covers them anyway).
+use std::time::Duration;
 
-#[inline(never)]
-fn spin(mut x: u64, rounds: u64) -> u64 {
-    for _ in 0..rounds {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-    }
-    x
-}
-
-fn workload(rounds: u64) -> (Duration, Duration) {
-    let cpu0 = process_cpu();
-    let t0 = Instant::now();
-    let hs: Vec<_> = (0..2u64)
-        .map(|i| {
-            nl6::profiling::threads::spawn_recorded("bench-spin", move || {
-                black_box(spin(i + 1, rounds))
-            })
-            .expect("spawn")
-        })
-        .collect();
-    for h in hs {
-        h.join().unwrap();
-    }
-    (t0.elapsed(), process_cpu() - cpu0)
-}
-
-fn process_cpu() -> Duration {
-    // SAFETY: writes one rusage we own.
-    let mut r: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut r) };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(r.ru_utime) + tv(r.ru_stime)
-}
-
-fn vm_rss_kb() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
+#[path = "../../support/spin_workload.rs"]
+mod spin_workload;
+use spin_workload::{calibrated_rounds, median, vm_rss_kb, workload};
 
 #[derive(Clone, Copy, Debug)]
 enum Mode {
@@ -87,10 +41,7 @@ fn run(mode: Mode, rounds: u64) -> ((Duration, Duration), u64) {
 }
 
 fn main() {
-    let mut rounds = 10_000_000u64;
-    while workload(rounds).0 < Duration::from_millis(500) {
-        rounds *= 2;
-    }
+    let rounds = calibrated_rounds();
     let pairs: usize = std::env::args()
         .nth(1)
         .and_then(|a| a.parse().ok())
