@@ -18,16 +18,6 @@ use std::time::Duration;
 #[global_allocator]
 static ALLOC: SamplingAllocator = SamplingAllocator::system();
 
-const TYPES: [&str; 7] = [
-    "process_cpu:cpu:nanoseconds:cpu:nanoseconds",
-    "process_cpu:samples:count:cpu:nanoseconds",
-    "memory:alloc_objects:count:space:bytes",
-    "memory:alloc_space:bytes:space:bytes",
-    "memory:inuse_objects:count:space:bytes",
-    "memory:inuse_space:bytes:space:bytes",
-    "goroutines:goroutine:count:goroutine:count",
-];
-
 fn burn(stop: Arc<AtomicBool>) {
     let label = Subsystem::custom("push-e2e");
     labels::with(label, || {
@@ -64,7 +54,7 @@ fn the_real_engine_lands_every_type_under_nl6() {
         .unwrap();
     let all = wait_until(Duration::from_secs(30), || {
         let types = server.profile_types();
-        TYPES.iter().all(|t| types.iter().any(|x| x == t))
+        SERIES_TYPES.iter().all(|t| types.iter().any(|x| x == t))
     });
     stop.store(true, Ordering::Relaxed);
     burner.join().unwrap();
@@ -84,16 +74,21 @@ fn the_real_engine_lands_every_type_under_nl6() {
         nl6::push::ingest_url::sanitize_label_value(&hostname),
         env!("CARGO_PKG_VERSION")
     );
-    for t in TYPES {
+    for t in SERIES_TYPES {
         assert!(server.total(t, &selector) > 0, "{t} under {selector}");
     }
-    assert!(server.total(TYPES[0], r#"{service_name="nl6",subsystem="push-e2e"}"#) > 0);
+    assert!(
+        server.total(
+            SERIES_TYPES[0],
+            r#"{service_name="nl6",subsystem="push-e2e"}"#
+        ) > 0
+    );
     assert_eq!(
-        server.total(TYPES[0], r#"{service_name="nl6",subsystem="bogus"}"#),
+        server.total(SERIES_TYPES[0], r#"{service_name="nl6",subsystem="bogus"}"#),
         0
     );
     assert_eq!(
-        server.total(TYPES[0], r#"{service_name="nothing-pushed"}"#),
+        server.total(SERIES_TYPES[0], r#"{service_name="nothing-pushed"}"#),
         0
     );
 }

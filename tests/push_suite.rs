@@ -311,16 +311,7 @@ mod fake_server {
 mod stand_in {
     use super::*;
 
-    const CPU: &str = "process_cpu:cpu:nanoseconds:cpu:nanoseconds";
-    const ALL_TYPES: [&str; 7] = [
-        CPU,
-        "process_cpu:samples:count:cpu:nanoseconds",
-        "memory:alloc_objects:count:space:bytes",
-        "memory:alloc_space:bytes:space:bytes",
-        "memory:inuse_objects:count:space:bytes",
-        "memory:inuse_space:bytes:space:bytes",
-        "goroutines:goroutine:count:goroutine:count",
-    ];
+    const CPU: &str = SERIES_TYPES[0];
 
     #[test]
     fn every_profile_type_is_stored_under_nl6_with_hostname_and_version() {
@@ -332,7 +323,7 @@ mod stand_in {
         );
         let have_all = wait_until(Duration::from_secs(15), || {
             let types = server.profile_types();
-            ALL_TYPES.iter().all(|t| types.iter().any(|x| x == t))
+            SERIES_TYPES.iter().all(|t| types.iter().any(|x| x == t))
         });
         assert!(
             have_all,
@@ -341,7 +332,7 @@ mod stand_in {
             server.requests()
         );
         assert!(run.stop(Duration::from_secs(5)));
-        for t in ALL_TYPES {
+        for t in SERIES_TYPES {
             let sel = r#"{service_name="nl6",hostname="test-host",version="9.9.9-test",pyroscope_spy="nl6"}"#;
             assert!(server.total(t, sel) > 0, "{t}");
         }

@@ -18,6 +18,17 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 // Declared by every test that uses this module (`mod common;`).
+/// The seven series an nl6 upload cycle stores in Pyroscope (CPU first), as the stand-in names them.
+pub const SERIES_TYPES: [&str; 7] = [
+    "process_cpu:cpu:nanoseconds:cpu:nanoseconds",
+    "process_cpu:samples:count:cpu:nanoseconds",
+    "memory:alloc_objects:count:space:bytes",
+    "memory:alloc_space:bytes:space:bytes",
+    "memory:inuse_objects:count:space:bytes",
+    "memory:inuse_space:bytes:space:bytes",
+    "goroutines:goroutine:count:goroutine:count",
+];
+
 pub use crate::common::wait_until;
 
 /// Captured log lines.
