@@ -270,23 +270,35 @@ impl Nl6 {
 
     /// Sends SIGTERM and waits (bounded) for the exit status.
     pub fn terminate(&mut self, limit: Duration) -> ExitStatus {
+        self.signal("TERM");
+        self.wait_exit(limit)
+    }
+
+    /// Sends a signal, named or numbered as `kill -SIG` takes it (`TERM`, `HUP`, `38`).
+    pub fn signal(&self, sig: &str) {
         let ok = Command::new("kill")
-            .arg("-TERM")
+            .arg(format!("-{sig}"))
             .arg(self.pid().to_string())
             .status()
             .expect("kill");
-        assert!(ok.success());
+        assert!(ok.success(), "kill -{sig} failed");
+    }
+
+    /// Waits (bounded) for the exit status.
+    pub fn wait_exit(&mut self, limit: Duration) -> ExitStatus {
         let end = Instant::now() + limit;
         loop {
             if let Some(st) = self.child.try_wait().expect("try_wait") {
                 return st;
             }
-            assert!(
-                Instant::now() < end,
-                "nl6 did not exit within {limit:?} of SIGTERM"
-            );
+            assert!(Instant::now() < end, "nl6 did not exit within {limit:?}");
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// True while the child has not exited.
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().expect("try_wait").is_none()
     }
 }
 

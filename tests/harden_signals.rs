@@ -1,0 +1,62 @@
+//! Hardening (issue 16, item 8): signals sent to the real binary.
+//!
+//! - SIGUSR1, SIGUSR2 and SIGALRM are ignored (one log line each); SIGPROF and the stack-capture signal
+//!   (`SIGRTMIN+4`) sent before any profile has run find their handlers installed at startup. nl6 keeps
+//!   serving, profiles afterwards, and still exits 0 on SIGTERM.
+//! - SIGHUP (a dropped ssh session) is handled like SIGTERM: the gate closes (its log line), exit 0.
+mod common;
+
+use common::boot;
+use std::time::Duration;
+
+#[test]
+fn stray_signals_do_not_kill_nl6() {
+    let mut nl6 = boot().start();
+    // The test and the binary under test share libc (glibc), so SIGRTMIN agrees.
+    let stacks = (libc::SIGRTMIN() + 4).to_string();
+    for sig in ["USR1", "USR2", "ALRM", "PROF", stacks.as_str()] {
+        nl6.signal(sig);
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(nl6.is_running(), "kill -{sig} killed nl6: {}", nl6.stderr());
+        let (s, _, _) = nl6.http("GET", "/api/v1/profiling", b"");
+        assert_eq!(s, 200, "GET after kill -{sig}");
+    }
+    for name in ["SIGUSR1", "SIGUSR2", "SIGALRM"] {
+        assert!(
+            nl6.wait_for_log(&format!("nl6: {name} received: ignored"), Duration::from_secs(2)),
+            "no log line for {name}: {}",
+            nl6.stderr()
+        );
+    }
+    // The samplers still work after the stray signals.
+    nl6.open_pull_only();
+    let (s, _, b) = nl6.http("GET", "/debug/pprof/profile?seconds=1", b"");
+    assert_eq!(s, 200, "{}", String::from_utf8_lossy(&b));
+    let (s, _, b) = nl6.http("GET", "/debug/pprof/goroutine?debug=2", b"");
+    assert_eq!(s, 200);
+    assert!(String::from_utf8_lossy(&b).contains("goroutine"));
+    let status = nl6.terminate(Duration::from_secs(25));
+    assert_eq!(status.code(), Some(0), "{}", nl6.stderr());
+}
+
+#[test]
+fn sighup_closes_the_gate_and_exits_like_sigterm() {
+    let mut nl6 = boot().start();
+    nl6.open_pull_only();
+    nl6.signal("HUP");
+    let status = nl6.wait_exit(Duration::from_secs(25));
+    assert_eq!(status.code(), Some(0), "{}", nl6.stderr());
+    assert!(
+        nl6.wait_for_log(
+            "nl6: SIGHUP received: closing the profiling gate",
+            Duration::from_secs(2)
+        ),
+        "{}",
+        nl6.stderr()
+    );
+    assert!(
+        nl6.wait_for_log("nl6: exiting", Duration::from_secs(2)),
+        "{}",
+        nl6.stderr()
+    );
+}
