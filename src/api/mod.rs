@@ -105,11 +105,14 @@ impl Api {
             Route::ProfilingMethodNotAllowed => rest::method_not_allowed(),
             Route::PprofRedirect => pprof::redirect(req),
             Route::PprofCmdline => pprof::cmdline(),
-            Route::Pprof(r) if !self.gate.is_open() => {
-                let _ = r;
-                pprof::closed(req)
-            }
-            Route::Pprof(r) => self.pull.handle(r, req),
+            // Closed, or a close in progress: 503. A timed request ends when the epoch it began in does.
+            Route::Pprof(r) => match self.gate.open_epoch() {
+                None => pprof::closed(req),
+                Some(epoch) => {
+                    let gate_open = || self.gate.open_epoch() == Some(epoch);
+                    self.pull.handle(r, req, &gate_open)
+                }
+            },
             Route::Console(r) => crate::console::handle(r, req),
             Route::Other => match self.extension.as_ref().and_then(|ext| ext(req)) {
                 Some(resp) => resp,

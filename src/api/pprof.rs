@@ -37,6 +37,13 @@
 //! profile that would look like an idle process). To scrape CPU, open the gate pull-only. At most 8 timed
 //! requests (`profile`, `?seconds=N`) run at once; more answer 503, so they cannot take every server worker.
 //!
+//! A timed request (`profile`, `?seconds=N`) looks every 100 ms at its client and at the gate. When the
+//! client has gone away (closed or half-closed its connection) it ends at once, as Go's handler does when
+//! the request's context is done: the CPU sampler is stopped and freed, the timed slot given back, and
+//! the answer is Go's **500** `context canceled` (nobody reads it). When the gate closes (or closes and
+//! reopens) while it runs, it ends within 100 ms with **503** `profiling gate closed while the profile
+//! ran …`: nothing profiled is served after a close, not even the part taken before it.
+//!
 //! `HEAD` runs the handler as Go does (a `HEAD` on `delta_heap` advances its state; on `profile` it profiles);
 //! only the body is left out.
 //!
@@ -67,7 +74,7 @@ use crate::profiling::delta::{ContentionDelta, HeapDelta};
 use crate::profiling::heap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Longest `seconds` accepted on `profile` and on `?seconds=N` deltas.
 pub const MAX_SECONDS: i64 = 300;
@@ -75,6 +82,51 @@ pub const MAX_SECONDS: i64 = 300;
 pub const DEFAULT_CPU_SECONDS: i64 = 30;
 /// Timed requests allowed at once.
 pub const MAX_TIMED: usize = 8;
+/// How often a timed request looks at its client and the gate.
+const WATCH_EVERY: Duration = Duration::from_millis(100);
+
+/// Whether the gate is still open for the request in progress (false from the moment a close begins).
+pub type GateOpen<'a> = &'a dyn Fn() -> bool;
+
+/// Why a timed request ended before its time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    ClientGone,
+    GateClosed,
+}
+
+impl Cut {
+    fn response(self) -> Response {
+        match self {
+            // Go's text for a request whose context was cancelled; the client is gone anyway.
+            Cut::ClientGone => serve_error(500, "context canceled"),
+            Cut::GateClosed => serve_error(
+                503,
+                "profiling gate closed while the profile ran: nothing profiled is served after the gate \
+                 closes; open it again (POST /api/v1/profiling) and repeat the request",
+            ),
+        }
+    }
+}
+
+/// Waits `total`, looking at the gate and the client every [`WATCH_EVERY`]; the gate is looked at last
+/// before `Ok`, so a profile is never served across a close.
+fn wait_out(total: Duration, req: &Request, gate_open: GateOpen) -> Result<(), Cut> {
+    let end = Instant::now() + total;
+    loop {
+        if !gate_open() {
+            return Err(Cut::GateClosed);
+        }
+        if req.peer.is_gone() {
+            return Err(Cut::ClientGone);
+        }
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(());
+        }
+        std::thread::sleep(left.min(WATCH_EVERY));
+    }
+}
 
 /// What a profile path serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,11 +269,11 @@ impl Drop for TimedSlot<'_> {
 }
 
 impl PullSurface {
-    /// Serves a gated route (the gate is open).
-    pub fn handle(&self, route: PprofRoute, req: &Request) -> Response {
+    /// Serves a gated route (the gate is open). A timed request ends early when `gate_open` turns false.
+    pub fn handle(&self, route: PprofRoute, req: &Request, gate_open: GateOpen) -> Response {
         match route {
             PprofRoute::Index => index(),
-            PprofRoute::Cpu => self.cpu(req),
+            PprofRoute::Cpu => self.cpu(req, gate_open),
             PprofRoute::Symbol => symbol(req),
             PprofRoute::Trace => serve_error(
                 404,
@@ -231,7 +283,7 @@ impl PullSurface {
             PprofRoute::MethodNotAllowed => {
                 Response::new(405, "text/plain; charset=utf-8", "Method Not Allowed\n").header("Allow", "GET, HEAD")
             }
-            PprofRoute::Profile(entry) => self.named(entry, req),
+            PprofRoute::Profile(entry) => self.named(entry, req, gate_open),
         }
     }
 
@@ -250,7 +302,7 @@ impl PullSurface {
         )
     }
 
-    fn cpu(&self, req: &Request) -> Response {
+    fn cpu(&self, req: &Request, gate_open: GateOpen) -> Response {
         let seconds = req
             .query_param("seconds")
             .and_then(|s| s.parse::<i64>().ok())
@@ -265,20 +317,24 @@ impl PullSurface {
         let Some(_slot) = self.take_timed_slot() else {
             return Self::too_many();
         };
-        match engine::cpu(seconds as u64) {
-            Ok(body) => {
-                // The console's flame graph shows the last CPU profile served (issue 7).
-                crate::console::remember_cpu_profile(&body);
-                let mut r = attachment("profile", body);
-                r.extra_write_time = Duration::from_secs(seconds as u64);
-                r
-            }
+        let session = match engine::cpu_start() {
+            Ok(s) => s,
             // Busy (another profile, or the push's window) and OS refusals alike; never an empty profile.
-            Err(e) => serve_error(500, &format!("Could not enable CPU profiling: {e}")),
+            Err(e) => return serve_error(500, &format!("Could not enable CPU profiling: {e}")),
+        };
+        if let Err(cut) = wait_out(Duration::from_secs(seconds as u64), req, gate_open) {
+            drop(session); // stops sampling: no collector thread, no timer
+            return cut.response();
         }
+        let body = engine::cpu_encode(session);
+        // The console's flame graph shows the last CPU profile served (issue 7).
+        crate::console::remember_cpu_profile(&body);
+        let mut r = attachment("profile", body);
+        r.extra_write_time = Duration::from_secs(seconds as u64);
+        r
     }
 
-    fn named(&self, entry: &'static ProfileEntry, req: &Request) -> Response {
+    fn named(&self, entry: &'static ProfileEntry, req: &Request, gate_open: GateOpen) -> Response {
         let debug = req
             .query_param("debug")
             .and_then(|d| d.parse::<i64>().ok())
@@ -292,7 +348,7 @@ impl PullSurface {
             _ => {}
         }
         if let Some(seconds) = req.query_param("seconds").filter(|s| !s.is_empty()) {
-            return self.delta(entry, &seconds, debug != 0);
+            return self.delta(entry, &seconds, debug != 0, req, gate_open);
         }
         if debug != 0 {
             return text(engine::text(entry.kind, debug));
@@ -301,7 +357,14 @@ impl PullSurface {
     }
 
     /// Go's `serveDeltaProfile`, checks in Go's order.
-    fn delta(&self, entry: &'static ProfileEntry, seconds: &str, debug: bool) -> Response {
+    fn delta(
+        &self,
+        entry: &'static ProfileEntry,
+        seconds: &str,
+        debug: bool,
+        req: &Request,
+        gate_open: GateOpen,
+    ) -> Response {
         let seconds = match seconds.parse::<i64>() {
             Ok(n) if n > 0 => n,
             _ => {
@@ -330,8 +393,10 @@ impl PullSurface {
             return Self::too_many();
         };
         let first = engine::snapshot(entry.kind);
-        let started = std::time::Instant::now();
-        std::thread::sleep(Duration::from_secs(seconds as u64));
+        let started = Instant::now();
+        if let Err(cut) = wait_out(Duration::from_secs(seconds as u64), req, gate_open) {
+            return cut.response();
+        }
         let body = engine::delta_since(entry.kind, first, started.elapsed());
         let mut r = attachment(&format!("{}-delta", entry.name), body);
         r.extra_write_time = Duration::from_secs(seconds as u64);

@@ -18,11 +18,15 @@ use std::time::Duration;
 /// How long a thread may take to report its stack for the goroutine profile.
 const THREAD_CAPTURE_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Profiles `seconds` of CPU and encodes them. `Busy` when another CPU profile (or the push's) runs.
-pub(super) fn cpu(seconds: u64) -> Result<Vec<u8>, CpuError> {
-    let session = cpu::start(cpu::DEFAULT_HZ)?;
-    std::thread::sleep(Duration::from_secs(seconds));
-    Ok(encode::cpu(&session.stop()))
+/// Starts a CPU profile at the default rate. `Busy` when another CPU profile (or the push's) runs.
+/// Dropping the session stops it.
+pub(super) fn cpu_start() -> Result<cpu::CpuSession, CpuError> {
+    cpu::start(cpu::DEFAULT_HZ)
+}
+
+/// Stops a CPU profile and encodes what it sampled.
+pub(super) fn cpu_encode(session: cpu::CpuSession) -> Vec<u8> {
+    encode::cpu(&session.stop())
 }
 
 /// What a `?seconds=N` delta subtracts.

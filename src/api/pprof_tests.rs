@@ -11,7 +11,7 @@ fn get(path_and_query: &str) -> Response {
         "trace" => PprofRoute::Trace,
         n => lookup(n).map_or(PprofRoute::Unknown, PprofRoute::Profile),
     };
-    PullSurface::default().handle(route, &req)
+    PullSurface::default().handle(route, &req, &|| true)
 }
 
 fn assert_go_error(r: &Response, status: u16, body: &str) {
@@ -146,6 +146,7 @@ fn seconds_not_supported_where_the_table_says_so() {
     let r = PullSurface::default().handle(
         PprofRoute::Profile(leaked),
         &Request::new("GET", "/x?seconds=5"),
+        &|| true,
     );
     assert_go_error(
         &r,
@@ -184,7 +185,7 @@ fn symbol_without_addresses_is_num_symbols_one() {
     let post = Request::new("POST", "/debug/pprof/symbol").with_body("0");
     assert_eq!(
         PullSurface::default()
-            .handle(PprofRoute::Symbol, &post)
+            .handle(PprofRoute::Symbol, &post, &|| true)
             .text(),
         "num_symbols: 1\n"
     );
@@ -220,6 +221,7 @@ fn timed_requests_are_capped() {
     let r = surface.handle(
         PprofRoute::Cpu,
         &Request::new("GET", "/debug/pprof/profile?seconds=1"),
+        &|| true,
     );
     assert_go_error(
         &r,
@@ -254,4 +256,34 @@ fn closed_names_the_post_and_the_flag() {
         t.contains("curl -X POST 10.0.0.5:8080/api/v1/profiling"),
         "{t}"
     );
+}
+
+#[test]
+fn a_delta_ends_when_the_gate_closes() {
+    let closes_at = Instant::now() + Duration::from_millis(150);
+    let started = Instant::now();
+    let r = PullSurface::default().handle(
+        PprofRoute::Profile(lookup("block").unwrap()),
+        &Request::new("GET", "/debug/pprof/block?seconds=30"),
+        &|| Instant::now() < closes_at,
+    );
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.text().starts_with("profiling gate closed while the profile ran"));
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+}
+
+#[test]
+fn a_delta_ends_when_its_client_is_gone() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (server_side, _) = listener.accept().unwrap();
+    drop(client);
+    let mut req = Request::new("GET", "/debug/pprof/mutex?seconds=30");
+    req.peer = crate::http::Peer::watching(std::os::fd::AsRawFd::as_raw_fd(&server_side));
+    let started = Instant::now();
+    let surface = PullSurface::default();
+    let r = surface.handle(PprofRoute::Profile(lookup("mutex").unwrap()), &req, &|| true);
+    assert_go_error(&r, 500, "context canceled");
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    assert_eq!(surface.timed.load(Ordering::SeqCst), 0, "the slot is given back");
 }

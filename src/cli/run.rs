@@ -1,5 +1,5 @@
 //! Serve mode: resolve the configuration, bind, open the gate if the flag says so, print the boot line,
-//! and on SIGTERM/SIGINT close the gate (bounded flush) and exit 0.
+//! and on SIGTERM/SIGINT/SIGHUP close the gate (bounded flush) and exit 0 (see [`signals`]).
 //!
 //! Threads: the main thread waits for the signal; the server has one poll thread and its workers; the gate
 //! adds a revert timer only while a revert is pending; the push adds its own while it runs.
@@ -42,8 +42,12 @@ fn pusher() -> Box<dyn Pusher> {
 pub(super) fn serve(args: Args) -> i32 {
     // Before any thread exists, so every thread inherits the mask and only `wait_termination` sees them.
     if let Err(e) = signals::block_termination() {
-        eprintln!("nl6: cannot block SIGTERM/SIGINT: {e}");
+        eprintln!("nl6: cannot block SIGTERM/SIGINT/SIGHUP: {e}");
         return 1;
+    }
+    // A stray SIGPROF or stack-capture signal before the first profile must not kill the process.
+    if let Err(e) = crate::profiling::install_signal_handlers() {
+        eprintln!("nl6: profiler signal handlers: {e}");
     }
     let config = match Config::resolve(args, &|name| std::env::var_os(name).is_some()) {
         Ok(c) => c,
@@ -68,7 +72,12 @@ pub(super) fn serve(args: Args) -> i32 {
             return 1;
         }
     };
-    let gate = Gate::new(config.startup().clone(), pusher());
+    if let Some(warning) = config.fleet().exposure_warning() {
+        eprintln!("nl6: {warning}");
+    }
+    // A close halts the CPU sampler at once, whoever holds it (a pull profile, a push hung in an upload).
+    let gate = Gate::new(config.startup().clone(), pusher())
+        .with_close_hook(Box::new(crate::profiling::cpu::halt));
     let mounted = Arc::clone(&fleet);
     let api = Arc::new(
         Api::new(gate.clone())

@@ -1,27 +1,50 @@
-//! SIGTERM and SIGINT as a value: [`block_termination`] masks them in the calling thread (and so in every
-//! thread it spawns afterwards); [`wait_termination`] waits for one with `sigwait`. No handler runs, so
-//! shutdown work happens in ordinary code.
+//! The process signals of serve mode, as values: [`block_termination`] masks them in the calling thread
+//! (and so in every thread it spawns afterwards); [`wait_termination`] waits for them with `sigwait`. No
+//! handler runs, so shutdown work happens in ordinary code.
+//!
+//! - SIGTERM, SIGINT and **SIGHUP** (what a dropped ssh session sends) end nl6 the same way: the gate
+//!   closes (the push's bounded flush), then exit 0.
+//! - SIGUSR1, SIGUSR2 and SIGALRM are ignored with one log line each: their default action would end the
+//!   process at once, with no gate close and no flush.
+//! - SIGPROF and the stack-capture signal belong to the profiler (`profiling::signal`); their handlers
+//!   are installed at startup, so a stray one is ignored too.
 //!
 //! The only `unsafe` of the CLI: the sigset is a local value owned for each call.
 #![allow(unsafe_code)]
 
 use std::io;
 
-fn termination_set() -> libc::sigset_t {
+/// Signals that end serve mode, with their names.
+const ENDING: [(libc::c_int, &str); 3] = [
+    (libc::SIGTERM, "SIGTERM"),
+    (libc::SIGINT, "SIGINT"),
+    (libc::SIGHUP, "SIGHUP"),
+];
+
+/// Signals taken and ignored (logged), with their names.
+const IGNORED: [(libc::c_int, &str); 3] = [
+    (libc::SIGUSR1, "SIGUSR1"),
+    (libc::SIGUSR2, "SIGUSR2"),
+    (libc::SIGALRM, "SIGALRM"),
+];
+
+fn waited_set() -> libc::sigset_t {
     // SAFETY: sigset_t is plain data; sigemptyset initialises it before any other use.
     let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
     // SAFETY: `set` is a valid, writable sigset for each call.
     unsafe {
         libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::sigaddset(&mut set, libc::SIGINT);
+        for (sig, _) in ENDING.iter().chain(&IGNORED) {
+            libc::sigaddset(&mut set, *sig);
+        }
     }
     set
 }
 
-/// Blocks SIGTERM and SIGINT in this thread; call before spawning any thread so all inherit the mask.
+/// Blocks the ending and ignored signals in this thread; call before spawning any thread so all inherit
+/// the mask (a signal blocked everywhere waits for [`wait_termination`] instead of killing the process).
 pub fn block_termination() -> io::Result<()> {
-    let set = termination_set();
+    let set = waited_set();
     // SAFETY: `set` is initialised; a null old-set pointer is allowed.
     let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
     if rc != 0 {
@@ -30,17 +53,23 @@ pub fn block_termination() -> io::Result<()> {
     Ok(())
 }
 
-/// Waits for SIGTERM or SIGINT (blocked beforehand) and returns its name.
+/// Waits for SIGTERM, SIGINT or SIGHUP (blocked beforehand) and returns its name; SIGUSR1, SIGUSR2 and
+/// SIGALRM arriving meanwhile are logged as ignored.
 pub fn wait_termination() -> io::Result<&'static str> {
-    let set = termination_set();
+    let set = waited_set();
     loop {
         let mut sig: libc::c_int = 0;
         // SAFETY: `set` is initialised and `sig` is a valid out-pointer for the call.
         let rc = unsafe { libc::sigwait(&set, &mut sig) };
         match rc {
-            0 if sig == libc::SIGTERM => return Ok("SIGTERM"),
-            0 if sig == libc::SIGINT => return Ok("SIGINT"),
-            0 => continue,
+            0 => {
+                if let Some((_, name)) = ENDING.iter().find(|(s, _)| *s == sig) {
+                    return Ok(name);
+                }
+                if let Some((_, name)) = IGNORED.iter().find(|(s, _)| *s == sig) {
+                    eprintln!("nl6: {name} received: ignored (SIGTERM, SIGINT or SIGHUP stop nl6)");
+                }
+            }
             libc::EINTR => continue,
             e => return Err(io::Error::from_raw_os_error(e)),
         }

@@ -16,6 +16,13 @@
 //!   clock (`Revert::due`), so a wall-clock step neither fires a revert early nor holds it back. A later
 //!   transition bumps a generation number, which wakes and ends the old timer.
 //!
+//! - A close is visible to the pull surface the moment it **begins**: `closes` counts closing
+//!   transitions, odd while one runs (through a push's flush), so [`Gate::open_epoch`] is `None` during
+//!   a close and different after it; a timed pull request compares it with the epoch it began in. The
+//!   close hook ([`Gate::with_close_hook`]; the binary halts the CPU sampler with it) runs at that moment
+//!   too, before the push is stopped, so "gate closed = no profiler thread, no timer" does not wait for
+//!   a flush or a hung upload.
+//!
 //! Never does network I/O: the push behind the port does. Every transition logs exactly one line starting
 //! `[profiling] `.
 #![forbid(unsafe_code)]
@@ -23,6 +30,7 @@
 use super::port::{PushRun, PushStatus, Pusher};
 use super::state::{self, Action, GateState, Now, PostRequest, Startup, Transition, ADHOC_ENV};
 use super::turn::Turns;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -70,6 +78,7 @@ pub enum PostError {
 type EnvCheck = Box<dyn Fn() -> bool + Send + Sync>;
 type LogSink = Box<dyn Fn(&str) + Send + Sync>;
 type WallClock = Box<dyn Fn() -> SystemTime + Send + Sync>;
+type CloseHook = Box<dyn Fn() + Send + Sync>;
 
 struct Published {
     state: GateState,
@@ -91,6 +100,10 @@ struct Inner {
     stop_budget: Duration,
     /// Dates reverts (display only); `SystemTime::now` except in tests that step it.
     wall_clock: WallClock,
+    /// Closing transitions begun plus those completed: odd while a close runs.
+    closes: AtomicU64,
+    /// Runs when a close begins (the binary: halt the CPU sampler).
+    close_hook: Option<CloseHook>,
 }
 
 /// The gate. Cheap to clone (shared).
@@ -142,8 +155,20 @@ impl Gate {
                 log,
                 stop_budget,
                 wall_clock: Box::new(SystemTime::now),
+                closes: AtomicU64::new(0),
+                close_hook: None,
             }),
         }
+    }
+
+    /// Runs `hook` whenever a close begins, before a running push is stopped. Only on a gate not yet
+    /// cloned (call it right after [`Gate::new`]).
+    pub fn with_close_hook(mut self, hook: CloseHook) -> Gate {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => inner.close_hook = Some(hook),
+            None => panic!("set the close hook before cloning the gate"),
+        }
+        self
     }
 
     /// Applies the startup flag (opens the gate with a push when `-profiling-pyroscope` was given).
@@ -230,6 +255,13 @@ impl Gate {
     pub fn is_open(&self) -> bool {
         lock(&self.inner.published).state.value.enabled
     }
+
+    /// While the gate is open and no close has begun: a number that changes when a close begins. `None`
+    /// while closed or closing. A timed pull request runs while this still equals what it was at its start.
+    pub fn open_epoch(&self) -> Option<u64> {
+        let closes = self.inner.closes.load(Ordering::SeqCst);
+        (closes % 2 == 0 && self.is_open()).then_some(closes)
+    }
 }
 
 #[cfg(test)]
@@ -262,6 +294,13 @@ impl Inner {
             mut failure,
         } = t;
         let mut abandoned = false;
+        let closing = st.value.enabled && !next.value.enabled;
+        if closing {
+            this.closes.fetch_add(1, Ordering::SeqCst);
+            if let Some(hook) = &this.close_hook {
+                hook();
+            }
+        }
         for action in actions {
             match action {
                 Action::StopPush => {
@@ -300,6 +339,9 @@ impl Inner {
             state: next,
             stopping_status: PushStatus::default(),
         });
+        if closing {
+            this.closes.fetch_add(1, Ordering::SeqCst);
+        }
         (this.log)(&log);
         this.arm_revert(revert_due);
         Executed { failure, abandoned }

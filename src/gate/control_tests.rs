@@ -425,3 +425,51 @@ fn a_wall_clock_stepped_forward_does_not_hasten_the_revert() {
     );
     assert!(wait_until(Duration::from_secs(5), || !h.gate.is_open()));
 }
+
+#[test]
+fn a_close_changes_the_open_epoch_when_it_begins_and_runs_the_hook_before_the_flush() {
+    let record = Arc::new(Record::default());
+    let startup = Startup::new(
+        Some("http://pyro:4040".to_string()),
+        None,
+        None,
+        Duration::from_secs(15),
+    );
+    let hooked = Arc::clone(&record);
+    let gate = Gate::with_hooks(
+        startup,
+        Box::new(FakePusher {
+            record: Arc::clone(&record),
+            stop_delay: Duration::from_millis(300),
+        }),
+        Box::new(|| false),
+        Box::new(|_| {}),
+        STOP_BUDGET,
+    )
+    .with_close_hook(Box::new(move || {
+        lock(&hooked.events).push("close hook".to_string())
+    }));
+    assert_eq!(gate.open_epoch(), None, "closed before start");
+    gate.start().unwrap();
+    let opened = gate.open_epoch().expect("open");
+    let g = gate.clone();
+    let closer = std::thread::spawn(move || g.post(&req(false, AddressField::Omitted, None)));
+    // While the push flushes (300 ms), the gate still reads as open but its epoch is gone.
+    assert!(wait_until(Duration::from_secs(2), || lock(&gate.inner.run).is_none()));
+    assert!(gate.is_open());
+    assert_eq!(gate.open_epoch(), None);
+    closer.join().unwrap().unwrap();
+    assert_eq!(gate.open_epoch(), None);
+    gate.post(&req(true, AddressField::Empty, None)).unwrap();
+    let reopened = gate.open_epoch().expect("open again");
+    assert_ne!(reopened, opened, "a close and a reopen give a new epoch");
+    let events = lock(&record.events).clone();
+    assert_eq!(
+        events,
+        [
+            "start http://pyro:4040 auth=false",
+            "close hook",
+            "stop http://pyro:4040 budget=20s"
+        ]
+    );
+}

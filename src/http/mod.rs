@@ -8,10 +8,11 @@
 pub mod server;
 pub mod sys;
 
+use std::os::fd::RawFd;
 use std::time::Duration;
 
 /// A parsed request: method, path (percent-decoding is the handler's business), raw query, headers
-/// (names lower-cased) and the whole body.
+/// (names lower-cased), the whole body, and whether its client is still there ([`Peer`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Request {
     pub method: String,
@@ -19,6 +20,27 @@ pub struct Request {
     pub query: String,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    pub peer: Peer,
+}
+
+/// The one thing a handler may learn about the connection its request came on: whether the client has
+/// gone away, so a long handler (a timed profile) can end early, as Go's request context does. Holds the
+/// socket's descriptor, valid for the handler call (the worker keeps the socket until the handler
+/// returns; a copy kept longer would probe whatever reuses the number). A request not built by the
+/// server watches nothing and is never gone.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Peer(Option<RawFd>);
+
+impl Peer {
+    /// Watches the socket `fd` (the server's worker, for the request it is serving).
+    pub fn watching(fd: RawFd) -> Peer {
+        Peer(Some(fd))
+    }
+
+    /// True once the client closed its side or the connection broke. One `poll` with a zero timeout.
+    pub fn is_gone(&self) -> bool {
+        self.0.is_some_and(sys::peer_closed)
+    }
 }
 
 impl Request {
@@ -34,6 +56,7 @@ impl Request {
             query,
             headers: Vec::new(),
             body: Vec::new(),
+            peer: Peer::default(),
         }
     }
 

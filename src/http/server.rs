@@ -496,6 +496,11 @@ fn serve_ready(shared: &Shared, mut c: Conn) -> Option<Conn> {
                 } else {
                     Some(Instant::now())
                 };
+                // The handler may ask whether the client left (a timed profile ends early then).
+                let request = Request {
+                    peer: super::Peer::watching(c.stream.as_raw_fd()),
+                    ..request
+                };
                 let handler = &shared.handler;
                 let handled_at = Instant::now();
                 let resp =

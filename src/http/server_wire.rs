@@ -137,6 +137,7 @@ pub(crate) fn frame(buf: &[u8], max_body: usize) -> Framed {
         query,
         headers: headers_out,
         body: buf[head_len..head_len + content_length].to_vec(),
+        peer: Default::default(),
     };
     Framed::Complete {
         request,

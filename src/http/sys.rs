@@ -55,6 +55,21 @@ pub fn poll(fds: &mut [PollFd], timeout: Duration) -> io::Result<usize> {
     Ok(n as usize)
 }
 
+/// True when the peer of the connected socket `fd` has closed its side (FIN: `POLLRDHUP`) or the
+/// connection is reset or broken (`POLLHUP`, `POLLERR`); unread input alone is not. Never blocks (zero
+/// timeout); a descriptor that is no longer open counts as gone (`POLLNVAL`).
+pub fn peer_closed(fd: RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN | libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one pollfd we own for the call; a zero timeout never blocks.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    let gone = libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR | libc::POLLNVAL;
+    n > 0 && p.revents & gone != 0
+}
+
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit and returns `(old_soft, new_soft)`.
 pub fn raise_nofile_limit() -> io::Result<(libc::rlim_t, libc::rlim_t)> {
     let mut lim = libc::rlimit {
@@ -93,6 +108,28 @@ mod tests {
         a.write_all(b"x").unwrap();
         assert_eq!(poll(&mut fds, Duration::from_millis(1000)).unwrap(), 1);
         assert!(fds[0].is_ready());
+    }
+
+    #[test]
+    fn peer_closed_sees_a_close_and_a_half_close_but_not_unread_input() {
+        use std::net::{Shutdown, TcpListener, TcpStream};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut client = TcpStream::connect(addr).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        assert!(!peer_closed(server.as_raw_fd()));
+        client.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!peer_closed(server.as_raw_fd()), "unread input is not a close");
+        drop(client);
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(peer_closed(server.as_raw_fd()));
+
+        let half = TcpStream::connect(addr).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        half.shutdown(Shutdown::Write).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(peer_closed(server.as_raw_fd()), "a half-close ends the request, as in Go");
     }
 
     #[test]

@@ -110,6 +110,9 @@ pub const FLAGS: &[FlagDoc] = &[
     },
 ];
 
+/// The SNMPv2c community devices answer when `-snmp-community` is not given.
+pub const DEFAULT_COMMUNITY: &str = "public";
+
 /// Fleet configuration. Build with [`Default`] then [`FleetConfig::set`] (text, from flags) or the typed
 /// `with_*` methods; [`FleetConfig::validate`] runs at `Fleet::start`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -136,7 +139,7 @@ impl Default for FleetConfig {
             devices: 4,
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
             snmp_port: 16100,
-            snmp_community: "public".into(),
+            snmp_community: DEFAULT_COMMUNITY.into(),
             trap_target: None,
             trap_interval: Duration::from_secs(30),
             trap_inform: false,
@@ -260,6 +263,22 @@ impl FleetConfig {
             ));
         }
         Ok(())
+    }
+
+    /// The startup warning when devices answer SNMP beyond loopback with the default community, which
+    /// anyone on the network can guess (each device answers anyone who knows it; answers are bounded,
+    /// see `snmp::response_limit`, but they still leave the host). `None` on loopback, with no device or
+    /// with a community of one's own.
+    pub fn exposure_warning(&self) -> Option<String> {
+        if self.devices == 0 || self.bind.is_loopback() || self.snmp_community != DEFAULT_COMMUNITY {
+            return None;
+        }
+        Some(format!(
+            "warning: {} simulated device(s) listen beyond loopback ({}) with the default SNMP community \
+             {DEFAULT_COMMUNITY:?}: anyone who can reach them can read them; set -snmp-community, or -bind \
+             127.0.0.1",
+            self.devices, self.bind
+        ))
     }
 
     /// Number of devices. Defaults to 4.
@@ -430,6 +449,23 @@ mod tests {
             c.set(f.name, f.default)
                 .unwrap_or_else(|e| panic!("default of -{name} must parse: {e}"));
             assert_eq!(c, d);
+        }
+    }
+
+    #[test]
+    fn devices_beyond_loopback_with_the_default_community_are_warned_about() {
+        let any: IpAddr = "0.0.0.0".parse().unwrap();
+        let warning = FleetConfig::default().with_bind(any).exposure_warning();
+        let w = warning.expect("a warning");
+        assert!(w.contains("beyond loopback (0.0.0.0)") && w.contains("-snmp-community"), "{w}");
+        let quiet = [
+            FleetConfig::default(),
+            FleetConfig::default().with_bind("::1".parse().unwrap()),
+            FleetConfig::default().with_bind(any).with_snmp_community("s3cret"),
+            FleetConfig::default().with_bind(any).with_devices(0),
+        ];
+        for c in quiet {
+            assert_eq!(c.exposure_warning(), None, "{c:?}");
         }
     }
 

@@ -1,7 +1,12 @@
 //! SNMPv2c: the message codec (RFC 3416 PDUs over the BER codec), the agent's answer to GET, GETNEXT and
 //! GETBULK against a [`Mib`], and the per-device read loop that serves one UDP socket.
 //!
-//! [`answer`] is a plain function from request bytes to response bytes, tested without sockets. The read
+//! [`answer`] is a plain function from request bytes to response bytes, tested without sockets. An answer
+//! is never larger than [`response_limit`] of its request: at most [`MAX_AMPLIFICATION`] × the request's
+//! size and one unfragmented datagram ([`MAX_DATAGRAM`]), so a spoofed request cannot make a device a
+//! reflector (a 120-byte GETBULK used to get 9–25 KB back). Beyond it a GETBULK answer is truncated at the
+//! end (RFC 3416 §4.2.3: the repeated bindings that fit, in order), any other answer becomes `tooBig`
+//! with no bindings (§4.2.1). The read
 //! loop ([`serve`]) runs in a thread labelled `snmp` at birth; it drops and counts malformed datagrams and
 //! wrong communities (an agent stays silent on both), retries on EINTR and polls its stop flag through a
 //! read timeout. It never sends anything but responses to the requester.
@@ -33,10 +38,21 @@ pub const VERSION_2C: i64 = 1;
 pub const TOO_BIG: i64 = 1;
 /// error-status notWritable, our answer to SET (the lab's MIB is read-only).
 pub const NOT_WRITABLE: i64 = 17;
-/// The largest response we build: what fits one UDP datagram on loopback with room to spare.
-pub const MAX_RESPONSE: usize = 65_000;
+/// The largest UDP payload that crosses a 1500-byte-MTU link unfragmented over IPv6 (1500 − 40 − 8);
+/// over IPv4 that leaves 20 bytes to spare (1472).
+pub const MAX_DATAGRAM: usize = 1452;
+/// An answer is at most this many times its request's size (GET and GETNEXT answers are about their
+/// request's size; GETBULK's are what this bounds).
+pub const MAX_AMPLIFICATION: usize = 8;
 /// Cap on GETBULK repetitions regardless of what the manager asks.
 pub const MAX_REPETITIONS: usize = 256;
+
+/// The largest answer to a request of `request_len` bytes.
+pub fn response_limit(request_len: usize) -> usize {
+    request_len
+        .saturating_mul(MAX_AMPLIFICATION)
+        .min(MAX_DATAGRAM)
+}
 
 /// A decoded SNMP message (v1/v2c community form). For GETBULK, `error_status` carries non-repeaters
 /// and `error_index` max-repetitions, as on the wire.
@@ -106,10 +122,7 @@ impl Message {
                 ber::put_integer(o, tag::INTEGER, self.error_index);
                 ber::put_constructed(o, tag::SEQUENCE, |o| {
                     for (oid, v) in &self.varbinds {
-                        ber::put_constructed(o, tag::SEQUENCE, |o| {
-                            ber::put_oid(o, oid);
-                            ber::put_value(o, v);
-                        });
+                        put_varbind(o, oid, v);
                     }
                 });
             });
@@ -165,32 +178,7 @@ pub fn answer(request: &[u8], community: &[u8], mib: &Mib) -> Outcome {
                 resp.varbinds.push(next_binding(mib, oid));
             }
         }
-        pdu::GET_BULK => {
-            let non_rep = (req.error_status.max(0) as usize).min(req.varbinds.len());
-            let max_rep = (req.error_index.max(0) as usize).min(MAX_REPETITIONS);
-            for (oid, _) in &req.varbinds[..non_rep] {
-                resp.varbinds.push(next_binding(mib, oid));
-            }
-            let mut cursors: Vec<Oid> = req.varbinds[non_rep..]
-                .iter()
-                .map(|(o, _)| o.clone())
-                .collect();
-            'rep: for _ in 0..max_rep {
-                let mut all_done = true;
-                for c in cursors.iter_mut() {
-                    let (oid, v) = next_binding(mib, c);
-                    all_done &= v == Value::EndOfMibView;
-                    *c = oid.clone();
-                    resp.varbinds.push((oid, v));
-                    if resp.varbinds.len() * 48 > MAX_RESPONSE {
-                        break 'rep;
-                    }
-                }
-                if all_done {
-                    break;
-                }
-            }
-        }
+        pdu::GET_BULK => bulk(&req, mib, request.len(), &mut resp),
         pdu::SET => {
             resp.error_status = NOT_WRITABLE;
             resp.error_index = 1;
@@ -198,24 +186,73 @@ pub fn answer(request: &[u8], community: &[u8], mib: &Mib) -> Outcome {
         }
         _ => return Outcome::Refused,
     }
-    let mut bytes = resp.encode();
-    while bytes.len() > MAX_RESPONSE && req.pdu_type == pdu::GET_BULK && !resp.varbinds.is_empty() {
-        // RFC 3416 4.2.3: a GETBULK response may be shortened until it fits.
-        let keep = resp.varbinds.len() * 3 / 4;
-        resp.varbinds.truncate(keep);
-        bytes = resp.encode();
+    Outcome::Reply(fit(resp, &req, response_limit(request.len())))
+}
+
+/// GETBULK (RFC 3416 §4.2.3): the non-repeaters' successors, then up to max-repetitions rows of the
+/// repeaters' successors, ending early when every repeater has run out of MIB or when the bindings
+/// would no longer fit [`response_limit`] (so a large max-repetitions costs no more work than fits).
+fn bulk(req: &Message, mib: &Mib, request_len: usize, resp: &mut Message) {
+    let non_rep = (req.error_status.max(0) as usize).min(req.varbinds.len());
+    let max_rep = (req.error_index.max(0) as usize).min(MAX_REPETITIONS);
+    for (oid, _) in &req.varbinds[..non_rep] {
+        resp.varbinds.push(next_binding(mib, oid));
     }
-    if bytes.len() > MAX_RESPONSE {
-        resp.varbinds = req
-            .varbinds
-            .iter()
-            .map(|(o, _)| (o.clone(), Value::Null))
-            .collect();
+    // Lengths of lengths grow by at most 2 bytes at each of the 3 enclosing levels.
+    let envelope = resp.encode().len() + 6;
+    let budget = response_limit(request_len).saturating_sub(envelope);
+    let mut scratch = Vec::new();
+    let mut used = 0;
+    let mut cursors: Vec<Oid> = req.varbinds[non_rep..]
+        .iter()
+        .map(|(o, _)| o.clone())
+        .collect();
+    for _ in 0..max_rep {
+        let mut all_done = true;
+        for c in cursors.iter_mut() {
+            let (oid, v) = next_binding(mib, c);
+            scratch.clear();
+            put_varbind(&mut scratch, &oid, &v);
+            used += scratch.len();
+            if used > budget {
+                return;
+            }
+            all_done &= v == Value::EndOfMibView;
+            *c = oid.clone();
+            resp.varbinds.push((oid, v));
+        }
+        if all_done {
+            return;
+        }
+    }
+}
+
+/// Encodes `resp` within `limit` bytes: a GETBULK answer loses repeated bindings from the end (never a
+/// non-repeater's); any other answer that does not fit, or a GETBULK whose non-repeaters alone do not,
+/// becomes `tooBig` with no bindings (RFC 3416 §4.2.1).
+fn fit(mut resp: Message, req: &Message, limit: usize) -> Vec<u8> {
+    let mut bytes = resp.encode();
+    if req.pdu_type == pdu::GET_BULK {
+        let non_rep = (req.error_status.max(0) as usize).min(req.varbinds.len());
+        while bytes.len() > limit && resp.varbinds.len() > non_rep {
+            resp.varbinds.pop();
+            bytes = resp.encode();
+        }
+    }
+    if bytes.len() > limit {
+        resp.varbinds.clear();
         resp.error_status = TOO_BIG;
         resp.error_index = 0;
         bytes = resp.encode();
     }
-    Outcome::Reply(bytes)
+    bytes
+}
+
+fn put_varbind(out: &mut Vec<u8>, oid: &Oid, v: &Value) {
+    ber::put_constructed(out, tag::SEQUENCE, |o| {
+        ber::put_oid(o, oid);
+        ber::put_value(o, v);
+    });
 }
 
 /// An OID naming a scalar object whose instance is missing (`sysDescr` without `.0`) or a column.
@@ -419,6 +456,51 @@ mod tests {
         let mut resp = GET_SYSDESCR;
         resp[13] = pdu::RESPONSE;
         assert_eq!(answer(&resp, b"public", &mib), Outcome::Refused);
+    }
+
+    #[test]
+    fn a_large_getbulk_is_truncated_within_the_limit_in_order() {
+        let columns: Vec<String> = (1..=6).map(|c| format!("1.3.6.1.2.1.2.2.1.{c}")).collect();
+        let oids: Vec<&str> = columns.iter().map(String::as_str).collect();
+        let req = request(pdu::GET_BULK, 0, 1000, &oids);
+        let boot = Instant::now();
+        let mib = Mib::of_device(&Device::new(0, boot), boot);
+        let Outcome::Reply(bytes) = answer(&req, b"public", &mib) else {
+            panic!("no reply")
+        };
+        let limit = response_limit(req.len());
+        assert!(bytes.len() <= limit && limit <= MAX_DATAGRAM, "{} > {limit}", bytes.len());
+        // Nearly full: truncation stops within one binding of the limit.
+        assert!(bytes.len() + 40 > limit, "{} of {limit}", bytes.len());
+        let r = Message::decode(&bytes).unwrap();
+        assert_eq!(r.error_status, 0);
+        assert!(r.varbinds.len() >= 6);
+        // Cursor j (column j+1) at repetition k: k steps along ifTable's 4 rows, then the next columns.
+        for (i, (oid, _)) in r.varbinds.iter().enumerate() {
+            let walked = (i % 6) * 4 + i / 6;
+            let want = format!("1.3.6.1.2.1.2.2.1.{}.{}", walked / 4 + 1, walked % 4 + 1);
+            assert_eq!(oid.to_string(), want, "binding {i}");
+        }
+    }
+
+    #[test]
+    fn an_answer_over_the_limit_is_too_big_without_bindings() {
+        // Forty sysDescr.0 in one GET: each answer binding carries the description (≈ 5× the request).
+        let oids = vec!["1.3.6.1.2.1.1.1.0"; 40];
+        let req = request(pdu::GET, 0, 0, &oids);
+        let r = reply(&req);
+        assert_eq!((r.error_status, r.error_index), (TOO_BIG, 0));
+        assert!(r.varbinds.is_empty());
+        assert_eq!(r.request_id, 77);
+        // GETBULK with non-repeaters only: nothing to truncate, so tooBig as well.
+        let req = request(pdu::GET_BULK, 40, 5, &vec!["1.3.6.1.2.1.1"; 40]);
+        let r = reply(&req);
+        assert_eq!(r.error_status, TOO_BIG);
+        // A plain GET stays answered.
+        let r = reply(&request(pdu::GET, 0, 0, &["1.3.6.1.2.1.1.1.0"]));
+        assert_eq!(r.error_status, 0);
+        assert_eq!(response_limit(10), 80);
+        assert_eq!(response_limit(1000), MAX_DATAGRAM);
     }
 
     #[test]

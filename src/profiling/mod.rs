@@ -24,6 +24,14 @@ pub mod symbols;
 pub mod threads;
 pub(crate) mod unwind;
 
+/// Installs the SIGPROF and stack-capture handlers now, so a stray signal of either before the first
+/// profile is ignored instead of killing the process (both default actions terminate). Called by the
+/// binary at startup; the samplers install them anyway when they start. Errors name the call and errno.
+pub fn install_signal_handlers() -> Result<(), String> {
+    cpu::install_handler()?;
+    threads::install_handler()
+}
+
 /// A captured call stack: return addresses, **leaf first** (the interrupted instruction itself at index 0
 /// for CPU samples). Addresses are absolute in this process.
 pub type Stack = Vec<u64>;

@@ -259,6 +259,12 @@ unsafe extern "C" fn on_stacks_signal(_sig: c_int, _info: *mut libc::siginfo_t, 
     });
 }
 
+/// Installs the stack-capture handler (it stays installed), so a stray stack-capture signal before the
+/// first capture is ignored instead of killing the process. The binary calls it at startup.
+pub fn install_handler() -> Result<(), String> {
+    signal::install(signal::stacks_signal(), on_stacks_signal)
+}
+
 fn thread_name(tid: i32) -> String {
     std::fs::read_to_string(format!("/proc/self/task/{tid}/comm"))
         .map(|s| s.trim_end_matches('\n').to_string())

@@ -22,6 +22,11 @@
 //! `1 + si_overrun` periods, so a slower delivery (another kernel, a signal still pending) still adds up
 //! to the CPU time really used. CPU time = counts × `period_ns`, from samples actually taken.
 //!
+//! [`halt`] stops sampling from outside, whoever holds the session (the gate closing): the collector
+//! sees it on its next tick (≤ 100 ms), stops sampling, deletes every timer and exits; the holder's
+//! `take_window`/`stop` then return what was sampled up to the halt, and the sampler is free again once
+//! the holder drops or stops its session.
+//!
 //! Owns: the ring (static, ~1.1 MB of zero pages, touched as used), the timers, the collector thread. Never:
 //! allocates, locks or panics in the handler; runs two sessions at once ([`CpuError::Busy`]); restores the
 //! default SIGPROF action (see [`super::signal`]).
@@ -119,6 +124,10 @@ static SESSION: AtomicBool = AtomicBool::new(false);
 static LOST: AtomicU64 = AtomicU64::new(0);
 /// Signals that produced a sample (process lifetime).
 static SIGNALS: AtomicU64 = AtomicU64::new(0);
+/// Sessions started (process lifetime): the running session's number.
+static STARTED: AtomicU64 = AtomicU64::new(0);
+/// The number of the last session [`halt`] stopped; the collector of session n runs while this is < n.
+static HALTED: AtomicU64 = AtomicU64::new(0);
 
 /// The SIGPROF handler. Follows the contract in [`super::signal`].
 unsafe extern "C" fn on_sigprof(_sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
@@ -157,6 +166,19 @@ pub fn signals_taken() -> u64 {
 /// Timers currently created by the sampler (0 when no session runs: none leak).
 pub fn live_timers() -> usize {
     timers::live_count()
+}
+
+/// Installs the SIGPROF handler (it stays installed), so a stray SIGPROF before the first profile is
+/// ignored instead of killing the process. The binary calls it at startup; [`start`] does it anyway.
+pub fn install_handler() -> Result<(), String> {
+    signal::install(signal::CPU_SIGNAL, on_sigprof)
+}
+
+/// Stops the running session's sampling within one collector tick (≤ 100 ms): no timer, no collector
+/// thread. Its holder still owns it (so the sampler stays busy until it is stopped or dropped) and gets
+/// the samples taken before the halt. A no-op when no session runs.
+pub fn halt() {
+    HALTED.store(STARTED.load(Ordering::SeqCst), Ordering::SeqCst);
 }
 
 /// True when the sampler's SIGPROF handler is installed (it stays installed once a session has started,
@@ -337,9 +359,10 @@ fn start_inner(hz: u32) -> Result<CpuSession, CpuError> {
             .map_err(|e| CpuError::Os(format!("timer_create: {e}")))?;
     }
     let for_collector = Arc::clone(&shared);
+    let number = STARTED.fetch_add(1, Ordering::SeqCst) + 1;
     let collector = std::thread::Builder::new()
         .name("nl6-cpu-collect".to_string())
-        .spawn(move || collect(for_collector))
+        .spawn(move || collect(for_collector, number))
         .map_err(|e| CpuError::Os(format!("spawning the cpu collector: {e}")))?;
     Ok(CpuSession {
         shared,
@@ -348,13 +371,14 @@ fn start_inner(hz: u32) -> Result<CpuSession, CpuError> {
     })
 }
 
-/// The collector loop: rescan, drain, sleep; on stop delete every timer.
+/// The collector loop: rescan, drain, sleep; on stop, or when session `number` is halted, stop sampling
+/// and delete every timer.
 ///
 /// `start` has just armed every thread, so the loop sleeps first. Each tick lists `/proc/self/task`
 /// (about 16 µs with a handful of threads: 0.02 % of a core at 10 Hz). A cheaper test first — the
 /// thread count from one `stat` of that directory, 5 µs — was tried and dropped: a thread that exits
 /// while another starts leaves the count unchanged, and the new thread then went unsampled for long.
-fn collect(shared: Arc<Shared>) {
+fn collect(shared: Arc<Shared>, number: u64) {
     unwind::init_thread_bounds();
     let mut stop = shared.stop.lock().unwrap_or_else(|e| e.into_inner());
     loop {
@@ -365,6 +389,11 @@ fn collect(shared: Arc<Shared>) {
             .unwrap_or_else(|e| e.into_inner())
             .0;
         if *stop {
+            break;
+        }
+        if HALTED.load(Ordering::SeqCst) >= number {
+            // Late signals find ACTIVE false and return; the holder's window keeps what came before.
+            ACTIVE.store(false, Ordering::SeqCst);
             break;
         }
         drop(stop);
