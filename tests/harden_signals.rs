@@ -23,7 +23,10 @@ fn stray_signals_do_not_kill_nl6() {
     }
     for name in ["SIGUSR1", "SIGUSR2", "SIGALRM"] {
         assert!(
-            nl6.wait_for_log(&format!("nl6: {name} received: ignored"), Duration::from_secs(2)),
+            nl6.wait_for_log(
+                &format!("nl6: {name} received: ignored"),
+                Duration::from_secs(2)
+            ),
             "no log line for {name}: {}",
             nl6.stderr()
         );

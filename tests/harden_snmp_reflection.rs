@@ -115,8 +115,20 @@ fn snmpbulkget_reads_a_truncated_answer() {
     let out = run(
         "snmpbulkget",
         &[
-            "-v2c", "-c", "public", "-On", "-t", "1", "-r", "2", "-d", "-Cn0", "-Cr200",
-            &target, ".1.3.6.1.2.1.2.2.1.2", ".1.3.6.1.2.1.2.2.1.10",
+            "-v2c",
+            "-c",
+            "public",
+            "-On",
+            "-t",
+            "1",
+            "-r",
+            "2",
+            "-d",
+            "-Cn0",
+            "-Cr200",
+            &target,
+            ".1.3.6.1.2.1.2.2.1.2",
+            ".1.3.6.1.2.1.2.2.1.10",
         ],
     );
     let text = format!(
@@ -128,7 +140,10 @@ fn snmpbulkget_reads_a_truncated_answer() {
     let sent = dumped_sizes(&text, "Sending ");
     let received = dumped_sizes(&text, "Received ");
     assert_eq!((sent.len(), received.len()), (1, 1), "{text}");
-    eprintln!("snmpbulkget: sent {} bytes, received {}", sent[0], received[0]);
+    eprintln!(
+        "snmpbulkget: sent {} bytes, received {}",
+        sent[0], received[0]
+    );
     assert!(received[0] <= MAX_DATAGRAM, "{text}");
     assert!(received[0] <= MAX_RATIO * sent[0], "{text}");
     let rows = text
@@ -156,12 +171,23 @@ fn devices_beyond_loopback_with_the_default_community_warn_at_startup() {
     exposed.terminate(Duration::from_secs(25));
     // Loopback, or a community of one's own: no warning.
     let mut quiet = common::boot()
-        .args(&["-devices", "1", "-bind", "0.0.0.0", "-snmp-community", "s3cret"])
+        .args(&[
+            "-devices",
+            "1",
+            "-bind",
+            "0.0.0.0",
+            "-snmp-community",
+            "s3cret",
+        ])
         .start();
     let mut local = common::boot().args(&["-devices", "1"]).start();
     std::thread::sleep(Duration::from_millis(300));
     for nl6 in [&quiet, &local] {
-        assert!(!nl6.stderr().contains("default SNMP community"), "{}", nl6.stderr());
+        assert!(
+            !nl6.stderr().contains("default SNMP community"),
+            "{}",
+            nl6.stderr()
+        );
     }
     quiet.terminate(Duration::from_secs(25));
     local.terminate(Duration::from_secs(25));

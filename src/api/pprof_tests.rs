@@ -268,8 +268,14 @@ fn a_delta_ends_when_the_gate_closes() {
         &|| Instant::now() < closes_at,
     );
     assert_eq!(r.status, 503, "{}", r.text());
-    assert!(r.text().starts_with("profiling gate closed while the profile ran"));
-    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    assert!(r
+        .text()
+        .starts_with("profiling gate closed while the profile ran"));
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[test]
@@ -282,8 +288,18 @@ fn a_delta_ends_when_its_client_is_gone() {
     req.peer = crate::http::Peer::watching(std::os::fd::AsRawFd::as_raw_fd(&server_side));
     let started = Instant::now();
     let surface = PullSurface::default();
-    let r = surface.handle(PprofRoute::Profile(lookup("mutex").unwrap()), &req, &|| true);
+    let r = surface.handle(PprofRoute::Profile(lookup("mutex").unwrap()), &req, &|| {
+        true
+    });
     assert_go_error(&r, 500, "context canceled");
-    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
-    assert_eq!(surface.timed.load(Ordering::SeqCst), 0, "the slot is given back");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        surface.timed.load(Ordering::SeqCst),
+        0,
+        "the slot is given back"
+    );
 }

@@ -120,7 +120,10 @@ mod tests {
         assert!(!peer_closed(server.as_raw_fd()));
         client.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
         std::thread::sleep(Duration::from_millis(50));
-        assert!(!peer_closed(server.as_raw_fd()), "unread input is not a close");
+        assert!(
+            !peer_closed(server.as_raw_fd()),
+            "unread input is not a close"
+        );
         drop(client);
         std::thread::sleep(Duration::from_millis(50));
         assert!(peer_closed(server.as_raw_fd()));
@@ -129,7 +132,10 @@ mod tests {
         let (server, _) = listener.accept().unwrap();
         half.shutdown(Shutdown::Write).unwrap();
         std::thread::sleep(Duration::from_millis(50));
-        assert!(peer_closed(server.as_raw_fd()), "a half-close ends the request, as in Go");
+        assert!(
+            peer_closed(server.as_raw_fd()),
+            "a half-close ends the request, as in Go"
+        );
     }
 
     #[test]

@@ -270,7 +270,8 @@ impl FleetConfig {
     /// see `snmp::response_limit`, but they still leave the host). `None` on loopback, with no device or
     /// with a community of one's own.
     pub fn exposure_warning(&self) -> Option<String> {
-        if self.devices == 0 || self.bind.is_loopback() || self.snmp_community != DEFAULT_COMMUNITY {
+        if self.devices == 0 || self.bind.is_loopback() || self.snmp_community != DEFAULT_COMMUNITY
+        {
             return None;
         }
         Some(format!(
@@ -457,11 +458,16 @@ mod tests {
         let any: IpAddr = "0.0.0.0".parse().unwrap();
         let warning = FleetConfig::default().with_bind(any).exposure_warning();
         let w = warning.expect("a warning");
-        assert!(w.contains("beyond loopback (0.0.0.0)") && w.contains("-snmp-community"), "{w}");
+        assert!(
+            w.contains("beyond loopback (0.0.0.0)") && w.contains("-snmp-community"),
+            "{w}"
+        );
         let quiet = [
             FleetConfig::default(),
             FleetConfig::default().with_bind("::1".parse().unwrap()),
-            FleetConfig::default().with_bind(any).with_snmp_community("s3cret"),
+            FleetConfig::default()
+                .with_bind(any)
+                .with_snmp_community("s3cret"),
             FleetConfig::default().with_bind(any).with_devices(0),
         ];
         for c in quiet {

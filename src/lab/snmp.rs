@@ -469,7 +469,11 @@ mod tests {
             panic!("no reply")
         };
         let limit = response_limit(req.len());
-        assert!(bytes.len() <= limit && limit <= MAX_DATAGRAM, "{} > {limit}", bytes.len());
+        assert!(
+            bytes.len() <= limit && limit <= MAX_DATAGRAM,
+            "{} > {limit}",
+            bytes.len()
+        );
         // Nearly full: truncation stops within one binding of the limit.
         assert!(bytes.len() + 40 > limit, "{} of {limit}", bytes.len());
         let r = Message::decode(&bytes).unwrap();

@@ -4,7 +4,9 @@
 //! [`stacks_signal`] (the all-thread stack capture, sent with `tgkill`). Each handler is installed once per
 //! process (re-installed if other code replaced it) and **stays installed for the life of the process**: after a profile stops, a SIGPROF still
 //! pending in some thread is delivered to our handler, which sees no active session and returns. The
-//! default action of SIGPROF terminates the process (pyroscope-rs#399), so we never restore it.
+//! default action of SIGPROF terminates the process (pyroscope-rs#399), so we never restore it. Serve mode
+//! installs both at startup ([`super::install_signal_handlers`]), so a stray one sent before the first
+//! profile is ignored as well.
 //!
 //! # The handler contract
 //! A handler may touch only: atomics, slots preallocated before the signal can arrive (statics), the
