@@ -260,7 +260,7 @@ impl Gate {
     /// while closed or closing. A timed pull request runs while this still equals what it was at its start.
     pub fn open_epoch(&self) -> Option<u64> {
         let closes = self.inner.closes.load(Ordering::SeqCst);
-        (closes % 2 == 0 && self.is_open()).then_some(closes)
+        (closes.is_multiple_of(2) && self.is_open()).then_some(closes)
     }
 }
 
