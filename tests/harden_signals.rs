@@ -3,10 +3,14 @@
 //! - SIGUSR1, SIGUSR2 and SIGALRM are ignored (one log line each); SIGPROF and the stack-capture signal
 //!   (`SIGRTMIN+4`) sent before any profile has run find their handlers installed at startup. nl6 keeps
 //!   serving, profiles afterwards, and still exits 0 on SIGTERM.
-//! - SIGHUP (a dropped ssh session) is handled like SIGTERM: the gate closes (its log line), exit 0.
+//! - SIGHUP (a dropped ssh session) is handled like SIGTERM: the gate closes and the push flushes its last
+//!   window to the collector, exit 0.
 mod common;
+#[path = "push_support/mod.rs"]
+mod push_support;
 
 use common::boot;
+use push_support::FakeServer;
 use std::time::Duration;
 
 #[test]
@@ -43,23 +47,36 @@ fn stray_signals_do_not_kill_nl6() {
 }
 
 #[test]
-fn sighup_closes_the_gate_and_exits_like_sigterm() {
-    let mut nl6 = boot().start();
-    nl6.open_pull_only();
+fn sighup_closes_the_gate_flushes_the_push_and_exits_like_sigterm() {
+    // A collector answering 200; the interval is long, so only the closing flush uploads.
+    let collector = FakeServer::start(200, "");
+    let mut nl6 = boot()
+        .args(&[
+            "-profiling-pyroscope",
+            &collector.url(),
+            "-profiling-upload-interval",
+            "1h",
+        ])
+        .start();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(collector.seen().is_empty(), "nothing uploaded before the close");
     nl6.signal("HUP");
     let status = nl6.wait_exit(Duration::from_secs(25));
     assert_eq!(status.code(), Some(0), "{}", nl6.stderr());
+    for line in [
+        "nl6: SIGHUP received: closing the profiling gate",
+        "nl6: exiting",
+    ] {
+        assert!(
+            nl6.wait_for_log(line, Duration::from_secs(2)),
+            "no {line:?}: {}",
+            nl6.stderr()
+        );
+    }
+    let uploads = collector.seen();
     assert!(
-        nl6.wait_for_log(
-            "nl6: SIGHUP received: closing the profiling gate",
-            Duration::from_secs(2)
-        ),
-        "{}",
-        nl6.stderr()
-    );
-    assert!(
-        nl6.wait_for_log("nl6: exiting", Duration::from_secs(2)),
-        "{}",
-        nl6.stderr()
+        uploads.iter().any(|r| r.path() == "/ingest"),
+        "the last window was not flushed: {} requests",
+        uploads.len()
     );
 }
