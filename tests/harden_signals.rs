@@ -59,7 +59,10 @@ fn sighup_closes_the_gate_flushes_the_push_and_exits_like_sigterm() {
         ])
         .start();
     std::thread::sleep(Duration::from_millis(300));
-    assert!(collector.seen().is_empty(), "nothing uploaded before the close");
+    assert!(
+        collector.seen().is_empty(),
+        "nothing uploaded before the close"
+    );
     nl6.signal("HUP");
     let status = nl6.wait_exit(Duration::from_secs(25));
     assert_eq!(status.code(), Some(0), "{}", nl6.stderr());

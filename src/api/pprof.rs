@@ -5,9 +5,10 @@
 //! would read a Go program. It is mounted at the root, not under `/api/v1`.
 //!
 //! ## The gate rule
-//! Every path under `/debug/pprof/` answers **503** while the profiling gate is closed (the default), with
-//! a body saying how to open it: `POST /api/v1/profiling` with `{"enabled":true}` (add
-//! `"server_address":""` for pull-only), or start nl6 with `-profiling-pyroscope URL`. The 503 carries
+//! Every path under `/debug/pprof/` answers **503** while the profiling gate is closed (the default) or
+//! closing (from the moment a close begins, through the push's flush), with a body saying how to open it:
+//! `POST /api/v1/profiling` with `{"enabled":true}` (add `"server_address":""` for pull-only), or start
+//! nl6 with `-profiling-pyroscope URL`. The 503 carries
 //! `X-Go-Pprof: 1`, so `go tool pprof` prints that text. `/debug/pprof/cmdline` is **never** served (404
 //! open or closed): the command line can carry `-profiling-pyroscope-basic-auth`. `/debug/pprof`
 //! redirects to `/debug/pprof/`.
