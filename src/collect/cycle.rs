@@ -53,9 +53,9 @@ impl CycleReport {
     pub fn progress_line(&self) -> String {
         let bytes: u64 = self.outcomes.iter().map(|o| o.bytes).sum();
         format!(
-            "nl6 collect: cycle {}: {} targets: {} ok, {} partial, {} failed; {} bytes; {:.1}s; retention deleted {}",
+            "nl6 collect: cycle {}: {}: {} ok, {} partial, {} failed; {} bytes; {:.1}s; retention deleted {}",
             self.start.rfc3339(),
-            self.outcomes.len(),
+            crate::goflag::count(self.outcomes.len(), "target", "targets"),
             self.count(Status::Ok),
             self.count(Status::Partial),
             self.count(Status::Failed),

@@ -29,6 +29,7 @@ struct ReportArgs {
 
 fn parse(args: Vec<OsString>) -> Result<ReportArgs, String> {
     use lexopt::prelude::*;
+    let typed = args.clone();
     let mut parser = lexopt::Parser::from_args(go_style_args(args));
     let mut out = ReportArgs::default();
     let mut file: Option<PathBuf> = None;
@@ -50,6 +51,10 @@ fn parse(args: Vec<OsString>) -> Result<ReportArgs, String> {
             Short('h') | Long("help") => out.help = true,
             Value(v) if file.is_none() => file = Some(v.into()),
             Value(v) => return Err(format!("unexpected extra argument {:?}", v)),
+            Long(name) => {
+                let known = ["diff-base", "svg", "sample-index", "help"];
+                return Err(crate::goflag::unknown_flag(&typed, name, known));
+            }
             _ => return Err(arg.unexpected().to_string()),
         }
     }
@@ -165,7 +170,14 @@ mod tests {
         assert!(parse(os(&["a", "b"]))
             .unwrap_err()
             .contains("extra argument"));
-        assert!(parse(os(&["-bogus", "a"])).is_err());
+        assert_eq!(
+            parse(os(&["-bogus", "a"])).unwrap_err(),
+            "flag provided but not defined: -bogus"
+        );
+        assert_eq!(
+            parse(os(&["-sample-indx", "1", "a"])).unwrap_err(),
+            "flag provided but not defined: -sample-indx (did you mean -sample-index?)"
+        );
         assert_eq!(main(os(&["-nope"])), 2);
     }
 
