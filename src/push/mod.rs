@@ -27,6 +27,7 @@ pub mod ingest_url;
 pub mod interop;
 pub mod multipart;
 pub mod source;
+pub mod tls;
 
 pub use source::{EncodedProfile, EngineSource, ProfileKind, ProfileSource};
 
