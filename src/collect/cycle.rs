@@ -183,7 +183,7 @@ fn collect_target(cfg: &Config, t: &Target, start: Stamp, baselines: &[PathBuf])
             status: Status::Failed,
             http_status: fetched.http_status,
             bytes: 0,
-            samples: None,
+            records: None,
             sample_type: None,
             fetch_ms: fetched.elapsed.as_millis() as u64,
             error: None,
@@ -193,7 +193,7 @@ fn collect_target(cfg: &Config, t: &Target, start: Stamp, baselines: &[PathBuf])
                 let index = report::default_sample_index(&good.profile);
                 pm.status = Status::Ok;
                 pm.bytes = good.gz.len() as u64;
-                pm.samples = Some(good.profile.sample.len());
+                pm.records = Some(good.profile.sample.len());
                 pm.sample_type = index
                     .and_then(|i| report::nodes::sample_type(&good.profile, i))
                     .map(|(t, _)| t);
