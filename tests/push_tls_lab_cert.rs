@@ -174,6 +174,16 @@ fn the_push_trusts_a_lab_self_signed_ca_certificate_given_in_ssl_cert_file() {
     );
     assert_eq!(state(&trusted)["sdk_errors"], 0, "{}", trusted.stderr());
     assert!(server.ingests.load(Ordering::Relaxed) >= 3);
+    // Closing the gate stops the push; its figures stay, naming the push they belong to.
+    let pushed = state(&trusted)["uploads"].as_u64().unwrap();
+    let (status, _, body) = trusted.http("POST", "/api/v1/profiling", br#"{"enabled":false}"#);
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let closed = state(&trusted);
+    assert_eq!(closed["pushing"], false, "{closed}");
+    assert!(closed["uploads"].as_u64().unwrap() >= pushed, "{closed}");
+    assert!(closed["last_upload_at"].is_string(), "{closed}");
+    assert_eq!(closed["last_push"]["address"], url.as_str(), "{closed}");
+    assert!(closed["last_push"]["stopped_at"].is_string(), "{closed}");
     // Another CA certificate than the one in SSL_CERT_FILE is still refused.
     let refused = state(&untrusted);
     assert_eq!(refused["uploads"], 0, "{refused}");

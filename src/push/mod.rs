@@ -281,6 +281,11 @@ impl PushRun for PushHandle {
     fn stop(mut self: Box<Self>, budget: Duration) -> bool {
         self.finish(Instant::now() + budget)
     }
+
+    fn stop_with_status(mut self: Box<Self>, budget: Duration) -> (bool, PushStatus) {
+        let flushed = self.finish(Instant::now() + budget);
+        (flushed, self.status())
+    }
 }
 
 impl Drop for PushHandle {
