@@ -295,8 +295,12 @@ fn collect_target(cfg: &Config, t: &Target, start: Stamp, baselines: &[PathBuf])
 fn diff_against(base_path: &Path, new: &Profile) -> Result<String, String> {
     let bytes = std::fs::read(base_path).map_err(|e| format!("{}: {e}", base_path.display()))?;
     let base = proto::decode(&bytes).map_err(|e| format!("{}: {e}", base_path.display()))?;
-    let text = report::default_diff_table(&base, new).map_err(|e| e.to_string())?;
-    Ok(format!("Baseline: {}\n{text}", base_path.display()))
+    let (new, normalized) = super::normalize::for_diff(&base, new);
+    let text = report::default_diff_table(&base, &new).map_err(|e| e.to_string())?;
+    Ok(format!(
+        "Baseline: {}\n{normalized}{text}",
+        base_path.display()
+    ))
 }
 
 fn write_snapshot(

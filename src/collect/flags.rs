@@ -65,7 +65,7 @@ pub const FLAGS: &[Flag] = &[
         name: "baseline",
         value: "DIR",
         default: "",
-        doc: "write cpu.diff.txt against the newest cpu.pb.gz for the same target under DIR",
+        doc: "write cpu.diff.txt against the newest cpu.pb.gz for the same target under DIR (normalised as pprof -normalize when the windows differ)",
     },
     Flag {
         name: "once",
