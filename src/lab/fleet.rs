@@ -65,21 +65,21 @@ impl FleetError {
     /// Turns an EMFILE/ENFILE into [`FleetError::FdLimit`], which names the limit and the remedy (more
     /// descriptors, not another port).
     fn explain_fd_limit(self, config: &FleetConfig) -> FleetError {
+        let out_of_fds = |cause: &std::io::Error| {
+            matches!(
+                cause.raw_os_error(),
+                Some(libc::EMFILE) | Some(libc::ENFILE)
+            )
+        };
         let (what, cause) = match self {
             FleetError::Bind {
                 device,
                 addr,
                 cause,
-            } => (format!("device {device}: cannot bind UDP {addr}"), cause),
-            FleetError::Io { what, cause } => (what, cause),
+            } if out_of_fds(&cause) => (format!("device {device}: cannot bind UDP {addr}"), cause),
+            FleetError::Io { what, cause } if out_of_fds(&cause) => (what, cause),
             other => return other,
         };
-        if !matches!(
-            cause.raw_os_error(),
-            Some(libc::EMFILE) | Some(libc::ENFILE)
-        ) {
-            return FleetError::Io { what, cause };
-        }
         let exporters = [
             config.trap_target().is_some(),
             config.syslog_target().is_some(),
