@@ -33,6 +33,8 @@ function renderGate(d) {
   state.className = words.cls;
   const rows = [];
   if (d.server_address || d.uploads || d.sdk_errors) {
+    // Once a push stops its figures stay; last_push says whose they are.
+    if (d.last_push) rows.push(["last push", d.last_push.address + " (stopped " + d.last_push.stopped_at + ")"]);
     rows.push(["uploads", String(d.uploads)]);
     rows.push(["last upload", d.last_upload_at || "never"]);
     rows.push(["sdk_errors", String(d.sdk_errors), d.sdk_errors > 0]);
@@ -222,7 +224,7 @@ function renderDevices() {
     cell(tr, c.malformed, true);
     body.append(tr);
   }
-  $("devices-count").textContent = devices.length + " devices" +
+  $("devices-count").textContent = devices.length + (devices.length === 1 ? " device" : " devices") +
     (shown.length > MAX_DEVICE_ROWS ? ", first " + MAX_DEVICE_ROWS + " of " + shown.length + " shown" :
       filter ? ", " + shown.length + " match" : "");
 }
