@@ -14,7 +14,7 @@
 //!
 //! What it never does: sample or read the process's state; callers pass snapshots in. One exception: the
 //! `debug=2` thread header's state word, read from `/proc/self/task/<tid>/{stat,wchan}` as it prints
-//! ([`thread_state`]).
+//! (`thread_state.rs`).
 #![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
@@ -28,6 +28,10 @@ use super::labels::Subsystem;
 use super::symbols::Symbolizer;
 use super::threads::ThreadStack;
 use super::Stack;
+
+#[path = "thread_state.rs"]
+mod thread_state;
+use thread_state::thread_state;
 
 /// heap (no default sample type) or allocs (default alloc_space): same data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -404,57 +408,6 @@ fn goroutine_dump(threads: &[ThreadStack]) -> String {
     out
 }
 
-/// The state the kernel reports for thread `tid` of this process, in Go's words where one fits, and the
-/// kernel function it waits in (`wchan`) when it waits. A thread that is gone by now reads as `running`
-/// (it answered the capture).
-fn thread_state(tid: i32) -> (&'static str, Option<String>) {
-    let task = format!("/proc/self/task/{tid}");
-    let Ok(stat) = std::fs::read_to_string(format!("{task}/stat")) else {
-        return ("running", None);
-    };
-    // The state is the first field after the parenthesised name (which may itself hold ") ").
-    let state = stat
-        .rfind(") ")
-        .and_then(|i| stat[i + 2..].chars().next())
-        .unwrap_or('R');
-    let wchan = std::fs::read_to_string(format!("{task}/wchan"))
-        .ok()
-        .map(|w| w.trim().to_string())
-        .filter(|w| !w.is_empty() && w != "0");
-    let word = go_state_word(state, wchan.as_deref().unwrap_or(""));
-    (word, wchan.filter(|_| state != 'R'))
-}
-
-/// Go's goroutine wait reasons for what a thread's kernel state means: blocked on a futex (a mutex,
-/// condvar or park) is `semacquire`, on a socket, pipe or poll is `IO wait`, in nanosleep is `sleep`,
-/// elsewhere in the kernel is `syscall`.
-fn go_state_word(state: char, wchan: &str) -> &'static str {
-    const IO: &[&str] = &[
-        "poll",
-        "select",
-        "epoll",
-        "skb_wait",
-        "sk_wait",
-        "wait_woken",
-        "inet_csk_accept",
-        "unix_",
-        "pipe_",
-        "tcp_",
-        "udp_",
-        "n_tty_read",
-        "wait_for_more",
-    ];
-    match state {
-        'R' => "running",
-        'T' | 't' => "stopped",
-        'Z' | 'X' | 'x' => "dead",
-        _ if wchan.contains("futex") => "semacquire",
-        _ if wchan.contains("nanosleep") => "sleep",
-        _ if IO.iter().any(|w| wchan.contains(w)) => "IO wait",
-        _ => "syscall",
-    }
-}
-
 /// Go's legacy `heap?debug=1` text: raw (unscaled) counters, sorted by in-use bytes.
 pub fn heap_text(snapshot: &HeapSnapshot) -> String {
     let mut records: Vec<&HeapRecord> = snapshot.records.iter().collect();
@@ -512,53 +465,6 @@ pub fn now() -> SystemTime {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn kernel_states_in_gos_words() {
-        for (state, wchan, want) in [
-            ('R', "", "running"),
-            ('S', "futex_do_wait", "semacquire"),
-            ('S', "futex_wait_queue", "semacquire"),
-            ('S', "__skb_wait_for_more_packets", "IO wait"),
-            ('S', "do_sys_poll", "IO wait"),
-            ('S', "do_epoll_wait", "IO wait"),
-            ('S', "inet_csk_accept", "IO wait"),
-            ('S', "hrtimer_nanosleep", "sleep"),
-            ('S', "do_sigtimedwait", "syscall"),
-            ('D', "io_schedule", "syscall"),
-            ('T', "do_signal_stop", "stopped"),
-        ] {
-            assert_eq!(go_state_word(state, wchan), want, "{state} {wchan}");
-        }
-        // This thread is running as it asks; a thread parked on a condvar waits on a futex.
-        let me = thread_self_tid();
-        assert_eq!(thread_state(me).0, "running");
-        let (tx, rx) = std::sync::mpsc::channel::<()>();
-        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
-        let waiter = std::thread::spawn(move || {
-            tid_tx.send(thread_self_tid()).unwrap();
-            let _ = rx.recv();
-        });
-        let tid = tid_rx.recv().unwrap();
-        let mut seen = ("", None);
-        for _ in 0..200 {
-            seen = thread_state(tid);
-            if seen.0 == "semacquire" {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        assert_eq!(seen.0, "semacquire", "{seen:?}");
-        assert!(seen.1.unwrap_or_default().contains("futex"));
-        tx.send(()).unwrap();
-        waiter.join().unwrap();
-    }
-
-    /// The calling thread's kernel id, from `/proc/thread-self` (no unsafe in this module).
-    fn thread_self_tid() -> i32 {
-        let link = std::fs::read_link("/proc/thread-self").unwrap();
-        link.file_name().unwrap().to_str().unwrap().parse().unwrap()
-    }
 
     #[test]
     fn scale_matches_go_by_hand() {
