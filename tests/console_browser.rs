@@ -118,15 +118,20 @@ fn console_drives_the_gate_and_the_profiles_in_headless_chromium() {
     assert_eq!(nl6.http("GET", "/api/v1/devices", b"").0, 200);
     b.wait_eval(WAIT, "!document.getElementById('devices-panel').hidden");
 
-    // Gate closed: "CPU profile" shows the server's 503 text in the page, not a silent download.
-    let (status, _, closed_text) = nl6.http("GET", "/debug/pprof/profile?seconds=5", b"");
+    // Gate closed: "CPU profile" says so in the page, not a silent download, and points at the page's
+    // own "open pull-only" button rather than the server's curl line.
+    let (status, _, _) = nl6.http("GET", "/debug/pprof/profile?seconds=5", b"");
     assert_eq!(status, 503);
-    let closed_text = String::from_utf8_lossy(&closed_text).trim().to_string();
     b.click("cpu-profile");
-    let shown = b.wait_text("profile-message", WAIT, |t| t.starts_with("503"));
+    let shown = b.wait_text("profile-message", WAIT, |t| t.contains("gate is closed"));
     assert!(
-        shown.contains("profiling is off") && shown.contains(&closed_text),
-        "page shows {shown:?}, the server says {closed_text:?}"
+        shown.contains("\u{201c}open pull-only\u{201d}") && !shown.contains("curl"),
+        "page shows {shown:?}"
+    );
+    assert_eq!(b.eval("document.activeElement.id"), "open-pull");
+    assert_eq!(
+        b.eval("document.getElementById('open-pull').classList.contains('attention')"),
+        true
     );
     assert_eq!(
         b.eval("document.getElementById('profile-message').className"),
@@ -191,8 +196,27 @@ fn console_drives_the_gate_and_the_profiles_in_headless_chromium() {
         !svg.contains("no samples") && svg.contains("nl6::"),
         "the flame graph of a busy server shows nl6's frames: {svg}"
     );
+    // The caption says where the profile came from; the box splits it into one tower per subsystem.
+    let caption = b.wait_text("flame-source", WAIT, |t| !t.is_empty());
+    assert!(
+        caption.starts_with("nl6 CPU profile, ")
+            && caption.contains("from GET /debug/pprof/profile"),
+        "{caption}"
+    );
     b.scroll_to("flame-panel");
     b.screenshot(&shots.join("05-cpu-flamegraph.png"));
+    b.click("flame-split");
+    b.wait_eval(
+        WAIT,
+        "(() => { const i = document.getElementById('flame-img'); \
+         return i.src.includes('by=subsystem') && i.complete && i.naturalWidth > 0; })()",
+    );
+    let (_, _, split) = nl6.http("GET", "/api/v1/profiling/flamegraph.svg?by=subsystem", b"");
+    assert!(
+        String::from_utf8_lossy(&split).contains("subsystem="),
+        "one tower per subsystem"
+    );
+    b.screenshot(&shots.join("05b-cpu-flamegraph-by-subsystem.png"));
 
     // A refused POST: the page shows the server's message exactly.
     let bad = "ftp://pyroscope.invalid:4040";

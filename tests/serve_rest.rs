@@ -48,7 +48,8 @@ fn closed_by_default_with_every_field() {
     assert_eq!(
         v,
         j!({"enabled":false,"startup_flag":"","server_address":"","pushing":false,"pprof_path":"/debug/pprof/",
-            "revert_pending":false,"sdk_errors":0,"last_error":null,"uploads":0,"last_upload_at":null})
+            "revert_pending":false,"sdk_errors":0,"last_error":null,"uploads":0,"last_upload_at":null,
+            "last_push":null})
     );
     assert!(n
         .stderr()

@@ -39,6 +39,15 @@ struct ProfilingState {
     last_error: Option<String>,
     uploads: u64,
     last_upload_at: Option<String>,
+    /// Which push `uploads`/`last_upload_at`/`sdk_errors` belong to once it has stopped (null while a
+    /// push runs, or before any).
+    last_push: Option<LastPushJson>,
+}
+
+#[derive(Debug, Serialize)]
+struct LastPushJson {
+    address: String,
+    stopped_at: String,
 }
 
 fn state_json(v: &GateView) -> ProfilingState {
@@ -54,6 +63,10 @@ fn state_json(v: &GateView) -> ProfilingState {
         last_error: v.last_error.clone(),
         uploads: v.uploads,
         last_upload_at: v.last_upload_at.map(rfc3339),
+        last_push: v.last_push.as_ref().map(|p| LastPushJson {
+            address: p.address.clone(),
+            stopped_at: rfc3339(p.stopped_at),
+        }),
     }
 }
 

@@ -33,7 +33,7 @@ pub const FLAGS: &[FlagSpec] = &[
         name: "listen",
         value: Some("ADDR"),
         default: None,
-        doc: "Listen on ADDR (e.g. 127.0.0.1:8080) instead of -port; port 0 picks a free port.",
+        doc: "Listen on ADDR (e.g. 127.0.0.1:8080, or :8080 for all interfaces) instead of -port; port 0 picks a free port.",
     },
     FlagSpec {
         name: "profiling-pyroscope",
@@ -163,7 +163,10 @@ pub fn help_text() -> String {
     }
     // The lab fleet's flags live beside the fleet (crate::lab::FLAGS); listed here the same way.
     out.push_str("\nLab fleet flags (simulated devices):\n");
-    let lab_column = |f: &crate::lab::config::FlagDoc| format!("-{} {}", f.name, f.value);
+    let lab_column = |f: &crate::lab::config::FlagDoc| match f.value {
+        "BOOL" => format!("-{}[=BOOL]", f.name),
+        v => format!("-{} {v}", f.name),
+    };
     let lab_width = crate::lab::FLAGS
         .iter()
         .map(|f| lab_column(f).len())
@@ -211,6 +214,20 @@ pub fn rewrite_go_style(args: Vec<OsString>) -> Vec<OsString> {
             Some((n, _)) => (n, true),
             None => (body, false),
         };
+        if is_bool_flag(name) && !has_inline_value {
+            // Go's bare `-trap-inform` means true. nl6 takes no positional argument, so a following
+            // ParseBool literal (`-trap-inform false`) cannot be anything but this flag's value.
+            let value = match iter.as_slice().first().and_then(|v| v.to_str()) {
+                Some(v) if crate::goflag::is_bool_literal(v) => {
+                    let v = v.to_string();
+                    iter.next();
+                    v
+                }
+                _ => "true".to_string(),
+            };
+            out.push(OsString::from(format!("--{name}={value}")));
+            continue;
+        }
         out.push(OsString::from(format!("--{body}")));
         let takes_value = FLAGS.iter().any(|f| f.name == name && f.value.is_some())
             || crate::lab::FLAGS.iter().any(|f| f.name == name);
@@ -223,6 +240,38 @@ pub fn rewrite_go_style(args: Vec<OsString>) -> Vec<OsString> {
     out
 }
 
+/// A boolean flag (Go's `flag.Bool`): bare means true, `=VALUE` is read by [`crate::goflag::parse_bool`].
+fn is_bool_flag(name: &str) -> bool {
+    crate::lab::FLAGS
+        .iter()
+        .any(|f| f.name == name && f.value == "BOOL")
+}
+
+/// The subcommands, for "did you mean" on a near miss.
+const SUBCOMMANDS: &[&str] = &["collect", "report"];
+
+/// The refusal for an unknown flag, echoed as typed (`-bogus`), naming the closest real flag if any.
+fn unknown_flag(argv: &[OsString], name: &str) -> CliError {
+    let known = FLAGS
+        .iter()
+        .map(|f| f.name)
+        .chain(crate::lab::FLAGS.iter().map(|f| f.name));
+    CliError(format!(
+        "{} (see nl6 -h)",
+        crate::goflag::unknown_flag(argv, name, known)
+    ))
+}
+
+/// The refusal for a stray word: a mistyped subcommand gets "did you mean".
+fn unexpected_word(word: &str) -> CliError {
+    match crate::goflag::nearest(word, SUBCOMMANDS.iter().copied()) {
+        Some(cmd) => CliError(format!(
+            "unknown command {word:?}: did you mean {cmd}? (see nl6 -h)"
+        )),
+        None => CliError(format!("unexpected argument {word:?} (see nl6 -h)")),
+    }
+}
+
 /// Phase one: argv (without the program name) → [`Mode`]. No I/O and no environment.
 pub fn parse(argv: Vec<OsString>) -> Result<Mode, CliError> {
     match argv.first().and_then(|a| a.to_str()) {
@@ -231,6 +280,7 @@ pub fn parse(argv: Vec<OsString>) -> Result<Mode, CliError> {
         _ => {}
     }
     use lexopt::prelude::*;
+    let typed = argv.clone();
     let mut parser = lexopt::Parser::from_args(rewrite_go_style(argv));
     let mut port: u16 = 8080;
     let mut listen = None;
@@ -254,8 +304,7 @@ pub fn parse(argv: Vec<OsString>) -> Result<Mode, CliError> {
             }
             Long("listen") => {
                 let v = take_value(&mut parser, "listen")?;
-                check_listen(&v)?;
-                listen = Some(v);
+                listen = Some(check_listen(&v)?);
             }
             Long("profiling-pyroscope") => {
                 let v = take_value(&mut parser, "profiling-pyroscope")?;
@@ -306,12 +355,8 @@ pub fn parse(argv: Vec<OsString>) -> Result<Mode, CliError> {
                 // FleetConfig::set's errors already start with the flag's name.
                 fleet.set(&name, &v).map_err(CliError)?;
             }
-            Value(v) => {
-                return refuse(format!(
-                    "unexpected argument {:?} (see nl6 -h)",
-                    v.to_string_lossy()
-                ))
-            }
+            Value(v) => return Err(unexpected_word(&v.to_string_lossy())),
+            Long(name) => return Err(unknown_flag(&typed, name)),
             other => return refuse(format!("{} (see nl6 -h)", other.unexpected())),
         }
     }
@@ -363,14 +408,17 @@ pub fn split_basic_auth(v: &str) -> Result<(String, String), String> {
     }
 }
 
-fn check_listen(v: &str) -> Result<(), CliError> {
+/// `-listen`'s value as the address to bind. As in Go, an empty host (`:8080`) means every interface,
+/// which here is `0.0.0.0` (what `-port` binds).
+fn check_listen(v: &str) -> Result<String, CliError> {
     if v.parse::<std::net::SocketAddr>().is_ok() {
-        return Ok(());
+        return Ok(v.to_string());
     }
     match v.rsplit_once(':') {
-        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(()),
+        Some(("", port)) if port.parse::<u16>().is_ok() => Ok(format!("0.0.0.0:{port}")),
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(v.to_string()),
         _ => refuse(format!(
-            "-listen {v:?}: expected HOST:PORT such as 127.0.0.1:8080"
+            "-listen {v:?}: expected HOST:PORT such as 127.0.0.1:8080 (or :8080 for every interface)"
         )),
     }
 }

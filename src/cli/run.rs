@@ -101,10 +101,17 @@ pub(super) fn serve(args: Args) -> i32 {
         (None, true) => "open, pull-only".to_string(),
     };
     eprintln!(
-        "nl6 listening on {}; profiling gate {state}; {} simulated devices",
+        "nl6 listening on {}; profiling gate {state}; {}",
         server.local_addr(),
-        fleet.devices().len()
+        crate::goflag::count(
+            fleet.devices().len(),
+            "simulated device",
+            "simulated devices"
+        )
     );
+    if let Some(line) = exposure_warning(server.local_addr()) {
+        eprintln!("{line}");
+    }
     match signals::wait_termination() {
         Ok(sig) => eprintln!("nl6: {sig} received: closing the profiling gate"),
         Err(e) => eprintln!("nl6: waiting for signals failed ({e}): closing the profiling gate"),
@@ -113,6 +120,20 @@ pub(super) fn serve(args: Args) -> i32 {
     fleet.stop();
     eprintln!("nl6: exiting");
     0
+}
+
+/// The startup line for a REST API reachable beyond loopback (the default `-port` binds every
+/// interface, as the Go original does): the API has no authentication, so say what that allows.
+fn exposure_warning(addr: std::net::SocketAddr) -> Option<String> {
+    if addr.ip().is_loopback() {
+        return None;
+    }
+    Some(format!(
+        "nl6: warning: the REST API on {addr} is reachable beyond loopback and has no authentication: \
+         anyone who can reach it can open the profiling gate and redirect the push to their own server \
+         (see SECURITY.md; -listen 127.0.0.1:{} keeps it local)",
+        addr.port()
+    ))
 }
 
 /// Reserves the heap sampler's address range at startup and says so, once, when none can be had: the heap

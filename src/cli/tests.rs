@@ -225,8 +225,32 @@ fn every_refusal_names_its_cause() {
             "-profiling-upload-interval: invalid duration",
         ),
         (&["-port"], "-port needs a value"),
-        (&["-bogus"], "--bogus"),
+        (
+            &["-bogus"],
+            "flag provided but not defined: -bogus (see nl6 -h)",
+        ),
+        (
+            &["--bogus=1"],
+            "flag provided but not defined: --bogus (see nl6 -h)",
+        ),
+        (
+            &["-devics", "3"],
+            "flag provided but not defined: -devics (did you mean -devices?)",
+        ),
         (&["stray"], "unexpected argument \"stray\""),
+        (
+            &["colect"],
+            "unknown command \"colect\": did you mean collect?",
+        ),
+        (
+            &["reprot", "x"],
+            "unknown command \"reprot\": did you mean report?",
+        ),
+        (
+            &["-trap-inform=yes"],
+            "-trap-inform: invalid boolean \"yes\"",
+        ),
+        (&["-listen", ":x"], "-listen \":x\": expected HOST:PORT"),
     ];
     for (args, want) in rows {
         let m = refused(args);
@@ -367,11 +391,11 @@ fn lab_fleet_flags_parse_in_both_forms_and_are_documented() {
     assert_eq!(a.fleet, expected);
     let help = help_text();
     for f in crate::lab::FLAGS {
-        assert!(
-            help.contains(&format!("-{} {}", f.name, f.value)),
-            "{} missing from --help",
-            f.name
-        );
+        let column = match f.value {
+            "BOOL" => format!("-{}[=BOOL]", f.name),
+            v => format!("-{} {v}", f.name),
+        };
+        assert!(help.contains(&column), "{} missing from --help", f.name);
         assert!(
             !FLAGS.iter().any(|g| g.name == f.name),
             "{} defined twice",
@@ -380,4 +404,42 @@ fn lab_fleet_flags_parse_in_both_forms_and_are_documented() {
     }
     let err = parse(os(&["-devices", "many"])).unwrap_err();
     assert!(err.0.starts_with("-devices"), "{err}");
+}
+
+#[test]
+fn booleans_are_read_as_go_reads_them() {
+    let inform = |args: &[&str]| serve(args).fleet.trap_inform();
+    assert!(!inform(&[]));
+    assert!(inform(&["-trap-inform"]), "bare means true");
+    assert!(inform(&["--trap-inform"]));
+    assert!(
+        inform(&["-trap-inform", "-devices", "2"]),
+        "bare, then another flag"
+    );
+    assert_eq!(serve(&["-trap-inform", "-devices", "2"]).fleet.devices(), 2);
+    for t in ["1", "t", "T", "TRUE", "true", "True"] {
+        assert!(inform(&[&format!("-trap-inform={t}")]), "{t}");
+        assert!(inform(&["-trap-inform", t]), "{t} as the next argument");
+    }
+    for f in ["0", "f", "F", "FALSE", "false", "False"] {
+        assert!(!inform(&[&format!("-trap-inform={f}")]), "{f}");
+        assert!(!inform(&["-trap-inform", f]), "{f} as the next argument");
+    }
+    for bad in ["yes", "no", "on", "off"] {
+        let m = refused(&[&format!("-trap-inform={bad}")]);
+        assert!(
+            m.contains("1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False"),
+            "{m}"
+        );
+        // Not a boolean literal, so not this flag's value: a stray word.
+        assert!(refused(&["-trap-inform", bad]).contains("unexpected argument"));
+    }
+    assert!(help_text().contains("-trap-inform[=BOOL]"));
+}
+
+#[test]
+fn listen_with_an_empty_host_means_every_interface() {
+    assert_eq!(serve(&["-listen", ":8080"]).listen, "0.0.0.0:8080");
+    assert_eq!(serve(&["--listen=:0"]).listen, "0.0.0.0:0");
+    assert_eq!(serve(&["-listen", "[::1]:80"]).listen, "[::1]:80");
 }

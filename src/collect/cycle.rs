@@ -53,9 +53,9 @@ impl CycleReport {
     pub fn progress_line(&self) -> String {
         let bytes: u64 = self.outcomes.iter().map(|o| o.bytes).sum();
         format!(
-            "nl6 collect: cycle {}: {} targets: {} ok, {} partial, {} failed; {} bytes; {:.1}s; retention deleted {}",
+            "nl6 collect: cycle {}: {}: {} ok, {} partial, {} failed; {} bytes; {:.1}s; retention deleted {}",
             self.start.rfc3339(),
-            self.outcomes.len(),
+            crate::goflag::count(self.outcomes.len(), "target", "targets"),
             self.count(Status::Ok),
             self.count(Status::Partial),
             self.count(Status::Failed),
@@ -183,7 +183,7 @@ fn collect_target(cfg: &Config, t: &Target, start: Stamp, baselines: &[PathBuf])
             status: Status::Failed,
             http_status: fetched.http_status,
             bytes: 0,
-            samples: None,
+            records: None,
             sample_type: None,
             fetch_ms: fetched.elapsed.as_millis() as u64,
             error: None,
@@ -193,7 +193,7 @@ fn collect_target(cfg: &Config, t: &Target, start: Stamp, baselines: &[PathBuf])
                 let index = report::default_sample_index(&good.profile);
                 pm.status = Status::Ok;
                 pm.bytes = good.gz.len() as u64;
-                pm.samples = Some(good.profile.sample.len());
+                pm.records = Some(good.profile.sample.len());
                 pm.sample_type = index
                     .and_then(|i| report::nodes::sample_type(&good.profile, i))
                     .map(|(t, _)| t);
@@ -295,8 +295,12 @@ fn collect_target(cfg: &Config, t: &Target, start: Stamp, baselines: &[PathBuf])
 fn diff_against(base_path: &Path, new: &Profile) -> Result<String, String> {
     let bytes = std::fs::read(base_path).map_err(|e| format!("{}: {e}", base_path.display()))?;
     let base = proto::decode(&bytes).map_err(|e| format!("{}: {e}", base_path.display()))?;
-    let text = report::default_diff_table(&base, new).map_err(|e| e.to_string())?;
-    Ok(format!("Baseline: {}\n{text}", base_path.display()))
+    let (new, normalized) = super::normalize::for_diff(&base, new);
+    let text = report::default_diff_table(&base, &new).map_err(|e| e.to_string())?;
+    Ok(format!(
+        "Baseline: {}\n{normalized}{text}",
+        base_path.display()
+    ))
 }
 
 fn write_snapshot(

@@ -65,13 +65,13 @@ pub const FLAGS: &[Flag] = &[
         name: "baseline",
         value: "DIR",
         default: "",
-        doc: "write cpu.diff.txt against the newest cpu.pb.gz for the same target under DIR",
+        doc: "write cpu.diff.txt against the newest cpu.pb.gz for the same target under DIR (normalised as pprof -normalize when the windows differ)",
     },
     Flag {
         name: "once",
         value: "",
         default: "",
-        doc: "run one cycle and exit",
+        doc: "run one cycle and exit (-once=false: keep cycling)",
     },
     Flag {
         name: "help",
@@ -148,6 +148,7 @@ pub struct CollectArgs {
 /// Parses `nl6 collect` arguments. Errors name the flag and what was wrong.
 pub fn parse_args(args: Vec<OsString>) -> Result<CollectArgs, String> {
     use lexopt::prelude::*;
+    let typed = args.clone();
     let mut p = lexopt::Parser::from_args(go_style_args(args));
     let mut targets = None;
     let mut out = None;
@@ -189,9 +190,20 @@ pub fn parse_args(args: Vec<OsString>) -> Result<CollectArgs, String> {
             }
             Long("timeout") => a.timeout = duration(text(&mut p, "timeout")?, "timeout")?,
             Long("baseline") => a.baseline = Some(PathBuf::from(text(&mut p, "baseline")?)),
-            Long("once") => a.once = true,
+            // A Go bool: bare `-once` is true, `-once=false` is read by strconv.ParseBool's rules.
+            Long("once") => {
+                a.once = match p.optional_value() {
+                    Some(v) => crate::goflag::parse_bool(&v.to_string_lossy())
+                        .map_err(|e| format!("-once: {e}"))?,
+                    None => true,
+                }
+            }
             Short('h') | Long("help") => a.help = true,
             Value(v) => return Err(format!("unexpected argument {v:?}")),
+            Long(name) => {
+                let known = FLAGS.iter().map(|f| f.name);
+                return Err(crate::goflag::unknown_flag(&typed, name, known));
+            }
             _ => return Err(arg.unexpected().to_string()),
         }
     }
@@ -273,6 +285,14 @@ mod tests {
         assert_eq!((b.cpu_seconds, b.concurrency, b.once), (2, 3, true));
         assert_eq!(b.baseline, Some(PathBuf::from("/good")));
         assert_eq!(b.timeout, Duration::from_secs(5));
+        for (once, want) in [
+            ("-once=false", false),
+            ("-once=T", true),
+            ("--once=0", false),
+        ] {
+            let c = parse_args(os(&["-targets", "t", "-out", "o", once])).unwrap();
+            assert_eq!(c.once, want, "{once}");
+        }
     }
 
     #[test]
@@ -296,7 +316,18 @@ mod tests {
                 &["-targets", "t", "-out", "o", "-retain", "0"][..],
                 "-retain: must be more than 0",
             ),
-            (&["-targets", "t", "-out", "o", "-bogus"][..], "bogus"),
+            (
+                &["-targets", "t", "-out", "o", "-bogus"][..],
+                "flag provided but not defined: -bogus",
+            ),
+            (
+                &["-targets", "t", "-out", "o", "-interal", "1h"][..],
+                "flag provided but not defined: -interal (did you mean -interval?)",
+            ),
+            (
+                &["-targets", "t", "-out", "o", "-once=yes"][..],
+                "-once: invalid boolean \"yes\"",
+            ),
             (
                 &["-targets", "t", "-out", "o", "stray"][..],
                 "unexpected argument",

@@ -32,7 +32,10 @@ pub struct ProfileMeta {
     pub http_status: Option<u16>,
     /// Size of the archived `.pb.gz` (0 when failed).
     pub bytes: u64,
-    pub samples: Option<usize>,
+    /// How many pprof `Sample` records the profile holds (one per distinct stack and label set), which
+    /// is not how many samples were taken (each record counts many). Named `samples` before; nothing in
+    /// nl6 reads meta.json back, so older archives stay as they are.
+    pub records: Option<usize>,
     /// The sample type the top table and flame graph show.
     pub sample_type: Option<String>,
     pub fetch_ms: u64,
@@ -84,6 +87,23 @@ mod tests {
     fn millis_timestamps() {
         let t = UNIX_EPOCH + Duration::from_millis(1_795_994_107_042);
         assert_eq!(rfc3339_millis(t), "2026-11-29T23:15:07.042Z");
+    }
+
+    #[test]
+    fn the_record_count_is_named_for_what_it_counts() {
+        let pm = ProfileMeta {
+            url: "http://h/debug/pprof/profile".into(),
+            status: Status::Ok,
+            http_status: Some(200),
+            bytes: 10,
+            records: Some(3),
+            sample_type: Some("cpu".into()),
+            fetch_ms: 1,
+            error: None,
+        };
+        let v = serde_json::to_value(&pm).unwrap();
+        assert_eq!(v["records"], 3);
+        assert!(v.get("samples").is_none(), "{v}");
     }
 
     #[test]

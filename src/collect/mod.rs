@@ -28,6 +28,7 @@ pub mod cycle;
 pub mod fetch;
 pub mod flags;
 pub mod meta;
+pub mod normalize;
 pub mod retention;
 pub mod targets;
 

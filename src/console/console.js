@@ -33,6 +33,8 @@ function renderGate(d) {
   state.className = words.cls;
   const rows = [];
   if (d.server_address || d.uploads || d.sdk_errors) {
+    // Once a push stops its figures stay; last_push says whose they are.
+    if (d.last_push) rows.push(["last push", d.last_push.address + " (stopped " + d.last_push.stopped_at + ")"]);
     rows.push(["uploads", String(d.uploads)]);
     rows.push(["last upload", d.last_upload_at || "never"]);
     rows.push(["sdk_errors", String(d.sdk_errors), d.sdk_errors > 0]);
@@ -123,6 +125,13 @@ async function takeProfile(button, url, filename, busyText) {
   show(msg, busyText, false);
   try {
     const resp = await fetch(url, { cache: "no-store" });
+    if (resp.status === 503) {
+      // The gate is closed: this page has its own button for that, no need for the server's curl line.
+      show(msg, "The profiling gate is closed, so profiles are not served. Press \u201copen pull-only\u201d " +
+        "above (nothing is pushed), then take the profile again.", true);
+      pointAt($("open-pull"));
+      return false;
+    }
     if (!resp.ok) {
       show(msg, resp.status + " " + resp.statusText + "\n" + (await resp.text()).trim(), true);
       return false;
@@ -150,9 +159,28 @@ async function takeProfile(button, url, filename, busyText) {
   }
 }
 
-function showFlame() {
-  // A cache-buster: the URL stays the same from one profile to the next.
-  const src = FLAME + "?t=" + Date.now();
+// Draws attention to one of the page's own controls (focus and a short highlight).
+function pointAt(button) {
+  button.focus();
+  button.classList.add("attention");
+  setTimeout(() => button.classList.remove("attention"), 4000);
+}
+
+// The flame graph's URL: split into one tower per subsystem when the box is ticked; a cache-buster,
+// since the URL stays the same from one profile to the next.
+function flameUrl() {
+  return FLAME + "?" + ($("flame-split").checked ? "by=subsystem&" : "") + "t=" + Date.now();
+}
+
+// The server keeps the last CPU profile with samples (an idle one does not replace it) and says where
+// it came from in X-Nl6-Flame-Source, shown as the caption.
+async function showFlame() {
+  const src = flameUrl();
+  try {
+    const resp = await fetch(src, { method: "HEAD", cache: "no-store" });
+    if (!resp.ok) return;
+    $("flame-source").textContent = resp.headers.get("X-Nl6-Flame-Source") || "";
+  } catch (_) { return; }
   $("flame-img").src = src;
   $("flame-link").href = src;
   $("flame-panel").hidden = false;
@@ -161,10 +189,7 @@ function showFlame() {
 let lastFlameCheck = 0;
 async function checkFlame() {
   lastFlameCheck = Date.now();
-  try {
-    const resp = await fetch(FLAME, { method: "HEAD", cache: "no-store" });
-    if (resp.ok) showFlame();
-  } catch (_) { /* no flame graph yet */ }
+  await showFlame();
 }
 
 function cell(row, text, numeric) {
@@ -199,7 +224,7 @@ function renderDevices() {
     cell(tr, c.malformed, true);
     body.append(tr);
   }
-  $("devices-count").textContent = devices.length + " devices" +
+  $("devices-count").textContent = devices.length + (devices.length === 1 ? " device" : " devices") +
     (shown.length > MAX_DEVICE_ROWS ? ", first " + MAX_DEVICE_ROWS + " of " + shown.length + " shown" :
       filter ? ", " + shown.length + " match" : "");
 }
@@ -264,6 +289,7 @@ function init() {
       "profiling CPU for 5 s…");
     if (ok) showFlame();
   });
+  $("flame-split").addEventListener("change", showFlame);
   $("device-filter").addEventListener("input", renderDevices);
   $("refresh-fleet").addEventListener("click", refreshFleet);
   refreshGate();

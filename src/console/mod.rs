@@ -7,10 +7,12 @@
 //! /api/v1/profiling`, `/debug/pprof/heap`, `/debug/pprof/profile?seconds=5`, and the fleet's
 //! `/api/v1/devices` and `/api/v1/scenarios` when they answer — and shows the server's own error text.
 //!
-//! Owns one small slot: the last CPU profile the pull surface served ([`remember_cpu_profile`]) and the
-//! SVG rendered from it (by [`crate::report::flamegraph_svg`], lazily, once per profile); the push
-//! remembers each CPU window it encodes too. The flame graph is not gated: it only shows a profile
-//! already taken while the gate was open. Never touches a socket.
+//! Owns one small slot: the last CPU profile with samples that the pull surface served
+//! ([`remember_cpu_profile`]) or the push encoded ([`remember_pushed_cpu_profile`]) — an idle one never
+//! replaces it, it is only mentioned — and the SVGs rendered from it (by [`crate::report::flamegraph_svg`],
+//! lazily, once per profile; whole, or split by `subsystem` with `?by=subsystem`), titled with where and
+//! when the profile was taken. The flame graph is not gated: it only shows a profile already taken while
+//! the gate was open. Never touches a socket.
 #![forbid(unsafe_code)]
 
 use crate::http::{Request, Response};
@@ -40,13 +42,18 @@ pub enum ConsoleRoute {
 pub fn handle(route: ConsoleRoute, req: &Request) -> Response {
     match route {
         ConsoleRoute::Page => page(),
-        ConsoleRoute::Flamegraph => flamegraph(),
+        ConsoleRoute::Flamegraph => flamegraph(wants_split(&req.query)),
         ConsoleRoute::MethodNotAllowed => crate::api::rest::error(
             405,
             &format!("method {} not allowed on {}: use GET", req.method, req.path),
         )
         .header("Allow", "GET, HEAD"),
     }
+}
+
+/// Whether the flame graph's query asks for one tower per subsystem (`by=subsystem`).
+fn wants_split(query: &str) -> bool {
+    query.split('&').any(|kv| kv == "by=subsystem")
 }
 
 /// The page with its stylesheet and script inlined (built once).
@@ -67,29 +74,65 @@ pub fn page() -> Response {
         .header("Referrer-Policy", "no-referrer")
 }
 
-/// The last CPU profile served, and its flame graph once rendered. One process-wide instance backs the
-/// routes ([`remember_cpu_profile`], [`flamegraph`]); tests make their own.
+/// The CPU profile the flame graph shows, and its flame graphs (whole, and split by `subsystem`) once
+/// rendered. One process-wide instance backs the routes ([`remember_cpu_profile`], [`flamegraph`]); tests
+/// make their own.
 pub struct CpuSlot(Mutex<LastCpu>);
 
+/// Where a remembered CPU profile came from, said in the flame graph's title.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuSource {
+    /// `GET /debug/pprof/profile` (a person, the console's button, a scraper).
+    Pull,
+    /// One of the push's upload windows.
+    Push,
+}
+
+impl CpuSource {
+    fn words(self) -> &'static str {
+        match self {
+            CpuSource::Pull => "GET /debug/pprof/profile",
+            CpuSource::Push => "the push's upload window",
+        }
+    }
+}
+
+struct KeptProfile {
+    pprof: Arc<Vec<u8>>,
+    taken_at: SystemTime,
+    source: CpuSource,
+    /// False for an idle window: such a profile never replaces one with samples.
+    has_samples: bool,
+}
+
 struct LastCpu {
-    /// Counts profiles remembered; an SVG is current when it was rendered from this one.
+    /// Changes whenever what the flame graph shows changes; a cached SVG is current when it matches.
     generation: u64,
-    profile: Option<Arc<Vec<u8>>>,
-    taken_at: Option<SystemTime>,
-    svg: Option<(u64, Arc<Vec<u8>>)>,
+    kept: Option<KeptProfile>,
+    /// The newest profile without samples that did not replace `kept` (said in the title).
+    newer_empty: Option<(SystemTime, CpuSource)>,
+    /// Cached renders: (generation, SVG, title).
+    svg: Option<(u64, Arc<Vec<u8>>, String)>,
+    svg_by_subsystem: Option<(u64, Arc<Vec<u8>>, String)>,
 }
 
 static LAST_CPU: CpuSlot = CpuSlot::new();
 
-/// Keeps `pprof_gz` (an encoded CPU profile, gzipped or not) as the one the flame graph shows. Called by
-/// the pull surface after each successful `/debug/pprof/profile`; cheap: one copy, no decoding.
+/// Keeps `pprof_gz` (an encoded CPU profile served by the pull surface, gzipped or not) as the one the
+/// flame graph shows, unless it has no samples and the kept one has some.
 pub fn remember_cpu_profile(pprof_gz: &[u8]) {
-    LAST_CPU.remember(pprof_gz, SystemTime::now());
+    LAST_CPU.remember(pprof_gz, SystemTime::now(), CpuSource::Pull);
 }
 
-/// `GET /api/v1/profiling/flamegraph.svg`: the last CPU profile's flame graph; 404 JSON before any.
-pub fn flamegraph() -> Response {
-    LAST_CPU.flamegraph()
+/// [`remember_cpu_profile`] for one of the push's windows.
+pub fn remember_pushed_cpu_profile(pprof_gz: &[u8]) {
+    LAST_CPU.remember(pprof_gz, SystemTime::now(), CpuSource::Push);
+}
+
+/// `GET /api/v1/profiling/flamegraph.svg[?by=subsystem]`: the kept CPU profile's flame graph; 404 JSON
+/// before any.
+pub fn flamegraph(by_subsystem: bool) -> Response {
+    LAST_CPU.flamegraph(by_subsystem)
 }
 
 impl CpuSlot {
@@ -97,9 +140,10 @@ impl CpuSlot {
     pub const fn new() -> CpuSlot {
         CpuSlot(Mutex::new(LastCpu {
             generation: 0,
-            profile: None,
-            taken_at: None,
+            kept: None,
+            newer_empty: None,
             svg: None,
+            svg_by_subsystem: None,
         }))
     }
 
@@ -108,29 +152,78 @@ impl CpuSlot {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Keeps a profile taken at `taken_at`, replacing the previous one and its SVG.
-    pub fn remember(&self, pprof_gz: &[u8], taken_at: SystemTime) {
+    /// Keeps a profile taken at `taken_at` from `source`. One without samples (an idle scrape or window)
+    /// replaces only a kept profile that has none either; otherwise it is only mentioned in the title.
+    pub fn remember(&self, pprof_gz: &[u8], taken_at: SystemTime, source: CpuSource) {
+        // An undecodable profile counts as having samples, so the route reports the decode error.
+        let has_samples = crate::profiling::proto::decode(pprof_gz)
+            .map(|p| !p.sample.is_empty())
+            .unwrap_or(true);
         let mut slot = self.lock();
         slot.generation += 1;
-        slot.profile = Some(Arc::new(pprof_gz.to_vec()));
-        slot.taken_at = Some(taken_at);
-        slot.svg = None;
+        if !has_samples && slot.kept.as_ref().is_some_and(|k| k.has_samples) {
+            slot.newer_empty = Some((taken_at, source));
+            return;
+        }
+        slot.kept = Some(KeptProfile {
+            pprof: Arc::new(pprof_gz.to_vec()),
+            taken_at,
+            source,
+            has_samples,
+        });
+        slot.newer_empty = None;
     }
 
-    /// The flame graph of the kept profile (rendered once per profile); 404 JSON when none is kept, 500
-    /// JSON when it does not decode.
-    pub fn flamegraph(&self) -> Response {
-        let (generation, profile, taken_at) = {
+    /// The title: when the profile was taken, its window, where it came from, and any newer idle one.
+    fn title(
+        taken: (SystemTime, CpuSource),
+        window_nanos: i64,
+        newer_empty: Option<(SystemTime, CpuSource)>,
+    ) -> String {
+        // To the millisecond: the window's length, not the timer's jitter.
+        let window_millis = (window_nanos.max(0) as u64 + 500_000) / 1_000_000;
+        let window =
+            crate::timefmt::format_go_duration(std::time::Duration::from_millis(window_millis));
+        let mut title = format!(
+            "nl6 CPU profile, {}, {window} from {}",
+            crate::gate::rfc3339(taken.0),
+            taken.1.words()
+        );
+        if let Some((t, source)) = newer_empty {
+            title.push_str(&format!(
+                " (a newer one from {}, {}, had no samples)",
+                source.words(),
+                crate::gate::rfc3339(t)
+            ));
+        }
+        title
+    }
+
+    /// The flame graph of the kept profile, whole or with one tower per `subsystem` (rendered once per
+    /// profile); 404 JSON when none is kept, 500 JSON when it does not decode. The title is also sent as
+    /// `X-Nl6-Flame-Source` for the page's caption.
+    pub fn flamegraph(&self, by_subsystem: bool) -> Response {
+        let (generation, profile, taken, newer_empty) = {
             let slot = self.lock();
-            if let Some((g, svg)) = &slot.svg {
+            let cache = if by_subsystem {
+                &slot.svg_by_subsystem
+            } else {
+                &slot.svg
+            };
+            if let Some((g, svg, title)) = cache {
                 if *g == slot.generation {
-                    return svg_response(svg);
+                    return svg_response(svg, title);
                 }
             }
-            match &slot.profile {
-                Some(p) => (slot.generation, Arc::clone(p), slot.taken_at),
-                None => return crate::api::rest::error(404, NO_PROFILE_YET),
-            }
+            let Some(kept) = &slot.kept else {
+                return crate::api::rest::error(404, NO_PROFILE_YET);
+            };
+            (
+                slot.generation,
+                Arc::clone(&kept.pprof),
+                (kept.taken_at, kept.source),
+                slot.newer_empty,
+            )
         };
         // Rendered outside the lock: a slow render never holds up the pull surface remembering a new one.
         let decoded = match crate::profiling::proto::decode(&profile) {
@@ -142,17 +235,73 @@ impl CpuSlot {
                 )
             }
         };
-        let title = match taken_at {
-            Some(t) => format!("nl6 CPU profile, {}", crate::gate::rfc3339(t)),
-            None => "nl6 CPU profile".to_string(),
+        let title = Self::title(taken, decoded.duration_nanos, newer_empty);
+        let svg = if by_subsystem {
+            crate::report::flamegraph_svg(&split_by_subsystem(&decoded), &title)
+        } else {
+            crate::report::flamegraph_svg(&decoded, &title)
         };
-        let svg = Arc::new(crate::report::flamegraph_svg(&decoded, &title));
+        let svg = Arc::new(svg);
         let mut slot = self.lock();
         if slot.generation == generation {
-            slot.svg = Some((generation, Arc::clone(&svg)));
+            let cache = if by_subsystem {
+                &mut slot.svg_by_subsystem
+            } else {
+                &mut slot.svg
+            };
+            *cache = Some((generation, Arc::clone(&svg), title.clone()));
         }
-        svg_response(&svg)
+        svg_response(&svg, &title)
     }
+}
+
+/// `p` with one more root frame per sample, `subsystem=<name>` (`subsystem=none` when unlabelled), so the
+/// flame graph has one tower per subsystem, as `go tool pprof -tagroot=subsystem` draws it.
+pub fn split_by_subsystem(
+    p: &crate::profiling::proto::Profile,
+) -> crate::profiling::proto::Profile {
+    use crate::profiling::proto::{Function, Line, Location};
+    let mut out = p.clone();
+    let key = p.string_table.iter().position(|s| s == "subsystem");
+    let mut next_id = p
+        .location
+        .iter()
+        .map(|l| l.id)
+        .chain(p.function.iter().map(|f| f.id))
+        .max()
+        .unwrap_or(0)
+        + 1;
+    let mut roots: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
+    for sample in &mut out.sample {
+        let value = key
+            .and_then(|k| sample.label.iter().find(|l| l.key == k as i64))
+            .and_then(|l| p.string_table.get(l.str as usize))
+            .map_or("none", String::as_str);
+        let name = format!("subsystem={value}");
+        let id = *roots.entry(name.clone()).or_insert_with(|| {
+            let id = next_id;
+            next_id += 1;
+            out.string_table.push(name);
+            let s = out.string_table.len() as i64 - 1;
+            out.function.push(Function {
+                id,
+                name: s,
+                system_name: s,
+                ..Default::default()
+            });
+            out.location.push(Location {
+                id,
+                line: vec![Line {
+                    function_id: id,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            });
+            id
+        });
+        sample.location_id.push(id);
+    }
+    out
 }
 
 impl Default for CpuSlot {
@@ -165,8 +314,10 @@ impl Default for CpuSlot {
 pub const NO_PROFILE_YET: &str = "no CPU profile has been taken yet: take one with \
 GET /debug/pprof/profile?seconds=5 (the console's \"CPU profile\" button) while the profiling gate is open";
 
-fn svg_response(svg: &[u8]) -> Response {
-    Response::new(200, "image/svg+xml", svg.to_vec()).header("Cache-Control", "no-store")
+fn svg_response(svg: &[u8], title: &str) -> Response {
+    Response::new(200, "image/svg+xml", svg.to_vec())
+        .header("Cache-Control", "no-store")
+        .header("X-Nl6-Flame-Source", title)
 }
 
 #[cfg(test)]

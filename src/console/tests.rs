@@ -103,7 +103,7 @@ fn other_methods_are_refused_as_json() {
 #[test]
 fn flamegraph_is_404_before_any_profile() {
     let slot = CpuSlot::new();
-    let r = slot.flamegraph();
+    let r = slot.flamegraph(false);
     assert_eq!(r.status, 404);
     assert_eq!(r.get_header("content-type"), Some("application/json"));
     assert!(
@@ -119,8 +119,9 @@ fn flamegraph_renders_the_remembered_profile() {
     slot.remember(
         &encode_gz(&cpu_profile(HOT)),
         UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+        CpuSource::Pull,
     );
-    let r = slot.flamegraph();
+    let r = slot.flamegraph(false);
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.get_header("content-type"), Some("image/svg+xml"));
     assert_eq!(r.get_header("cache-control"), Some("no-store"));
@@ -135,27 +136,99 @@ fn flamegraph_renders_the_remembered_profile() {
         assert!(svg.contains(name), "flame graph lacks {name}");
     }
     // Served again from the cache: the same bytes.
-    assert_eq!(slot.flamegraph().body, r.body);
+    assert_eq!(slot.flamegraph(false).body, r.body);
 }
 
 #[test]
 fn a_new_profile_replaces_the_cached_svg() {
     let slot = CpuSlot::new();
-    slot.remember(&encode_gz(&cpu_profile(HOT)), UNIX_EPOCH);
-    let first = slot.flamegraph();
+    slot.remember(&encode_gz(&cpu_profile(HOT)), UNIX_EPOCH, CpuSource::Pull);
+    let first = slot.flamegraph(false);
     assert!(first.text().contains("hot_walk"));
-    slot.remember(&encode_gz(&cpu_profile(&[])), UNIX_EPOCH);
-    let second = slot.flamegraph();
+    let other: &[(&[&str], i64)] = &[(&["nl6::lab::netflow::export", "main"], 5)];
+    slot.remember(&encode_gz(&cpu_profile(other)), UNIX_EPOCH, CpuSource::Push);
+    let second = slot.flamegraph(false);
     assert_eq!(second.status, 200);
-    assert_ne!(first.body, second.body);
-    assert!(second.text().contains("no samples"), "{}", second.text());
+    assert!(
+        second.text().contains("netflow::export"),
+        "{}",
+        second.text()
+    );
+    assert!(!second.text().contains("hot_walk"));
+}
+
+#[test]
+fn an_idle_profile_never_replaces_one_with_samples_and_the_title_says_so() {
+    let slot = CpuSlot::new();
+    let t0 = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    slot.remember(&encode_gz(&cpu_profile(HOT)), t0, CpuSource::Push);
+    let busy = slot.flamegraph(false);
+    let source = busy.get_header("x-nl6-flame-source").unwrap().to_string();
+    assert_eq!(
+        source,
+        "nl6 CPU profile, 2023-11-14T22:13:20.000Z, 2s from the push's upload window"
+    );
+    assert!(busy.text().contains("2s from the push"), "{}", busy.text());
+    // An idle scrape: no samples. The flame graph keeps the busy profile and mentions the idle one.
+    slot.remember(
+        &encode_gz(&cpu_profile(&[])),
+        t0 + Duration::from_secs(60),
+        CpuSource::Pull,
+    );
+    let kept = slot.flamegraph(false);
+    assert!(kept.text().contains("hot_walk"), "{}", kept.text());
+    assert!(!kept.text().contains("no samples</"), "{}", kept.text());
+    assert_eq!(
+        kept.get_header("x-nl6-flame-source").unwrap(),
+        "nl6 CPU profile, 2023-11-14T22:13:20.000Z, 2s from the push's upload window \
+         (a newer one from GET /debug/pprof/profile, 2023-11-14T22:14:20.000Z, had no samples)"
+    );
+    // With nothing better kept, an idle profile is shown as it is.
+    let empty_only = CpuSlot::new();
+    empty_only.remember(&encode_gz(&cpu_profile(&[])), t0, CpuSource::Pull);
+    assert!(empty_only.flamegraph(false).text().contains("no samples"));
+}
+
+#[test]
+fn the_flame_graph_splits_by_subsystem_on_request() {
+    let mut p = cpu_profile(HOT);
+    p.string_table
+        .extend(["subsystem".to_string(), "snmp".to_string()]);
+    let (key, snmp) = (
+        p.string_table.len() as i64 - 2,
+        p.string_table.len() as i64 - 1,
+    );
+    p.sample[0].label.push(crate::profiling::proto::Label {
+        key,
+        str: snmp,
+        ..Default::default()
+    });
+    let split = split_by_subsystem(&p);
+    assert_eq!(split.sample.len(), p.sample.len());
+    let root = |i: usize| {
+        let id = *split.sample[i].location_id.last().unwrap();
+        let f = split.function.iter().find(|f| f.id == id).unwrap();
+        split.string_table[f.name as usize].clone()
+    };
+    assert_eq!(root(0), "subsystem=snmp");
+    assert_eq!(root(1), "subsystem=none");
+    let slot = CpuSlot::new();
+    slot.remember(&encode_gz(&p), UNIX_EPOCH, CpuSource::Pull);
+    let whole = slot.flamegraph(false).text();
+    let towers = slot.flamegraph(true).text();
+    assert!(!whole.contains("subsystem=snmp"), "{whole}");
+    assert!(towers.contains("subsystem=snmp") && towers.contains("subsystem=none"));
+    assert!(towers.contains("hot_walk"));
+    assert!(wants_split("by=subsystem"));
+    assert!(wants_split("t=17&by=subsystem"));
+    assert!(!wants_split("t=17") && !wants_split("by=subsystems"));
 }
 
 #[test]
 fn an_undecodable_profile_is_a_500_naming_the_cause() {
     let slot = CpuSlot::new();
-    slot.remember(b"not a profile", UNIX_EPOCH);
-    let r = slot.flamegraph();
+    slot.remember(b"not a profile", UNIX_EPOCH, CpuSource::Pull);
+    let r = slot.flamegraph(false);
     assert_eq!(r.status, 500);
     assert!(r.text().contains("could not be decoded"), "{}", r.text());
 }

@@ -58,6 +58,21 @@ pub struct GateView {
     pub last_error: Option<String>,
     pub uploads: u64,
     pub last_upload_at: Option<SystemTime>,
+    /// Set when no push runs and the figures above are those of the last one, which this names.
+    pub last_push: Option<LastPush>,
+}
+
+/// The push whose figures a [`GateView`] shows once it has stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastPush {
+    pub address: String,
+    pub stopped_at: SystemTime,
+}
+
+/// A stopped push's final figures, kept until the next push starts.
+struct StoppedPush {
+    push: LastPush,
+    status: PushStatus,
 }
 
 /// Why a POST did not (fully) take effect.
@@ -104,6 +119,8 @@ struct Inner {
     closes: AtomicU64,
     /// Runs when a close begins (the binary: halt the CPU sampler).
     close_hook: Option<CloseHook>,
+    /// The last push's figures, shown while none runs (a stop no longer resets them to 0/null).
+    last_push: Mutex<Option<StoppedPush>>,
 }
 
 /// The gate. Cheap to clone (shared).
@@ -157,6 +174,7 @@ impl Gate {
                 wall_clock: Box::new(SystemTime::now),
                 closes: AtomicU64::new(0),
                 close_hook: None,
+                last_push: Mutex::new(None),
             }),
         }
     }
@@ -233,11 +251,16 @@ impl Gate {
         let published = Arc::clone(&lock(&self.inner.published));
         let live = lock(&self.inner.run).as_ref().map(|r| r.status());
         let s = &published.state;
-        let status = if s.pushing {
-            live.unwrap_or_else(|| published.stopping_status.clone())
-        } else {
-            PushStatus::default()
+        let stopped = lock(&self.inner.last_push);
+        let (status, last_push) = match (s.pushing, stopped.as_ref()) {
+            (true, _) => (
+                live.unwrap_or_else(|| published.stopping_status.clone()),
+                None,
+            ),
+            (false, Some(p)) => (p.status.clone(), Some(p.push.clone())),
+            (false, None) => (PushStatus::default(), None),
         };
+        drop(stopped);
         GateView {
             enabled: s.value.enabled,
             startup_flag: self.inner.startup.flag_address().map(str::to_string),
@@ -248,6 +271,7 @@ impl Gate {
             last_error: status.last_error.or_else(|| s.last_error.clone()),
             uploads: status.uploads,
             last_upload_at: status.last_upload_at,
+            last_push,
         }
     }
 
@@ -310,7 +334,16 @@ impl Inner {
                             state: st.clone(),
                             stopping_status: run.status(),
                         });
-                        if !run.stop(this.stop_budget) {
+                        let (flushed, status) = run.stop_with_status(this.stop_budget);
+                        let address = st.value.push_address.clone().unwrap_or_default();
+                        *lock(&this.last_push) = Some(StoppedPush {
+                            push: LastPush {
+                                address,
+                                stopped_at: (this.wall_clock)(),
+                            },
+                            status,
+                        });
+                        if !flushed {
                             let msg = format!(
                                 "flush abandoned after {} s: the last profiles may not have reached the collector",
                                 this.stop_budget.as_secs()
@@ -322,7 +355,10 @@ impl Inner {
                     }
                 }
                 Action::StartPush(target) => match this.pusher.start(target) {
-                    Ok(run) => *lock(&this.run) = Some(run),
+                    Ok(run) => {
+                        *lock(&this.run) = Some(run);
+                        *lock(&this.last_push) = None;
+                    }
                     Err(e) => {
                         next.pushing = false;
                         next.last_error = Some(e.clone());

@@ -473,3 +473,42 @@ fn a_close_changes_the_open_epoch_when_it_begins_and_runs_the_hook_before_the_fl
         ]
     );
 }
+
+#[test]
+fn a_stopped_push_keeps_its_figures_and_says_whose_they_are() {
+    let h = harness(Some("http://pyro:4040"), Duration::ZERO);
+    h.gate.start().unwrap();
+    assert_eq!(
+        h.gate.view().last_push,
+        None,
+        "running: its figures are live"
+    );
+    let before = SystemTime::now();
+    let v = h
+        .gate
+        .post(&req(false, AddressField::Omitted, None))
+        .unwrap();
+    assert!(!v.pushing && !v.enabled);
+    assert_eq!((v.uploads, v.sdk_errors), (7, 3), "not reset by the stop");
+    let last = v.last_push.expect("names the push the figures belong to");
+    assert_eq!(last.address, "http://pyro:4040");
+    assert!(last.stopped_at >= before);
+    // Pull-only starts no push: the last push's figures stay.
+    let v = h.gate.post(&req(true, AddressField::Empty, None)).unwrap();
+    assert_eq!(v.uploads, 7);
+    assert_eq!(
+        v.last_push.map(|p| p.address).as_deref(),
+        Some("http://pyro:4040")
+    );
+    // A new push replaces them with its own.
+    let v = h
+        .gate
+        .post(&req(
+            true,
+            AddressField::Value("http://other:1".into()),
+            None,
+        ))
+        .unwrap();
+    assert!(v.pushing);
+    assert_eq!(v.last_push, None);
+}

@@ -56,6 +56,12 @@ pub trait PushRun: Send + Sync {
     /// Flushes (a final window, then the queue) within `budget`, then stops the profiler thread. Returns
     /// `false` when the flush was abandoned at the deadline.
     fn stop(self: Box<Self>, budget: Duration) -> bool;
+    /// [`PushRun::stop`], and the push's figures as it ended (after the flush's uploads) so they stay
+    /// visible once it is gone. The default reads them before stopping.
+    fn stop_with_status(self: Box<Self>, budget: Duration) -> (bool, PushStatus) {
+        let status = self.status();
+        (self.stop(budget), status)
+    }
 }
 
 /// A pusher whose runs do nothing and report nothing: what the binary uses until [`crate::push`] provides

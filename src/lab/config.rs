@@ -64,7 +64,7 @@ pub const FLAGS: &[FlagDoc] = &[
         name: "trap-inform",
         value: "BOOL",
         default: "false",
-        doc: "send acknowledged INFORMs instead of traps",
+        doc: "send acknowledged INFORMs instead of traps (bare -trap-inform means true)",
     },
     FlagDoc {
         name: "inform-timeout",
@@ -168,14 +168,6 @@ pub fn resolve(text: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("{text:?} resolves to no address"))
 }
 
-fn parse_bool(text: &str) -> Result<bool, String> {
-    match text {
-        "true" | "1" | "yes" | "on" => Ok(true),
-        "false" | "0" | "no" | "off" => Ok(false),
-        _ => Err(format!("invalid boolean {text:?} (true or false)")),
-    }
-}
-
 fn parse_positive(text: &str) -> Result<Duration, String> {
     let d = crate::timefmt::parse_go_duration(text).map_err(|e| e.to_string())?;
     if d.is_zero() {
@@ -220,7 +212,7 @@ impl FleetConfig {
                 }
                 "trap-target" => self.trap_target = target(value)?,
                 "trap-interval" => self.trap_interval = parse_positive(value)?,
-                "trap-inform" => self.trap_inform = parse_bool(value)?,
+                "trap-inform" => self.trap_inform = crate::goflag::parse_bool(value)?,
                 "inform-timeout" => self.inform_timeout = parse_positive(value)?,
                 "inform-retries" => {
                     self.inform_retries =

@@ -46,6 +46,67 @@ pub enum FleetError {
     },
     /// An exporter socket or a thread could not be created.
     Io { what: String, cause: std::io::Error },
+    /// The process ran out of file descriptors (EMFILE/ENFILE) while binding: `needed` is what this
+    /// configuration takes, `limit` the soft `RLIMIT_NOFILE` when it could be read.
+    FdLimit {
+        what: String,
+        cause: std::io::Error,
+        devices: usize,
+        needed: usize,
+        limit: Option<u64>,
+    },
+}
+
+/// Descriptors nl6 holds besides the fleet's sockets: stdio, the listener and the server's wake-up
+/// pipe, the profiler's files, and room for the HTTP server's connections (16 workers, keep-alive).
+pub const FD_HEADROOM: usize = 64;
+
+impl FleetError {
+    /// Turns an EMFILE/ENFILE into [`FleetError::FdLimit`], which names the limit and the remedy (more
+    /// descriptors, not another port).
+    fn explain_fd_limit(self, config: &FleetConfig) -> FleetError {
+        let out_of_fds = |cause: &std::io::Error| {
+            matches!(
+                cause.raw_os_error(),
+                Some(libc::EMFILE) | Some(libc::ENFILE)
+            )
+        };
+        let (what, cause) = match self {
+            FleetError::Bind {
+                device,
+                addr,
+                cause,
+            } if out_of_fds(&cause) => (format!("device {device}: cannot bind UDP {addr}"), cause),
+            FleetError::Io { what, cause } if out_of_fds(&cause) => (what, cause),
+            other => return other,
+        };
+        let exporters = [
+            config.trap_target().is_some(),
+            config.syslog_target().is_some(),
+            config.flow_target().is_some(),
+        ]
+        .into_iter()
+        .filter(|&on| on)
+        .count();
+        FleetError::FdLimit {
+            what,
+            cause,
+            devices: config.devices(),
+            needed: config.devices() + exporters + FD_HEADROOM,
+            limit: open_file_limit(),
+        }
+    }
+}
+
+/// The soft open-file limit from `/proc/self/limits` (after nl6 raised it to the hard limit at boot).
+fn open_file_limit() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = text.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 impl fmt::Display for FleetError {
@@ -57,6 +118,25 @@ impl fmt::Display for FleetError {
                 "device {device}: cannot bind UDP {addr}: {cause}; free the port, pick another base with -snmp-port, or use -snmp-port 0 for ephemeral ports"
             ),
             FleetError::Io { what, cause } => write!(f, "{what}: {cause}"),
+            FleetError::FdLimit {
+                what,
+                cause,
+                devices,
+                needed,
+                limit,
+            } => {
+                let limit = limit.map_or("the open-file limit".to_string(), |l| {
+                    format!("the open-file limit is {l}")
+                });
+                write!(
+                    f,
+                    "{what}: {cause}: {limit}, and {} need about {needed} file descriptors (one socket per \
+                     device, one per exporter, {FD_HEADROOM} for the HTTP server and the profiler); raise the \
+                     limit to at least {needed}: `ulimit -n {needed}` in the shell that starts nl6, or \
+                     `LimitNOFILE={needed}` in its systemd unit",
+                    crate::goflag::count(*devices, "device", "devices")
+                )
+            }
         }
     }
 }
@@ -216,6 +296,11 @@ fn reachable(a: SocketAddr) -> SocketAddr {
 impl Fleet {
     /// Binds every socket, then starts every thread.
     pub fn start(config: FleetConfig) -> Result<Fleet, FleetError> {
+        let copy = config.clone();
+        Self::bind_and_spawn(config).map_err(|e| e.explain_fd_limit(&copy))
+    }
+
+    fn bind_and_spawn(config: FleetConfig) -> Result<Fleet, FleetError> {
         config.validate().map_err(FleetError::Config)?;
         let boot = Instant::now();
         let io = |what: &str| {

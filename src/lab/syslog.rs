@@ -341,15 +341,22 @@ pub fn run_tcp_sender(
 ) {
     crate::lab::probe!("syslog.reconnect");
     let mut backoff = BACKOFF_MIN;
+    // One line per outage (as the push logs its first failure): set at the first failed connect, cleared
+    // once a connection is made.
+    let mut outage_logged = false;
     while !stop.load(Ordering::Relaxed) {
         let mut conn = match TcpStream::connect_timeout(&target, Duration::from_secs(1)) {
             Ok(c) => c,
-            Err(_) => {
+            Err(e) => {
+                if !std::mem::replace(&mut outage_logged, true) {
+                    eprintln!("{}", outage_line(target, &e));
+                }
                 queue.nap(backoff);
                 backoff = (backoff * 2).min(BACKOFF_MAX);
                 continue;
             }
         };
+        outage_logged = false;
         backoff = BACKOFF_MIN;
         let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
         let _ = conn.set_nodelay(true);
@@ -370,6 +377,15 @@ pub fn run_tcp_sender(
             }
         }
     }
+}
+
+/// The line logged when the TCP target cannot be reached (once per outage).
+pub fn outage_line(target: SocketAddr, error: &std::io::Error) -> String {
+    format!(
+        "nl6: syslog: cannot connect to tcp://{target}: {error}; messages wait in the queue (beyond \
+         -syslog-queue they are dropped and counted) and the sender retries every {}s at most",
+        BACKOFF_MAX.as_secs()
+    )
 }
 
 /// Whether the peer has not closed its side: a non-blocking peek sees EOF once the receiver closed, so we

@@ -12,7 +12,9 @@
 //!   `thread_name`.
 //! - block / mutex: `contentions/count`, `delay/nanoseconds`, period `contentions/count` = 1.
 //!
-//! What it never does: sample or read the process's state; callers pass snapshots in.
+//! What it never does: sample or read the process's state; callers pass snapshots in. One exception: the
+//! `debug=2` thread header's state word, read from `/proc/self/task/<tid>/{stat,wchan}` as it prints
+//! (`thread_state.rs`).
 #![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
@@ -26,6 +28,10 @@ use super::labels::Subsystem;
 use super::symbols::Symbolizer;
 use super::threads::ThreadStack;
 use super::Stack;
+
+#[path = "thread_state.rs"]
+mod thread_state;
+use thread_state::thread_state;
 
 /// heap (no default sample type) or allocs (default alloc_space): same data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -352,13 +358,21 @@ fn goroutine_dump(threads: &[ThreadStack]) -> String {
     let mut out = String::new();
     for t in sorted {
         let name = t.name.replace([']', '"', '\n'], "_");
+        let (state, wchan) = thread_state(t.tid);
+        let wchan = wchan
+            .map(|w| format!(", wchan \"{w}\""))
+            .unwrap_or_default();
         let _ = match Subsystem::name_of(t.label) {
             Some(s) => writeln!(
                 out,
-                "goroutine {} [running, thread \"{name}\", subsystem \"{s}\"]:",
+                "goroutine {} [{state}, thread \"{name}\", subsystem \"{s}\"{wchan}]:",
                 t.tid
             ),
-            None => writeln!(out, "goroutine {} [running, thread \"{name}\"]:", t.tid),
+            None => writeln!(
+                out,
+                "goroutine {} [{state}, thread \"{name}\"{wchan}]:",
+                t.tid
+            ),
         };
         if t.stack.is_empty() {
             out.push_str("(no stack: the thread did not answer)\n");

@@ -9,10 +9,12 @@
 //! - **Credentials**: `Authorization: Basic` is set here from [`PushTarget::basic_auth`], never from URL
 //!   userinfo (which [`ServerAddress`] drops); `X-Scope-OrgID` from the tenant. Every error string passes
 //!   [`Scrubber`] before it leaves this module.
-//! - **TLS roots**: rustls with the platform verifier, which on Linux loads roots through
-//!   rustls-native-certs: `SSL_CERT_FILE` and/or `SSL_CERT_DIR` when set (then only those), else the
-//!   usual system bundle paths (`/etc/ssl/certs/ca-certificates.crt`, …). Plain file reads, so the static
-//!   musl binary finds them on any distribution.
+//! - **TLS roots**: rustls with roots loaded through rustls-native-certs: `SSL_CERT_FILE` and/or
+//!   `SSL_CERT_DIR` when set (then only those), else the usual system bundle paths
+//!   (`/etc/ssl/certs/ca-certificates.crt`, …). Plain file reads, so the static musl binary finds them on
+//!   any distribution. webpki verifies, and a server certificate that is itself a configured root is
+//!   accepted even with `CA:TRUE`, as curl and Go accept it (the lab's self-signed certificate; see
+//!   [`super::tls`]).
 //! - **Proxies**: Go's `net/http` rules, decided once per push by [`proxy_for`]: `HTTPS_PROXY` /
 //!   `https_proxy` for https addresses, `HTTP_PROXY` / `http_proxy` for http, `NO_PROXY` / `no_proxy`
 //!   excludes hosts, and loopback/`localhost` is never proxied. `ALL_PROXY` is ignored (ureq's own env
@@ -32,8 +34,7 @@ use super::source::EncodedProfile;
 use crate::gate::port::PushTarget;
 use std::net::IpAddr;
 use std::time::Duration;
-use ureq::tls::{RootCerts, TlsConfig};
-use ureq::unversioned::transport::DefaultConnector;
+use ureq::unversioned::transport::{ConnectProxyConnector, Connector, TcpConnector};
 
 #[path = "client_dns.rs"]
 mod dns;
@@ -92,22 +93,22 @@ impl Client {
             }
             None => None,
         };
-        let tls = TlsConfig::builder()
-            .root_certs(RootCerts::PlatformVerifier)
-            .build();
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .max_redirects(0)
             .timeout_global(Some(upload_timeout))
             .user_agent(format!("nl6/{version}"))
             .proxy(proxy)
-            .tls_config(tls)
             // Uploads come in bursts of three per interval; an idle connection older than this is not
             // reused, so a server that closed it in the meantime cannot fail the next upload.
             .max_idle_age(Duration::from_secs(5))
             .build();
-        let agent =
-            ureq::Agent::with_parts(config, DefaultConnector::default(), PushResolver::default());
+        // ureq's default chain with TLS by super::tls (ureq's rustls connector takes no custom verifier).
+        let connector =
+            ().chain(ConnectProxyConnector::default())
+                .chain(TcpConnector::default())
+                .chain(super::tls::LabTlsConnector::default());
+        let agent = ureq::Agent::with_parts(config, connector, PushResolver::default());
         Ok(Client {
             agent,
             address,

@@ -27,6 +27,7 @@ pub mod ingest_url;
 pub mod interop;
 pub mod multipart;
 pub mod source;
+pub mod tls;
 
 pub use source::{EncodedProfile, EngineSource, ProfileKind, ProfileSource};
 
@@ -279,6 +280,11 @@ impl PushRun for PushHandle {
 
     fn stop(mut self: Box<Self>, budget: Duration) -> bool {
         self.finish(Instant::now() + budget)
+    }
+
+    fn stop_with_status(mut self: Box<Self>, budget: Duration) -> (bool, PushStatus) {
+        let flushed = self.finish(Instant::now() + budget);
+        (flushed, self.status())
     }
 }
 

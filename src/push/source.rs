@@ -104,7 +104,7 @@ fn encode_cpu(profile: &cpu::CpuProfile) -> EncodedProfile {
     let pprof_gz = encode::cpu(profile);
     // The console's flame graph shows the last CPU profile, pull or push window (issue 7): one copy per
     // window, no decoding.
-    crate::console::remember_cpu_profile(&pprof_gz);
+    crate::console::remember_pushed_cpu_profile(&pprof_gz);
     EncodedProfile {
         kind: ProfileKind::Cpu,
         pprof_gz,

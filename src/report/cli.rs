@@ -29,6 +29,7 @@ struct ReportArgs {
 
 fn parse(args: Vec<OsString>) -> Result<ReportArgs, String> {
     use lexopt::prelude::*;
+    let typed = args.clone();
     let mut parser = lexopt::Parser::from_args(go_style_args(args));
     let mut out = ReportArgs::default();
     let mut file: Option<PathBuf> = None;
@@ -50,6 +51,10 @@ fn parse(args: Vec<OsString>) -> Result<ReportArgs, String> {
             Short('h') | Long("help") => out.help = true,
             Value(v) if file.is_none() => file = Some(v.into()),
             Value(v) => return Err(format!("unexpected extra argument {:?}", v)),
+            Long(name) => {
+                let known = ["diff-base", "svg", "sample-index", "help"];
+                return Err(crate::goflag::unknown_flag(&typed, name, known));
+            }
             _ => return Err(arg.unexpected().to_string()),
         }
     }
@@ -87,7 +92,17 @@ pub fn main(args: Vec<OsString>) -> i32 {
 
 fn load(path: &PathBuf) -> Result<Profile, (i32, String)> {
     let bytes = std::fs::read(path).map_err(|e| (1, format!("{}: {e}", path.display())))?;
-    proto::decode(&bytes).map_err(|e| (1, format!("{}: {e}", path.display())))
+    proto::decode(&bytes).map_err(|e| {
+        // A file that is not gzip and not a Profile message (meta.json, a .txt table) is named as such;
+        // the decoder's wire-type detail would only puzzle.
+        let gzip = bytes.starts_with(&[0x1f, 0x8b]);
+        let why = if gzip {
+            format!("not a pprof profile (gzip, but not a pprof protobuf inside: {e})")
+        } else {
+            "not a pprof profile (expected gzip or protobuf)".to_string()
+        };
+        (1, format!("{}: {why}", path.display()))
+    })
 }
 
 fn run(args: &ReportArgs) -> Result<String, (i32, String)> {
@@ -165,8 +180,34 @@ mod tests {
         assert!(parse(os(&["a", "b"]))
             .unwrap_err()
             .contains("extra argument"));
-        assert!(parse(os(&["-bogus", "a"])).is_err());
+        assert_eq!(
+            parse(os(&["-bogus", "a"])).unwrap_err(),
+            "flag provided but not defined: -bogus"
+        );
+        assert_eq!(
+            parse(os(&["-sample-indx", "1", "a"])).unwrap_err(),
+            "flag provided but not defined: -sample-indx (did you mean -sample-index?)"
+        );
         assert_eq!(main(os(&["-nope"])), 2);
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_profile_is_named_as_such() {
+        let dir = std::env::temp_dir().join(format!("nl6-report-meta-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let meta = dir.join("meta.json");
+        std::fs::write(&meta, br#"{"target":"http://h:1","profiles":{}}"#).unwrap();
+        let args = parse(os(&[meta.to_str().unwrap()])).unwrap();
+        let (code, msg) = run(&args).unwrap_err();
+        assert_eq!(code, 1);
+        assert_eq!(
+            msg,
+            format!(
+                "{}: not a pprof profile (expected gzip or protobuf)",
+                meta.display()
+            )
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
