@@ -247,8 +247,7 @@ fn first_cpu_profile_costs_at_most_a_mib_and_stays_out_of_the_heap_profile() {
     let started = Instant::now();
     let (status, _, body) = n.http("GET", "/debug/pprof/profile?seconds=1", b"");
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
-    let cpu = proto::decode(&body).unwrap();
-    assert!(cpu.mapping.len() > 1 || cfg!(target_env = "musl"));
+    proto::decode(&body).expect("a CPU profile");
     std::thread::sleep(Duration::from_millis(200));
     let after = rss_anon(pid);
     println!(
