@@ -270,7 +270,8 @@ impl Module {
             return Some(Arc::new(self.unnamed(addr)));
         };
         let entry = f.start.wrapping_add(image.bias);
-        let symbol = Frame {
+        // Named (demangled) only on a cache miss: a profile looks up the same functions again and again.
+        let symbol = || Frame {
             name: demangle(f.raw),
             system_name: f.raw.to_string(),
             file: None,
@@ -278,12 +279,12 @@ impl Module {
         };
         if let Some(dwarf) = self.dwarf() {
             return Some(self.cached(addr, || Resolved {
-                frames: dwarf_frames(dwarf, link, &symbol),
+                frames: dwarf_frames(dwarf, link, &symbol()),
                 entry,
             }));
         }
         Some(self.cached(u64::from(f.number), || Resolved {
-            frames: vec![symbol],
+            frames: vec![symbol()],
             entry,
         }))
     }
