@@ -120,7 +120,10 @@ fn cpu_profile_of_libc_work_names_every_leaf() {
         .filter(|(_, n)| n == "<unknown>")
         .map(|r| r.0)
         .sum();
-    assert!(unknown <= 1.0, "<unknown> is {unknown}% of flat time:\n{top}");
+    assert!(
+        unknown <= 1.0,
+        "<unknown> is {unknown}% of flat time:\n{top}"
+    );
     assert!(
         rows.iter().any(|(_, n)| n.ends_with("munmap")),
         "munmap is named:\n{top}"
@@ -154,7 +157,9 @@ fn cpu_profile_of_libc_work_names_every_leaf() {
             "a Mapping for libc with its build ID"
         );
     }
-    if std::env::var_os("NL6_KEEP_PROFILE").is_none() { let _ = std::fs::remove_file(&path); }
+    if std::env::var_os("NL6_KEEP_PROFILE").is_none() {
+        let _ = std::fs::remove_file(&path);
+    }
 }
 
 /// The offset of `name` from the start of the vDSO's executable mapping, in this process (the kernel maps
@@ -163,13 +168,17 @@ fn vdso_offset_of(name: &str) -> Option<(u64, u64)> {
     let maps = nl6::profiling::maps::read_self().unwrap();
     let v = maps.iter().find(|m| m.path == "[vdso]")?;
     // SAFETY: the kernel maps the vDSO readable for the life of the process over the maps entry's range.
-    let image = unsafe { std::slice::from_raw_parts(v.start as *const u8, (v.end - v.start) as usize) };
+    let image =
+        unsafe { std::slice::from_raw_parts(v.start as *const u8, (v.end - v.start) as usize) };
     let file = object::File::parse(image).ok()?;
     let sym = file
         .dynamic_symbols()
         .find(|s| s.name() == Ok(name) && s.address() != 0)?;
     // The vDSO is linked at 0 (or its own base): its first segment sits at the mapping's start.
-    let base = file.segments().next().map(|s| object::ObjectSegment::address(&s))?;
+    let base = file
+        .segments()
+        .next()
+        .map(|s| object::ObjectSegment::address(&s))?;
     Some((sym.address() - base, v.end - v.start))
 }
 
@@ -264,13 +273,21 @@ fn first_cpu_profile_costs_at_most_a_mib_and_stays_out_of_the_heap_profile() {
     assert_eq!(status, 200);
     let heap = proto::decode(&body).unwrap();
     let s = |i: i64| heap.string_table[i as usize].as_str();
-    let inuse = heap.sample_type.iter().position(|t| s(t.r#type) == "inuse_space").unwrap();
+    let inuse = heap
+        .sample_type
+        .iter()
+        .position(|t| s(t.r#type) == "inuse_space")
+        .unwrap();
     let names = |loc: u64| -> Vec<&str> {
         let l = heap.location.iter().find(|l| l.id == loc).unwrap();
         l.line
             .iter()
             .map(|ln| {
-                let f = heap.function.iter().find(|f| f.id == ln.function_id).unwrap();
+                let f = heap
+                    .function
+                    .iter()
+                    .find(|f| f.id == ln.function_id)
+                    .unwrap();
                 s(f.name)
             })
             .collect()

@@ -423,11 +423,12 @@ mod tests {
         assert!(name.ends_with("builder::tests::builder_leaf"), "{name}");
         assert!(!p.mapping.is_empty());
         assert!(p.mapping[0].has_functions);
-        assert!(p
-            .location
-            .iter()
-            .all(|l| l.mapping_id == 1 && !l.line.is_empty()),
-            "the test binary's own code is in the first mapping");
+        assert!(
+            p.location
+                .iter()
+                .all(|l| l.mapping_id == 1 && !l.line.is_empty()),
+            "the test binary's own code is in the first mapping"
+        );
         assert_eq!(
             p.sample[0].label[0].str,
             p.string_table.iter().position(|s| s == "snmp").unwrap() as i64

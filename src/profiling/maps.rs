@@ -110,10 +110,7 @@ mod tests {
     fn reads_this_process() {
         let own = parse_line as *const () as u64;
         let m = read_self().expect("/proc/self/maps");
-        let text = m
-            .iter()
-            .find(|e| e.contains(own))
-            .expect("own code mapped");
+        let text = m.iter().find(|e| e.contains(own)).expect("own code mapped");
         assert!(text.executable && text.is_file(), "{text:?}");
     }
 }

@@ -203,10 +203,7 @@ fn group_modules(entries: &[MapsEntry], exe: &str, old: &[Arc<Module>]) -> Vec<A
         .iter()
         .filter(|e| e.executable && (e.is_file() || e.path == "[vdso]"))
     {
-        match groups
-            .iter_mut()
-            .find(|g| g.0 == e.path && g.1 == e.inode)
-        {
+        match groups.iter_mut().find(|g| g.0 == e.path && g.1 == e.inode) {
             Some(g) => g.2.push(e.clone()),
             None => groups.push((&e.path, e.inode, vec![e.clone()])),
         }
@@ -250,7 +247,12 @@ impl Module {
     }
 
     fn cached(&self, key: u64, make: impl FnOnce() -> Resolved) -> Arc<Resolved> {
-        if let Some(hit) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        if let Some(hit) = self
+            .cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
             return Arc::clone(hit);
         }
         let r = Arc::new(make());
@@ -297,7 +299,10 @@ impl Module {
             .find(|e| e.contains(addr))
             .unwrap_or(&self.exec[0]);
         let base = self.path.rsplit('/').next().unwrap_or(&self.path);
-        let name = format!("{base}+{:#x}", addr.wrapping_sub(e.start).wrapping_add(e.offset));
+        let name = format!(
+            "{base}+{:#x}",
+            addr.wrapping_sub(e.start).wrapping_add(e.offset)
+        );
         Resolved {
             frames: vec![Frame {
                 system_name: name.clone(),
@@ -422,14 +427,18 @@ mod tests {
         let exe = &s.mappings()[0];
         assert_eq!(
             exe.filename,
-            std::fs::read_link("/proc/self/exe").unwrap().to_string_lossy()
+            std::fs::read_link("/proc/self/exe")
+                .unwrap()
+                .to_string_lossy()
         );
         assert!(
             !exe.build_id.is_empty() && exe.has_functions,
             "build id present (.cargo/config.toml links with --build-id)"
         );
         assert!(
-            s.mappings().iter().any(|m| m.start <= addr && addr < m.limit),
+            s.mappings()
+                .iter()
+                .any(|m| m.start <= addr && addr < m.limit),
             "address in an exec mapping"
         );
     }
@@ -496,7 +505,10 @@ mod tests {
         assert_eq!(paths, ["/bin/prog", "/lib/libx.so", "[vdso]"]);
         assert!(list[0].main && !list[1].main);
         let again = group_modules(&maps::parse(text), "/bin/prog", &list);
-        assert!(Arc::ptr_eq(&list[1], &again[1]), "unchanged modules are kept");
+        assert!(
+            Arc::ptr_eq(&list[1], &again[1]),
+            "unchanged modules are kept"
+        );
         // An object that cannot be read still names its addresses after itself and the file offset.
         let r = list[1].resolve(0x1234).unwrap();
         assert_eq!(r.frames[0].name, "libx.so+0x1234");

@@ -65,7 +65,9 @@ impl Image {
             let f = std::fs::File::open(path).map_err(|e| format!("opening {path}: {e}"))?;
             let ino = f.metadata().map(|m| m.ino()).unwrap_or(0);
             if ino != exec.inode {
-                return Err(format!("{path} is no longer the file mapped (inode changed)"));
+                return Err(format!(
+                    "{path} is no longer the file mapped (inode changed)"
+                ));
             }
             mapped::map_file(&f).map_err(|e| format!("mapping {path}: {e}"))?
         };
@@ -209,4 +211,3 @@ fn load_bias(file: &ElfFile64<'static, Endianness>, exec: &MapsEntry) -> Option<
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
-
