@@ -78,6 +78,28 @@ pub fn read_self() -> std::io::Result<Vec<MapsEntry>> {
     std::fs::read_to_string("/proc/self/maps").map(|t| parse(&t))
 }
 
+/// The end of the readable-writable entry containing `addr`: a thread's stack top when `addr` is its stack
+/// pointer (the query `unwind::mapping_end` answers from raw text today).
+pub fn writable_end(entries: &[MapsEntry], addr: u64) -> Option<u64> {
+    entries
+        .iter()
+        .find(|e| e.readable && e.writable && e.contains(addr))
+        .map(|e| e.end)
+}
+
+/// `[lowest start, highest end)` of `path`'s executable entries (the query `unwind::text_range` answers
+/// from raw text today).
+pub fn executable_span(entries: &[MapsEntry], path: &str) -> Option<(u64, u64)> {
+    entries
+        .iter()
+        .filter(|e| e.executable && e.path == path)
+        .fold(None, |span, e| {
+            Some(span.map_or((e.start, e.end), |(lo, hi): (u64, u64)| {
+                (lo.min(e.start), hi.max(e.end))
+            }))
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,6 +126,20 @@ mod tests {
         assert_eq!((m[3].path.as_str(), m[3].inode), ("[vdso]", 0));
         assert_eq!(m[4].path, "/tmp/a dir/lib x.so (deleted)");
         assert!(m[4].shared);
+    }
+
+    #[test]
+    fn answers_stack_top_and_code_span_queries() {
+        let m = parse(
+            "1000-2000 r-xp 00000000 08:01 9 /bin/p\n\
+             2000-3000 r--p 00001000 08:01 9 /bin/p\n\
+             3000-4000 r-xp 00002000 08:01 9 /bin/p\n\
+             7000-9000 rw-p 00000000 00:00 0 [stack]\n",
+        );
+        assert_eq!(writable_end(&m, 0x8000), Some(0x9000));
+        assert_eq!(writable_end(&m, 0x1800), None);
+        assert_eq!(executable_span(&m, "/bin/p"), Some((0x1000, 0x4000)));
+        assert_eq!(executable_span(&m, "/bin/q"), None);
     }
 
     #[test]
