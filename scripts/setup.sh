@@ -4,7 +4,9 @@
 #   - golang-go + google/pprof sources: `go tool pprof` and the Pyroscope /ingest stand-in;
 #   - net-snmp tools and snmptrapd, tshark: real peers for the fleet tests;
 #   - chromium: the console test; openssl: self-signed certificates for the HTTPS push test;
-#   - wrk: the serving-under-load figures.
+#   - wrk: the serving-under-load figures;
+#   - binutils (objcopy: engine_symbols strips DWARF to test the release shape), libc6-dbg (names libc's
+#     internal functions in profiles, from the debug file found by build ID).
 set -euo pipefail
 need=()
 command -v go >/dev/null || need+=(golang-go)
@@ -15,6 +17,8 @@ command -v tshark >/dev/null || need+=(tshark)
 command -v chromium >/dev/null || need+=(chromium)
 command -v openssl >/dev/null || need+=(openssl)
 command -v wrk >/dev/null || need+=(wrk)
+command -v objcopy >/dev/null || need+=(binutils)
+[ -d /usr/lib/debug/.build-id ] && dpkg -s libc6-dbg >/dev/null 2>&1 || need+=(libc6-dbg)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive

@@ -1,5 +1,6 @@
-//! Building one pprof `Profile`: the string table, the main binary's Mapping, Locations keyed by address,
-//! Functions keyed by (name, file), samples with labels, and gzip.
+//! Building one pprof `Profile`: the string table, one Mapping per executable mapping of the process (the
+//! executable first, then shared objects and the vDSO, as Go's runtime/pprof), Locations keyed by address
+//! and pointing at their Mapping, Functions keyed by (name, file), samples with labels, and gzip.
 //!
 //! What it owns: id assignment (every id nonzero and unique, `string_table[0] == ""`) and the rule for
 //! return addresses: a Location stores the real address, but a return address is symbolized at `addr - 1`
@@ -7,7 +8,7 @@
 //!
 //! What it never does: decide a profile's shape (sample types, periods, which labels): that is
 //! [`super::encode`]'s job. Symbol lookups go through [`super::symbols::Symbolizer`]; without one (no
-//! readable `/proc/self/exe`) locations carry bare addresses.
+//! readable `/proc/self/maps`) locations carry bare addresses and the profile has no Mapping.
 #![forbid(unsafe_code)]
 
 use std::collections::HashMap;
@@ -50,10 +51,8 @@ pub struct ProfileBuilder {
     time_nanos: i64,
     duration_nanos: i64,
     symbolizer: Option<&'static Symbolizer>,
-    mapping: Option<proto::Mapping>,
-    any_file: bool,
-    any_line: bool,
-    any_inline: bool,
+    /// The process's executable mappings (ids 1, 2, …), read from the symbolizer on first need.
+    mappings: Option<Vec<proto::Mapping>>,
 }
 
 impl ProfileBuilder {
@@ -82,29 +81,36 @@ impl ProfileBuilder {
             time_nanos: unix_nanos(SystemTime::now()),
             duration_nanos: 0,
             symbolizer,
-            mapping: None,
-            any_file: false,
-            any_line: false,
-            any_inline: false,
+            mappings: None,
         };
         b.sample_types = sample_types
             .iter()
             .map(|(t, u)| b.value_type(t, u))
             .collect();
-        if let Some(s) = symbolizer {
-            let m = s.mapping().clone();
-            b.mapping = Some(proto::Mapping {
-                id: 1,
-                memory_start: m.start,
-                memory_limit: m.limit,
-                file_offset: m.file_offset,
-                filename: b.string(&m.filename),
-                build_id: b.string(&m.build_id),
-                has_functions: true,
-                ..Default::default()
-            });
-        }
         b
+    }
+
+    /// The Mapping messages, read from the symbolizer the first time they are needed.
+    fn mappings(&mut self) -> &mut Vec<proto::Mapping> {
+        if self.mappings.is_none() {
+            let infos = self.symbolizer.map(|s| s.mappings()).unwrap_or_default();
+            let list = infos
+                .iter()
+                .enumerate()
+                .map(|(i, m)| proto::Mapping {
+                    id: i as u64 + 1,
+                    memory_start: m.start,
+                    memory_limit: m.limit,
+                    file_offset: m.file_offset,
+                    filename: self.string(&m.filename),
+                    build_id: self.string(&m.build_id),
+                    has_functions: m.has_functions,
+                    ..Default::default()
+                })
+                .collect();
+            self.mappings = Some(list);
+        }
+        self.mappings.get_or_insert_with(Vec::new)
     }
 
     /// Interns a string; `""` is always 0.
@@ -189,16 +195,13 @@ impl ProfileBuilder {
             return id;
         }
         let mut lines = Vec::new();
-        let mut mapped = false;
+        let (mut file_known, mut line_known, mut inlined) = (false, false, false);
         if let Some(r) = self.resolve(addr, is_return) {
-            mapped = true;
-            if r.frames.len() > 1 {
-                self.any_inline = true;
-            }
+            inlined = r.frames.len() > 1;
             for f in &r.frames {
                 let file = f.file.as_deref().unwrap_or("");
-                self.any_file |= !file.is_empty();
-                self.any_line |= f.line != 0;
+                file_known |= !file.is_empty();
+                line_known |= f.line != 0;
                 let function_id = self.function(&f.name, &f.system_name, file);
                 lines.push(proto::Line {
                     function_id,
@@ -206,14 +209,20 @@ impl ProfileBuilder {
                     column: 0,
                 });
             }
-        } else if let Some(m) = &self.mapping {
-            mapped = m.memory_start <= addr && addr < m.memory_limit;
         }
         let id = self.locations.len() as u64 + 1;
-        let mapping_id = if mapped && self.mapping.is_some() {
-            1
-        } else {
-            0
+        let mapping = self
+            .mappings()
+            .iter_mut()
+            .find(|m| m.memory_start <= addr && addr < m.memory_limit);
+        let mapping_id = match mapping {
+            Some(m) => {
+                m.has_filenames |= file_known;
+                m.has_line_numbers |= line_known;
+                m.has_inline_frames |= inlined;
+                m.id
+            }
+            None => 0,
         };
         self.locations.push(proto::Location {
             id,
@@ -306,17 +315,7 @@ impl ProfileBuilder {
 
     /// The finished profile message.
     pub fn build(mut self) -> proto::Profile {
-        let mapping = self
-            .mapping
-            .take()
-            .map(|mut m| {
-                m.has_filenames = self.any_file;
-                m.has_line_numbers = self.any_line;
-                m.has_inline_frames = self.any_inline;
-                m
-            })
-            .into_iter()
-            .collect();
+        let mapping = std::mem::take(self.mappings());
         proto::Profile {
             sample_type: self.sample_types,
             sample: self.samples,
@@ -422,12 +421,14 @@ mod tests {
         assert!(p.function.iter().all(|f| f.id != 0));
         let name = &p.string_table[p.function[0].name as usize];
         assert!(name.ends_with("builder::tests::builder_leaf"), "{name}");
-        assert_eq!(p.mapping.len(), 1);
+        assert!(!p.mapping.is_empty());
         assert!(p.mapping[0].has_functions);
-        assert!(p
-            .location
-            .iter()
-            .all(|l| l.mapping_id == 1 && !l.line.is_empty()));
+        assert!(
+            p.location
+                .iter()
+                .all(|l| l.mapping_id == 1 && !l.line.is_empty()),
+            "the test binary's own code is in the first mapping"
+        );
         assert_eq!(
             p.sample[0].label[0].str,
             p.string_table.iter().position(|s| s == "snmp").unwrap() as i64

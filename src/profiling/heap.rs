@@ -382,6 +382,19 @@ pub fn reserve_region() -> bool {
     ours
 }
 
+/// Runs `f` with the calling thread's allocations unsampled (they go straight to the inner allocator), as
+/// the profiler's own bookkeeping does: the symbolizer's tables are nl6's, not the program's.
+pub fn unsampled<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            BUSY.with(|b| b.set(self.0));
+        }
+    }
+    let _restore = Restore(BUSY.with(|b| b.replace(true)));
+    f()
+}
+
 /// Sets the sampling rate in bytes (0 = off). The calling thread uses it from its next allocation; every
 /// other thread at its next sample (or, while sampling was off, within [`OFF_RECHECK_BYTES`] of its own
 /// allocation). Go reads its rate on every allocation; folding it into the per-thread countdown instead

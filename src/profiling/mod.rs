@@ -6,11 +6,13 @@
 //! - [`heap`]: the sampling global allocator (Go's sampling formula), always on from process start.
 //! - [`threads`]: stacks of every thread (the goroutine-profile analog) and the `threadcreate` record.
 //! - [`encode`]: turning samples into gzip'd pprof protobuf (plus Go's text forms), with [`symbols`] naming
-//!   addresses and [`builder`] owning string/function/location tables; [`proto`] holds the wire types.
+//!   addresses (from files `mapped` read-only) and [`builder`] owning string/function/location tables;
+//!   [`proto`] holds the wire types.
+//! - [`maps`]: the one `/proc/self/maps` parser.
 //! - [`delta`]: godeltaprof-style delta views.
 //!
 //! Invariant: nothing under `profiling/` opens a socket or a listener (a test scans these files).
-//! `unsafe` lives only in `signal`, `unwind`, `cpu`, `threads` and `heap`.
+//! `unsafe` lives only in `signal`, `unwind`, `cpu`, `threads`, `heap` and `mapped`.
 
 pub mod builder;
 pub mod cpu;
@@ -18,6 +20,8 @@ pub mod delta;
 pub mod encode;
 pub mod heap;
 pub mod labels;
+pub(crate) mod mapped;
+pub mod maps;
 pub mod proto;
 pub(crate) mod signal;
 pub mod symbols;

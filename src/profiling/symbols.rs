@@ -1,22 +1,39 @@
-//! Naming addresses of this process: function names (demangled), and file/line when the binary carries DWARF.
+//! Naming addresses of this process: function names (demangled) in the executable, every shared object and
+//! the vDSO, and file/line when the executable carries DWARF.
 //!
-//! What it provides: [`Symbolizer::global`], a lazily built, process-wide view of `/proc/self/exe` (its ELF
-//! symbol table sorted by address, the load bias of a PIE or static-pie binary, the GNU build ID, the
-//! executable mapping from `/proc/self/maps`, and an `addr2line` context when DWARF is present), with a cache
-//! of every address already resolved; [`symbolize`] for `/debug/pprof/symbol`.
+//! What it provides: [`Symbolizer::global`], a process-wide view of the process's executable mappings (read
+//! from `/proc/self/maps`, [`super::maps`]), one module per mapped object, the executable first, as Go's
+//! runtime/pprof lists them; [`Symbolizer::mappings`] for the profile's `Mapping` messages (range, file
+//! offset, path, build ID); [`Symbolizer::resolve`]; [`symbolize`] for `/debug/pprof/symbol`.
 //!
-//! What it never does: run in a signal handler or on the allocator's sampled path (it reads files, allocates
-//! and locks). Samplers store raw addresses; encoding calls this module afterwards.
+//! Cost model: an object is mapped read-only when first needed ([`super::mapped`], never read into the
+//! heap), its function index (4 bytes per function) built on its first lookup, and each function named
+//! once (a cache by symbol number; by address when DWARF gives lines). All of it is allocated unsampled
+//! ([`super::heap::unsampled`]): the symbolizer is the profiler's, so it is not in nl6's heap profile.
+//! The map is read again at most once a second (a profile built later sees libraries loaded since).
+//!
+//! An address inside an object's executable mapping that no symbol covers (a stripped object's local
+//! functions) is named `object+0xOFFSET` (its file offset), so the time stays attributed to its object.
+//!
+//! What it never does: run in a signal handler or on the allocator's sampled path (it reads files, maps
+//! them, allocates and locks). Samplers store raw addresses; encoding calls this module afterwards.
 //!
 //! Return addresses: the caller passes the address to look up. The encoder passes `addr - 1` for return
 //! addresses (every frame except a CPU sample's interrupted instruction), as pprof does, so a call at the
 //! very end of a function is not attributed to the next one.
 #![forbid(unsafe_code)]
 
+mod image;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use addr2line::gimli;
+use image::Image;
+
+use super::heap;
+use super::maps::{self, MapsEntry};
 
 /// One frame of an address: for inlined code, the innermost frame comes first and the last frame is the
 /// function the symbol table names.
@@ -42,213 +59,300 @@ pub struct Resolved {
     pub entry: u64,
 }
 
-/// The main executable's mapping, for the pprof `Mapping` message.
+/// One executable mapping of the process, for a pprof `Mapping` message.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MappingInfo {
     pub start: u64,
     pub limit: u64,
     pub file_offset: u64,
-    /// Resolved path of `/proc/self/exe`.
+    /// The object's path as `/proc/self/maps` prints it (`[vdso]` for the vDSO).
     pub filename: String,
     /// GNU build ID in lowercase hex ("" when absent).
     pub build_id: String,
-    /// True when the binary carries DWARF line tables (file/line known).
+    /// True when the object could be read, so its functions are named.
+    pub has_functions: bool,
+    /// True when the object carries DWARF line tables (file/line known).
     pub has_debug_info: bool,
-}
-
-#[derive(Debug, Clone)]
-struct Symbol {
-    /// Link-time address (add `bias` for runtime).
-    addr: u64,
-    size: u64,
-    name: String,
-    /// The mangled name, borrowed from the executable's bytes (read once, kept for the process's life).
-    raw: &'static str,
 }
 
 type Reader = gimli::EndianSlice<'static, gimli::RunTimeEndian>;
 
-/// A process-wide symbolizer for the running executable.
-pub struct Symbolizer {
-    symbols: Vec<Symbol>,
-    /// Runtime address minus link-time address.
-    bias: u64,
-    mapping: MappingInfo,
-    dwarf: Option<Mutex<addr2line::Context<Reader>>>,
-    cache: Mutex<HashMap<u64, Option<Arc<Resolved>>>>,
+/// How old the module list may get before a lookup that misses every module reads the map again.
+const MAPS_MAX_AGE: Duration = Duration::from_secs(1);
+
+/// One mapped object: the executable, a shared object or the vDSO.
+struct Module {
+    /// The path as `/proc/self/maps` prints it.
+    path: String,
+    inode: u64,
+    /// The executable (opened through `/proc/self/exe`; its DWARF, if any, is used).
+    main: bool,
+    /// Its executable entries of the map.
+    exec: Vec<MapsEntry>,
+    image: OnceLock<Option<Image>>,
+    dwarf: OnceLock<Option<Mutex<addr2line::Context<Reader>>>>,
+    /// Resolved functions by symbol number, or by address when DWARF gives per-address lines.
+    cache: Mutex<HashMap<u64, Arc<Resolved>>>,
 }
 
-/// A function the symbolizer can look up by its own address to learn the load bias.
-#[inline(never)]
-pub fn bias_anchor() -> u64 {
-    std::hint::black_box(0x6e6c36)
+/// The module list and when it was read.
+struct Modules {
+    list: Arc<Vec<Arc<Module>>>,
+    read_at: Option<Instant>,
+}
+
+/// The process-wide symbolizer.
+pub struct Symbolizer {
+    /// `/proc/self/exe`'s target: the path the map gives the executable.
+    exe: String,
+    modules: Mutex<Modules>,
 }
 
 static GLOBAL: OnceLock<Option<Symbolizer>> = OnceLock::new();
 
 impl Symbolizer {
-    /// The symbolizer of this process, built on first use; `None` if `/proc/self/exe` cannot be read or is
-    /// not an ELF file (profiles then carry bare addresses).
+    /// The symbolizer of this process; `None` if `/proc/self/maps` cannot be read (profiles then carry bare
+    /// addresses).
     pub fn global() -> Option<&'static Symbolizer> {
-        GLOBAL.get_or_init(|| Symbolizer::load().ok()).as_ref()
+        GLOBAL
+            .get_or_init(|| heap::unsampled(Symbolizer::new))
+            .as_ref()
     }
 
-    /// Reads `/proc/self/exe`. The file's bytes are leaked on purpose: the DWARF context borrows them for the
-    /// life of the process, and this runs once.
-    pub fn load() -> Result<Symbolizer, String> {
-        let path = std::fs::read_link("/proc/self/exe")
-            .map_err(|e| format!("reading /proc/self/exe link: {e}"))?;
-        let data =
-            std::fs::read("/proc/self/exe").map_err(|e| format!("reading /proc/self/exe: {e}"))?;
-        let data: &'static [u8] = Box::leak(data.into_boxed_slice());
-        let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
-        Symbolizer::from_parts(
-            data,
-            &path.to_string_lossy(),
-            &maps,
-            bias_anchor as *const () as u64,
-        )
-    }
-
-    /// Builds a symbolizer from an ELF image, its runtime path, the text of `/proc/self/maps` and the
-    /// runtime address of [`bias_anchor`].
-    fn from_parts(
-        data: &'static [u8],
-        path: &str,
-        maps: &str,
-        anchor_runtime: u64,
-    ) -> Result<Symbolizer, String> {
-        use object::{Object, ObjectSymbol, SymbolKind};
-        let file = object::File::parse(data).map_err(|e| format!("parsing {path} as ELF: {e}"))?;
-        let text = |sym: object::Symbol<'static, '_>| -> Option<Symbol> {
-            if sym.kind() != SymbolKind::Text || sym.address() == 0 {
-                return None;
-            }
-            let raw = sym.name().ok()?;
-            Some(Symbol {
-                addr: sym.address(),
-                size: sym.size(),
-                name: demangle(raw),
-                raw,
-            })
-        };
-        let mut symbols: Vec<Symbol> = file.symbols().filter_map(text).collect();
-        if symbols.is_empty() {
-            symbols = file.dynamic_symbols().filter_map(text).collect();
-        }
-        symbols.sort_by(|a, b| a.addr.cmp(&b.addr).then(b.size.cmp(&a.size)));
-        symbols.dedup_by_key(|s| s.addr);
-
-        let build_id = match file.build_id() {
-            Ok(Some(id)) => id.iter().map(|b| format!("{b:02x}")).collect(),
-            _ => String::new(),
-        };
-        let exec = exec_mapping(maps, path);
-        let bias = anchor_bias(&symbols, anchor_runtime)
-            .or_else(|| exec.as_ref().and_then(|m| maps_bias(&file, m)))
-            .unwrap_or(0);
-        let dwarf = load_dwarf(&file).map(Mutex::new);
-        let mut mapping = exec.unwrap_or_default();
-        mapping.filename = path.to_string();
-        mapping.build_id = build_id;
-        mapping.has_debug_info = dwarf.is_some();
-        Ok(Symbolizer {
-            symbols,
-            bias,
-            mapping,
-            dwarf,
-            cache: Mutex::new(HashMap::new()),
+    fn new() -> Option<Symbolizer> {
+        maps::read_self().ok()?;
+        let exe = std::fs::read_link("/proc/self/exe")
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Some(Symbolizer {
+            exe,
+            modules: Mutex::new(Modules {
+                list: Arc::new(Vec::new()),
+                read_at: None,
+            }),
         })
     }
 
-    /// The main executable's mapping.
-    pub fn mapping(&self) -> &MappingInfo {
-        &self.mapping
+    /// The module list, read again from the map when never read, or when `stale_ok` is false and it is
+    /// older than [`MAPS_MAX_AGE`].
+    fn modules(&self, stale_ok: bool) -> Arc<Vec<Arc<Module>>> {
+        let mut m = self.modules.lock().unwrap_or_else(|e| e.into_inner());
+        let fresh = m
+            .read_at
+            .is_some_and(|t| stale_ok || t.elapsed() < MAPS_MAX_AGE);
+        if !fresh {
+            if let Ok(entries) = maps::read_self() {
+                m.list = Arc::new(group_modules(&entries, &self.exe, &m.list));
+            }
+            m.read_at = Some(Instant::now());
+        }
+        Arc::clone(&m.list)
     }
 
-    /// Resolves a runtime address (pass `addr - 1` for return addresses). `None` when no symbol covers it.
+    fn module_at(&self, addr: u64) -> Option<Arc<Module>> {
+        let find = |list: &[Arc<Module>]| {
+            list.iter()
+                .find(|m| m.exec.iter().any(|e| e.contains(addr)))
+                .cloned()
+        };
+        find(&self.modules(true)).or_else(|| find(&self.modules(false)))
+    }
+
+    /// One entry per executable mapping of the process, the executable's first, then in address order
+    /// (Go's order). Reads the map again if it is older than a second.
+    pub fn mappings(&self) -> Vec<MappingInfo> {
+        heap::unsampled(|| {
+            let list = self.modules(false);
+            let mut out = Vec::new();
+            for m in list.iter() {
+                let image = m.image();
+                for e in &m.exec {
+                    out.push(MappingInfo {
+                        start: e.start,
+                        limit: e.end,
+                        file_offset: e.offset,
+                        filename: m.path.clone(),
+                        build_id: image.map(|i| i.build_id.clone()).unwrap_or_default(),
+                        has_functions: image.is_some(),
+                        has_debug_info: m.dwarf().is_some(),
+                    });
+                }
+            }
+            out
+        })
+    }
+
+    /// Resolves a runtime address (pass `addr - 1` for return addresses). `None` when no executable
+    /// mapping of the process contains it.
     pub fn resolve(&self, addr: u64) -> Option<Arc<Resolved>> {
+        heap::unsampled(|| self.module_at(addr)?.resolve(addr))
+    }
+
+    /// The name of the outermost function containing `addr` (the symbol table's), for `/symbol`.
+    pub fn function_name(&self, addr: u64) -> Option<String> {
+        self.resolve(addr)
+            .and_then(|r| r.frames.last().map(|f| f.name.clone()))
+    }
+}
+
+/// Groups the executable file and vDSO entries of a map into modules (the executable first), reusing the
+/// modules of `old` that are still mapped the same way.
+fn group_modules(entries: &[MapsEntry], exe: &str, old: &[Arc<Module>]) -> Vec<Arc<Module>> {
+    let mut groups: Vec<(&str, u64, Vec<MapsEntry>)> = Vec::new();
+    for e in entries
+        .iter()
+        .filter(|e| e.executable && (e.is_file() || e.path == "[vdso]"))
+    {
+        match groups.iter_mut().find(|g| g.0 == e.path && g.1 == e.inode) {
+            Some(g) => g.2.push(e.clone()),
+            None => groups.push((&e.path, e.inode, vec![e.clone()])),
+        }
+    }
+    groups.sort_by_key(|g| g.0 != exe);
+    groups
+        .into_iter()
+        .map(|(path, inode, exec)| {
+            old.iter()
+                .find(|m| m.path == path && m.inode == inode && m.exec == exec)
+                .cloned()
+                .unwrap_or_else(|| {
+                    Arc::new(Module {
+                        path: path.to_string(),
+                        inode,
+                        main: !exe.is_empty() && path == exe,
+                        exec,
+                        image: OnceLock::new(),
+                        dwarf: OnceLock::new(),
+                        cache: Mutex::new(HashMap::new()),
+                    })
+                })
+        })
+        .collect()
+}
+
+impl Module {
+    fn image(&self) -> Option<&Image> {
+        self.image
+            .get_or_init(|| Image::load(&self.exec[0], self.main).ok())
+            .as_ref()
+    }
+
+    fn dwarf(&self) -> Option<&Mutex<addr2line::Context<Reader>>> {
+        if !self.main {
+            return None;
+        }
+        self.dwarf
+            .get_or_init(|| load_dwarf(&self.image()?.file).map(Mutex::new))
+            .as_ref()
+    }
+
+    fn cached(&self, key: u64, make: impl FnOnce() -> Resolved) -> Arc<Resolved> {
         if let Some(hit) = self
             .cache
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get(&addr)
+            .get(&key)
         {
-            return hit.clone();
+            return Arc::clone(hit);
         }
-        let resolved = self.resolve_uncached(addr).map(Arc::new);
+        let r = Arc::new(make());
         self.cache
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(addr, resolved.clone());
-        resolved
+            .insert(key, Arc::clone(&r));
+        r
     }
 
-    fn symbol_at(&self, addr: u64) -> Option<&Symbol> {
-        let link = addr.wrapping_sub(self.bias);
-        let i = self
-            .symbols
-            .partition_point(|s| s.addr <= link)
-            .checked_sub(1)?;
-        let s = &self.symbols[i];
-        let within = if s.size > 0 {
-            link < s.addr + s.size
-        } else {
-            self.symbols.get(i + 1).is_some_and(|n| link < n.addr)
+    fn resolve(&self, addr: u64) -> Option<Arc<Resolved>> {
+        let Some(image) = self.image() else {
+            return Some(Arc::new(self.unnamed(addr)));
         };
-        within.then_some(s)
+        let link = addr.wrapping_sub(image.bias);
+        let Some(f) = image.function_at(link) else {
+            return Some(Arc::new(self.unnamed(addr)));
+        };
+        let entry = f.start.wrapping_add(image.bias);
+        // Named (demangled) only on a cache miss: a profile looks up the same functions again and again.
+        let symbol = || Frame {
+            name: demangle(f.raw),
+            system_name: f.raw.to_string(),
+            file: None,
+            line: 0,
+        };
+        if let Some(dwarf) = self.dwarf() {
+            return Some(self.cached(addr, || Resolved {
+                frames: dwarf_frames(dwarf, link, &symbol()),
+                entry,
+            }));
+        }
+        Some(self.cached(u64::from(f.number), || Resolved {
+            frames: vec![symbol()],
+            entry,
+        }))
     }
 
-    fn resolve_uncached(&self, addr: u64) -> Option<Resolved> {
-        let sym = self.symbol_at(addr)?;
-        let entry = sym.addr.wrapping_add(self.bias);
-        let mut frames = Vec::new();
-        if let Some(ctx) = &self.dwarf {
-            let ctx = ctx.lock().unwrap_or_else(|e| e.into_inner());
-            let probe = addr.wrapping_sub(self.bias);
-            if let Ok(mut iter) = ctx.find_frames(probe).skip_all_loads() {
-                while let Ok(Some(f)) = iter.next() {
-                    let raw = f
-                        .function
-                        .as_ref()
-                        .and_then(|n| n.raw_name().ok())
-                        .map(|n| n.into_owned())
-                        .unwrap_or_default();
-                    let name = demangle(&raw);
-                    let (file, line) = match &f.location {
-                        Some(l) => (l.file.map(str::to_string), l.line.unwrap_or(0)),
-                        None => (None, 0),
-                    };
-                    frames.push(Frame {
-                        name,
-                        system_name: raw,
-                        file,
-                        line,
-                    });
-                }
-            }
-        }
-        // DWARF frames without a name take the symbol table's (the canonical name of the enclosing
-        // function); without DWARF the symbol table's name is the one frame.
-        for f in frames.iter_mut().filter(|f| f.name.is_empty()) {
-            f.name = sym.name.clone();
-            f.system_name = sym.raw.to_string();
-        }
-        if frames.is_empty() {
-            frames.push(Frame {
-                name: sym.name.clone(),
-                system_name: sym.raw.to_string(),
+    /// `object+0xOFFSET` for an address of this module that no symbol covers.
+    fn unnamed(&self, addr: u64) -> Resolved {
+        let e = self
+            .exec
+            .iter()
+            .find(|e| e.contains(addr))
+            .unwrap_or(&self.exec[0]);
+        let base = self.path.rsplit('/').next().unwrap_or(&self.path);
+        let name = format!(
+            "{base}+{:#x}",
+            addr.wrapping_sub(e.start).wrapping_add(e.offset)
+        );
+        Resolved {
+            frames: vec![Frame {
+                system_name: name.clone(),
+                name,
                 file: None,
                 line: 0,
+            }],
+            entry: addr,
+        }
+    }
+}
+
+/// DWARF's frames for a link-time address, innermost first; frames without a name take the symbol table's
+/// (the canonical name of the enclosing function); without any, the symbol table's name is the one frame.
+fn dwarf_frames(
+    dwarf: &Mutex<addr2line::Context<Reader>>,
+    link: u64,
+    symbol: &Frame,
+) -> Vec<Frame> {
+    let mut frames = Vec::new();
+    let ctx = dwarf.lock().unwrap_or_else(|e| e.into_inner());
+    if let Ok(mut iter) = ctx.find_frames(link).skip_all_loads() {
+        while let Ok(Some(f)) = iter.next() {
+            let raw = f
+                .function
+                .as_ref()
+                .and_then(|n| n.raw_name().ok())
+                .map(|n| n.into_owned())
+                .unwrap_or_default();
+            let (file, line) = match &f.location {
+                Some(l) => (l.file.map(str::to_string), l.line.unwrap_or(0)),
+                None => (None, 0),
+            };
+            let (name, system_name) = if raw.is_empty() {
+                (symbol.name.clone(), symbol.system_name.clone())
+            } else {
+                (demangle(&raw), raw)
+            };
+            frames.push(Frame {
+                name,
+                system_name,
+                file,
+                line,
             });
         }
-        Some(Resolved { frames, entry })
     }
-
-    /// The name of the outermost function containing `addr` (symbol table only), for `/symbol`.
-    pub fn function_name(&self, addr: u64) -> Option<&str> {
-        self.symbol_at(addr).map(|s| s.name.as_str())
+    if frames.is_empty() {
+        frames.push(symbol.clone());
     }
+    frames
 }
 
 /// The function name for a runtime address, as `/debug/pprof/symbol` answers it (`None` if unknown).
@@ -256,9 +360,7 @@ pub fn symbolize(addr: u64) -> Option<String> {
     if addr == 0 {
         return None;
     }
-    Symbolizer::global()?
-        .function_name(addr)
-        .map(str::to_string)
+    Symbolizer::global()?.function_name(addr)
 }
 
 /// Demangles a Rust (legacy or v0) symbol without its hash; other names are returned unchanged.
@@ -266,49 +368,8 @@ pub fn demangle(raw: &str) -> String {
     format!("{:#}", rustc_demangle::demangle(raw))
 }
 
-fn anchor_bias(symbols: &[Symbol], anchor_runtime: u64) -> Option<u64> {
-    let s = symbols
-        .iter()
-        .find(|s| s.name == "nl6::profiling::symbols::bias_anchor")?;
-    Some(anchor_runtime.wrapping_sub(s.addr))
-}
-
-/// The first executable mapping of `path` in `/proc/self/maps` text.
-fn exec_mapping(maps: &str, path: &str) -> Option<MappingInfo> {
-    for line in maps.lines() {
-        let mut f = line.split_whitespace();
-        let (range, perms, offset) = (f.next()?, f.next()?, f.next()?);
-        let (_dev, _inode) = (f.next(), f.next());
-        let file = f.collect::<Vec<_>>().join(" ");
-        if file != path || !perms.contains('x') {
-            continue;
-        }
-        let (lo, hi) = range.split_once('-')?;
-        return Some(MappingInfo {
-            start: u64::from_str_radix(lo, 16).ok()?,
-            limit: u64::from_str_radix(hi, 16).ok()?,
-            file_offset: u64::from_str_radix(offset, 16).ok()?,
-            ..MappingInfo::default()
-        });
-    }
-    None
-}
-
-/// Bias from the executable mapping: runtime start minus the link address of the segment at that offset.
-fn maps_bias<'d, R: object::ReadRef<'d>>(
-    file: &object::File<'d, R>,
-    exec: &MappingInfo,
-) -> Option<u64> {
-    use object::{Object, ObjectSegment};
-    file.segments().find_map(|seg| {
-        let (off, _) = seg.file_range();
-        let page = off & !0xfff;
-        (page == exec.file_offset).then(|| exec.start.wrapping_sub(seg.address() & !0xfff))
-    })
-}
-
-fn load_dwarf<R: object::ReadRef<'static>>(
-    file: &object::File<'static, R>,
+fn load_dwarf(
+    file: &object::read::elf::ElfFile64<'static, object::Endianness>,
 ) -> Option<addr2line::Context<Reader>> {
     use object::{Object, ObjectSection};
     let has_lines = file
@@ -350,7 +411,7 @@ mod tests {
 
     #[test]
     fn resolves_own_functions_demangled() {
-        let s = Symbolizer::global().expect("symbolizer loads /proc/self/exe");
+        let s = Symbolizer::global().expect("symbolizer reads /proc/self/maps");
         let addr = named_probe_fn as *const () as u64;
         let r = s
             .resolve(addr + 1)
@@ -363,13 +424,22 @@ mod tests {
         );
         assert_eq!(r.entry, addr);
         assert_eq!(symbolize(addr).as_deref(), Some(outer.name.as_str()));
+        let exe = &s.mappings()[0];
+        assert_eq!(
+            exe.filename,
+            std::fs::read_link("/proc/self/exe")
+                .unwrap()
+                .to_string_lossy()
+        );
         assert!(
-            !s.mapping().build_id.is_empty(),
+            !exe.build_id.is_empty() && exe.has_functions,
             "build id present (.cargo/config.toml links with --build-id)"
         );
         assert!(
-            s.mapping().start <= addr && addr < s.mapping().limit,
-            "address in the exec mapping"
+            s.mappings()
+                .iter()
+                .any(|m| m.start <= addr && addr < m.limit),
+            "address in an exec mapping"
         );
     }
 
@@ -388,15 +458,59 @@ mod tests {
         assert_eq!(demangle("memcpy"), "memcpy");
     }
 
+    /// Every executable mapping has a Mapping; shared objects and the vDSO are named from their own tables.
     #[test]
-    fn exec_mapping_parses_maps_lines() {
-        let maps = "55d0c0000000-55d0c0010000 r--p 00000000 08:01 42 /usr/bin/nl6\n\
-                    55d0c0010000-55d0c0200000 r-xp 00010000 08:01 42 /usr/bin/nl6\n";
-        let m = exec_mapping(maps, "/usr/bin/nl6").unwrap();
-        assert_eq!(
-            (m.start, m.limit, m.file_offset),
-            (0x55d0c0010000, 0x55d0c0200000, 0x10000)
+    fn names_shared_objects_and_the_vdso() {
+        let s = Symbolizer::global().unwrap();
+        let mappings = s.mappings();
+        let maps = maps::read_self().unwrap();
+        let exec = maps
+            .iter()
+            .filter(|e| e.executable && (e.is_file() || e.path == "[vdso]"))
+            .count();
+        assert_eq!(mappings.len(), exec, "{mappings:#?}");
+        if cfg!(target_env = "gnu") {
+            let munmap = libc::munmap as *const () as u64;
+            let libc = mappings
+                .iter()
+                .find(|m| m.start <= munmap && munmap < m.limit)
+                .expect("munmap in a mapping");
+            assert!(libc.filename.contains("libc.so"), "{libc:?}");
+            assert!(!libc.build_id.is_empty() && libc.has_functions);
+            let name = symbolize(munmap).expect("libc's munmap named");
+            assert!(name.ends_with("munmap"), "{name}");
+        }
+        if let Some(vdso) = mappings.iter().find(|m| m.filename == "[vdso]") {
+            let names: Vec<String> = (vdso.start..vdso.limit)
+                .step_by(16)
+                .filter_map(symbolize)
+                .collect();
+            assert!(
+                names.iter().any(|n| n.contains("clock_gettime")),
+                "{names:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn modules_group_by_object_with_the_executable_first() {
+        let text = "1000-2000 r-xp 00001000 08:01 7 /lib/libx.so\n\
+                    3000-4000 r-xp 00000000 08:01 9 /bin/prog\n\
+                    4000-5000 rw-p 00001000 08:01 9 /bin/prog\n\
+                    6000-7000 r-xp 00000000 00:00 0 [vdso]\n\
+                    7000-8000 r-xp 00000000 00:00 0 [vsyscall-like]\n\
+                    9000-a000 r-xp 00000000 00:00 0 \n";
+        let list = group_modules(&maps::parse(text), "/bin/prog", &[]);
+        let paths: Vec<&str> = list.iter().map(|m| m.path.as_str()).collect();
+        assert_eq!(paths, ["/bin/prog", "/lib/libx.so", "[vdso]"]);
+        assert!(list[0].main && !list[1].main);
+        let again = group_modules(&maps::parse(text), "/bin/prog", &list);
+        assert!(
+            Arc::ptr_eq(&list[1], &again[1]),
+            "unchanged modules are kept"
         );
-        assert!(exec_mapping(maps, "/other").is_none());
+        // An object that cannot be read still names its addresses after itself and the file offset.
+        let r = list[1].resolve(0x1234).unwrap();
+        assert_eq!(r.frames[0].name, "libx.so+0x1234");
     }
 }
