@@ -427,4 +427,26 @@ mod tests {
         assert!(parse_rfc3339("2024-13-01T00:00:00Z").is_err());
         assert!(parse_rfc3339("yesterday").is_err());
     }
+
+    /// Go's `time.Parse(time.RFC3339, …)` refuses these; nl6 used to move them silently.
+    #[test]
+    fn rfc3339_refuses_what_go_refuses() {
+        for (text, needle) in [
+            ("2027-02-30T00:00:00Z", "day 30 is out of range"),
+            ("2027-11-31T00:00:00Z", "day 31 is out of range"),
+            ("2027-02-29T00:00:00Z", "day 29 is out of range"),
+            ("2027-01-01T00:00:00+99:99", "offset"),
+            ("2027-01-01T00:00:00+24:00", "offset"),
+            ("2027-01-01T00:00:00-01:60", "offset"),
+            ("2027-01-01T00:00:60Z", "second 60 is out of range"),
+            ("2027-01-01T24:00:00Z", "hour 24 is out of range"),
+            ("2027-01-01T00:60:00Z", "minute 60 is out of range"),
+        ] {
+            let err = parse_rfc3339(text).expect_err(text);
+            assert!(err.contains(needle), "{text}: {err}");
+            assert!(err.contains(text), "{text}: the error names the input: {err}");
+        }
+        assert!(parse_rfc3339("2028-02-29T23:59:59+23:59").is_ok());
+        assert!(parse_rfc3339("2027-12-31T00:00:00-00:00").is_ok());
+    }
 }

@@ -254,4 +254,19 @@ mod tests {
             assert!(e.contains(want), "{body}: {e}");
         }
     }
+
+    /// `{"enabled":true,"enabled":false}` used to be 200 with the last value winning.
+    #[test]
+    fn duplicate_keys_are_refused_naming_the_key() {
+        for (body, key) in [
+            (r#"{"enabled":true,"enabled":false}"#, "enabled"),
+            (
+                r#"{"enabled":true,"server_address":"http://a:1","server_address":""}"#,
+                "server_address",
+            ),
+        ] {
+            let err = parse_post(body.as_bytes()).unwrap_err();
+            assert!(err.contains(&format!("duplicate key {key:?}")), "{body}: {err}");
+        }
+    }
 }

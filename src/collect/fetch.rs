@@ -85,3 +85,47 @@ fn describe(e: &ureq::Error, timeout: Duration) -> String {
         other => other.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A scrape target on loopback that answers one GET with `status` and `body`.
+    fn one_answer(status: u16, body: Vec<u8>) -> String {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut buf = [0u8; 4096];
+            let mut seen = Vec::new();
+            while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => seen.extend_from_slice(&buf[..n]),
+                }
+            }
+            let head = format!(
+                "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = s.write_all(head.as_bytes());
+            let _ = s.write_all(&body);
+        });
+        format!("http://{addr}/debug/pprof/heap")
+    }
+
+    /// A target's error body reaches nl6 collect's log line: control characters are escaped, length bounded.
+    #[test]
+    fn error_bodies_are_escaped_and_bounded() {
+        let body = b"\x1b[31mred\x07\r\x00 \xe2\x80\xae".to_vec();
+        let f = fetch(&one_answer(500, body), Duration::from_secs(5));
+        let e = f.body.unwrap_err();
+        assert!(!e.chars().any(|c| c.is_control()), "{e:?}");
+        assert!(e.contains("\\x1b[31mred\\x07\\r\\0"), "{e}");
+        assert!(!e.contains('\u{202e}'), "bidi overrides are escaped: {e}");
+        let f = fetch(&one_answer(503, vec![b'y'; 50_000]), Duration::from_secs(5));
+        assert!(f.body.unwrap_err().len() < 700);
+    }
+}

@@ -142,4 +142,37 @@ mod tests {
         assert!(!same("https://h", "http://h"));
         assert!(!same("http://h:4040", "http://h:4041"));
     }
+
+    /// Addresses the push client cannot use used to be accepted (200, `pushing:true`), then every upload
+    /// failed. Each is now refused with the reason.
+    #[test]
+    fn refuses_what_the_push_client_cannot_use() {
+        let cases = [
+            ("http://bücher.example", "non-ASCII"),
+            ("http://a%40b", "host"),
+            ("http://a:1:2", "host"),
+            ("http://h:0", "port 0"),
+            ("http://h:+80", "invalid port"),
+            ("http://;:1", "host"),
+            ("http://[fe80::1%25eth0]:1", "IPv6"),
+            ("http://[zz]:1", "IPv6"),
+            ("http://h/p q", "whitespace"),
+            ("http://h/a\\b", "path"),
+        ];
+        for (a, want) in cases {
+            let e = validate(a).expect_err(a);
+            assert!(e.contains(want), "{a}: {e}");
+        }
+        let long = format!("http://{}.example", "a".repeat(60_000));
+        let e = validate(&long).unwrap_err();
+        assert!(e.contains("2048") && e.len() < 300, "{e}");
+        for a in [
+            "http://xn--bcher-kva.example:4040",
+            "http://my_service:4040/p-1/x.y",
+            "https://[2001:db8::1]",
+            "http://10.0.0.1",
+        ] {
+            assert_eq!(validate(a), Ok(()), "{a}");
+        }
+    }
 }

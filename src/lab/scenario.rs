@@ -446,4 +446,29 @@ mod tests {
             assert!(e.starts_with(needle), "{body}: {e}");
         }
     }
+
+    #[test]
+    fn impossible_start_dates_are_refused_naming_start_at() {
+        for date in [
+            "2030-02-30T00:00:00Z",
+            "2030-11-31T00:00:00Z",
+            "2030-01-01T00:00:00+99:99",
+            "2030-01-01T00:00:60Z",
+        ] {
+            let body = format!(
+                r#"{{"name":"link-flap","device":"nl6-dev-0000","duration":"1s","start_at":"{date}"}}"#
+            );
+            let err = parse(&body).expect_err(date);
+            assert!(err.starts_with("field \"start_at\""), "{date}: {err}");
+        }
+    }
+
+    #[test]
+    fn duplicate_keys_are_refused_naming_the_key() {
+        let err = parse(
+            r#"{"name":"link-flap","device":"nl6-dev-0000","duration":"1s","duration":"2s"}"#,
+        )
+        .unwrap_err();
+        assert!(err.contains("duplicate key \"duration\""), "{err}");
+    }
 }
