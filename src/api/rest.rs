@@ -119,8 +119,7 @@ pub fn post(gate: &Gate, req: &Request) -> Response {
 
 /// Parses a POST body into a request value. Every refusal names the field.
 pub fn parse_post(body: &[u8]) -> Result<PostRequest, String> {
-    let value: Value =
-        serde_json::from_slice(body).map_err(|e| format!("body is not valid JSON: {e}"))?;
+    let value = crate::jsonbody::parse(body).map_err(|e| format!("body is not valid JSON: {e}"))?;
     let Value::Object(map) = value else {
         return Err("body must be a JSON object such as {\"enabled\":true}".to_string());
     };
@@ -266,7 +265,10 @@ mod tests {
             ),
         ] {
             let err = parse_post(body.as_bytes()).unwrap_err();
-            assert!(err.contains(&format!("duplicate key {key:?}")), "{body}: {err}");
+            assert!(
+                err.contains(&format!("duplicate key {key:?}")),
+                "{body}: {err}"
+            );
         }
     }
 }

@@ -10,9 +10,6 @@ use std::time::{Duration, Instant};
 /// Largest profile body accepted.
 pub const BODY_LIMIT: u64 = 256 << 20;
 
-/// Longest error body kept in meta.json.
-const ERROR_BODY_LIMIT: usize = 512;
-
 /// Time allowed to open a connection.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -58,8 +55,8 @@ pub fn fetch(url: &str, timeout: Duration) -> Fetched {
                     let text = b
                         .map(|b| String::from_utf8_lossy(&b).into_owned())
                         .unwrap_or_default();
-                    let text = text.trim();
-                    let text: String = text.chars().take(ERROR_BODY_LIMIT).collect();
+                    // The target chose this text; it goes into meta.json and the log line.
+                    let text = crate::logtext::remote(text.trim());
                     let reason = resp.status().canonical_reason().unwrap_or("");
                     let msg = if text.is_empty() {
                         format!("HTTP {s} {reason}")
@@ -79,10 +76,12 @@ pub fn fetch(url: &str, timeout: Duration) -> Fetched {
     }
 }
 
+/// ureq's message, which can quote what the target sent (a malformed status line or header).
 fn describe(e: &ureq::Error, timeout: Duration) -> String {
+    let text = crate::logtext::remote(&e.to_string());
     match e {
-        ureq::Error::Timeout(_) => format!("timed out after {timeout:?} ({e})"),
-        other => other.to_string(),
+        ureq::Error::Timeout(_) => format!("timed out after {timeout:?} ({text})"),
+        _ => text,
     }
 }
 

@@ -38,8 +38,7 @@ pub struct Request {
 
 /// Parses and validates a body against the device names; the error names the offending field.
 pub fn parse_request(body: &[u8], device_exists: impl Fn(&str) -> bool) -> Result<Request, String> {
-    let v: serde_json::Value =
-        serde_json::from_slice(body).map_err(|e| format!("body: invalid JSON: {e}"))?;
+    let v = crate::jsonbody::parse(body).map_err(|e| format!("body: invalid JSON: {e}"))?;
     let obj = v.as_object().ok_or("body: want a JSON object")?;
     for k in obj.keys() {
         if !["name", "device", "duration", "start_at"].contains(&k.as_str()) {

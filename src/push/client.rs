@@ -164,7 +164,13 @@ impl Client {
             .send(&body.bytes[..]);
         let mut response = match result {
             Ok(r) => r,
-            Err(e) => return Err(self.scrub(&format!("{kind} upload: {e}"))),
+            // ureq's message can quote what the server sent (a malformed status line or header).
+            Err(e) => {
+                return Err(format!(
+                    "{kind} upload: {}",
+                    crate::logtext::remote(&self.scrub(&e.to_string()))
+                ))
+            }
         };
         let status = response.status().as_u16();
         // Read (a bounded part of) the body: it names the server's reason, and a drained body lets the
@@ -178,19 +184,29 @@ impl Client {
         if status == 200 {
             return Ok(());
         }
-        let reason = server_message(&text);
-        let msg = if (300..400).contains(&status) {
-            format!("{kind} upload: server answered {status} (redirects are not followed)")
-        } else if reason.is_empty() {
-            format!("{kind} upload: server answered {status}")
-        } else {
-            format!("{kind} upload: server answered {status}: {reason}")
-        };
+        // Scrubbed before escaping: an escaped secret would no longer match its exact copy.
+        let reason = crate::logtext::remote(&self.scrub(&server_message(&text)));
+        let msg =
+            if (300..400).contains(&status) {
+                format!("{kind} upload: server answered {status} (redirects are not followed)")
+            } else if status == 401 || status == 403 {
+                // A collector may echo the credentials transformed (upper-cased, percent- or JSON-escaped),
+                // which the exact-copy scrubber cannot recognise: a refusal's body is never shown.
+                format!(
+                "{kind} upload: server answered {status} {}: check the push credentials and tenant",
+                if status == 401 { "Unauthorized" } else { "Forbidden" }
+            )
+            } else if reason.is_empty() {
+                format!("{kind} upload: server answered {status}")
+            } else {
+                format!("{kind} upload: server answered {status}: {reason}")
+            };
         Err(self.scrub(&msg))
     }
 }
 
-/// The `message` of Pyroscope's JSON error body, else the body's first line, at most 200 characters.
+/// The `message` of Pyroscope's JSON error body, else the body's first line (raw: the caller scrubs
+/// and escapes it with [`crate::logtext::remote`]).
 fn server_message(body: &str) -> String {
     let from_json = serde_json::from_str::<serde_json::Value>(body)
         .ok()
@@ -200,7 +216,7 @@ fn server_message(body: &str) -> String {
                 .map(str::to_string)
         });
     let text = from_json.unwrap_or_else(|| body.lines().next().unwrap_or("").to_string());
-    text.trim().chars().take(200).collect()
+    text.trim().to_string()
 }
 
 /// Replaces every configured secret in a message with `<redacted>`.
@@ -546,8 +562,14 @@ mod tests {
             tenant: None,
             interval: Duration::from_secs(15),
         };
-        let c = Client::new(&target, "nl6{}".into(), "0.1.0", Duration::from_secs(5), &env_of(&[]))
-            .unwrap();
+        let c = Client::new(
+            &target,
+            "nl6{}".into(),
+            "0.1.0",
+            Duration::from_secs(5),
+            &env_of(&[]),
+        )
+        .unwrap();
         let profile = EncodedProfile {
             kind: crate::push::ProfileKind::Cpu,
             pprof_gz: vec![0x1f, 0x8b],
@@ -563,7 +585,10 @@ mod tests {
     fn refused_credentials_show_the_status_only() {
         for (status, body) in [
             (401, &b"bad password S3CRET-PW for ALICE"[..]),
-            (403, &b"{\"message\":\"s3cret%2Dpw \\u0073\\u0033cret-pw\"}"[..]),
+            (
+                403,
+                &b"{\"message\":\"s3cret%2Dpw \\u0073\\u0033cret-pw\"}"[..],
+            ),
         ] {
             let e = upload_error(one_answer(status, body));
             assert!(e.contains(&status.to_string()), "{e}");
@@ -586,7 +611,10 @@ mod tests {
             b"\x1b[2J\x1b]0;owned\x07fake\rline\x00end and more text",
         ));
         assert!(!e.chars().any(|c| c.is_control()), "{e:?}");
-        assert!(e.contains("\\x1b[2J") && e.contains("\\r") && e.contains("\\0"), "{e}");
+        assert!(
+            e.contains("\\x1b[2J") && e.contains("\\r") && e.contains("\\0"),
+            "{e}"
+        );
         static LONG: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
         let long: &'static [u8] = LONG.get_or_init(|| vec![b'x'; 100_000]);
         let e = upload_error(one_answer(500, long));
