@@ -11,8 +11,8 @@ mod collect_support;
 
 use std::fs;
 use std::io::{Read, Write};
-use std::path::Path;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -188,7 +188,12 @@ fn report_refuses_each_hostile_profile_quickly_in_one_line() {
         let file = work.join("hostile.pb.gz");
         fs::write(&file, &bytes).unwrap();
         let svg = work.join("out.svg");
-        let r = run_nl6(&["report", "-svg", svg.to_str().unwrap(), file.to_str().unwrap()]);
+        let r = run_nl6(&[
+            "report",
+            "-svg",
+            svg.to_str().unwrap(),
+            file.to_str().unwrap(),
+        ]);
         eprintln!(
             "{name}: {} bytes, exit {:?}, {:?}, max RSS {} kB: {}",
             bytes.len(),
@@ -198,7 +203,12 @@ fn report_refuses_each_hostile_profile_quickly_in_one_line() {
             r.stderr.trim_end()
         );
         assert_eq!(r.code, Some(1), "{name}: {}", r.stderr);
-        assert_eq!(r.stderr.lines().count(), 1, "{name}: one line: {}", r.stderr);
+        assert_eq!(
+            r.stderr.lines().count(),
+            1,
+            "{name}: one line: {}",
+            r.stderr
+        );
         assert!(
             r.stderr.starts_with("nl6 report: ") && r.stderr.contains("limit"),
             "{name}: the line names the limit: {}",
@@ -210,7 +220,10 @@ fn report_refuses_each_hostile_profile_quickly_in_one_line() {
             "{name}: peak RSS {} kB",
             r.max_rss_kb
         );
-        assert!(!svg.exists(), "{name}: no SVG is written for a refused profile");
+        assert!(
+            !svg.exists(),
+            "{name}: no SVG is written for a refused profile"
+        );
     }
     let _ = fs::remove_dir_all(&work);
 }
@@ -263,7 +276,11 @@ fn collect_archives_the_good_target_beside_each_hostile_one() {
             r.code, r.elapsed, r.max_rss_kb
         );
         assert_eq!(r.code, Some(0), "{name}: {}", r.stderr);
-        assert!(r.max_rss_kb < RSS_LIMIT_KB, "{name}: peak RSS {} kB", r.max_rss_kb);
+        assert!(
+            r.max_rss_kb < RSS_LIMIT_KB,
+            "{name}: peak RSS {} kB",
+            r.max_rss_kb
+        );
         let (good_dated, _) = collect_support::only_dated_dir(&out, "good");
         let good_dir = good_dated.join("127.0.0.1").join(good.port.to_string());
         assert_eq!(read_meta(&good_dir)["status"], "ok", "{name}");

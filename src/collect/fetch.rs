@@ -2,13 +2,20 @@
 //! the answer kept whatever its status (a closed nl6 gate answers 503 with a reason worth keeping).
 //!
 //! The only outbound network code in the collector. No proxy is used (targets are reached directly,
-//! whatever `HTTP_PROXY` says); redirects are not followed; bodies are capped at [`BODY_LIMIT`].
+//! whatever `HTTP_PROXY` says); redirects are not followed; bodies are capped at [`BODY_LIMIT`] and charged to the cycle's memory
+//! budget ([`super::budget`]) as they arrive.
 #![forbid(unsafe_code)]
 
 use std::time::{Duration, Instant};
 
-/// Largest profile body accepted.
-pub const BODY_LIMIT: u64 = 256 << 20;
+use super::budget::{Budget, Held};
+
+/// Largest profile body accepted: a compressed profile is never larger than the inflated profile
+/// nl6 accepts ([`crate::report::limits::LIMITS`]), plus a few header bytes.
+pub const BODY_LIMIT: u64 = crate::report::limits::LIMITS.inflated_bytes + 1024;
+
+/// Bytes read from the socket at a time (each charged to the cycle's memory budget first).
+const READ_CHUNK: usize = 64 << 10;
 
 /// Time allowed to open a connection.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -24,8 +31,16 @@ pub struct Fetched {
     pub elapsed: Duration,
 }
 
-/// GETs `url`, giving up after `timeout` overall.
+/// GETs `url`, giving up after `timeout` overall, with a budget of its own.
 pub fn fetch(url: &str, timeout: Duration) -> Fetched {
+    let budget = Budget::new(BODY_LIMIT);
+    let mut held = budget.holder();
+    fetch_within(url, timeout, &mut held)
+}
+
+/// GETs `url`, giving up after `timeout` overall; the body's bytes are charged to `held` as they
+/// arrive, and the fetch fails when the budget is spent.
+pub fn fetch_within(url: &str, timeout: Duration, held: &mut Held) -> Fetched {
     let start = Instant::now();
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(timeout))
@@ -40,17 +55,22 @@ pub fn fetch(url: &str, timeout: Duration) -> Fetched {
         Err(e) => (None, Err(describe(&e, timeout))),
         Ok(mut resp) => {
             let status = resp.status().as_u16();
+            if status == 200 {
+                let body = read_body(resp.body_mut(), held)
+                    .map_err(|e| format!("reading body: {}", describe(&e, timeout)));
+                return Fetched {
+                    url: url.to_string(),
+                    http_status: Some(status),
+                    body: body.and_then(|b| b),
+                    elapsed: start.elapsed(),
+                };
+            }
             let body = resp
                 .body_mut()
                 .with_config()
-                .limit(BODY_LIMIT)
+                .limit(ERROR_BODY_READ)
                 .read_to_vec();
             match (status, body) {
-                (200, Ok(b)) => (Some(status), Ok(b)),
-                (200, Err(e)) => (
-                    Some(status),
-                    Err(format!("reading body: {}", describe(&e, timeout))),
-                ),
                 (s, b) => {
                     let text = b
                         .map(|b| String::from_utf8_lossy(&b).into_owned())
@@ -77,6 +97,33 @@ pub fn fetch(url: &str, timeout: Duration) -> Fetched {
 }
 
 /// ureq's message, which can quote what the target sent (a malformed status line or header).
+/// Most bytes of an error answer read (its start is shown, escaped and bounded).
+const ERROR_BODY_READ: u64 = 64 << 10;
+
+/// A 200 answer's body, at most [`BODY_LIMIT`] bytes, each chunk charged to `held` before it is kept.
+/// The outer `Err` is the transport's; the inner one a refused charge.
+fn read_body(
+    body: &mut ureq::Body,
+    held: &mut Held,
+) -> Result<Result<Vec<u8>, String>, ureq::Error> {
+    use std::io::Read;
+    let mut reader = body.with_config().limit(BODY_LIMIT).reader();
+    let mut out = Vec::new();
+    let mut chunk = vec![0u8; READ_CHUNK];
+    loop {
+        let n = match reader.read(&mut chunk) {
+            Ok(0) => return Ok(Ok(out)),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(ureq::Error::Io(e)),
+        };
+        if let Err(e) = held.charge(n as u64) {
+            return Ok(Err(e));
+        }
+        out.extend_from_slice(&chunk[..n]);
+    }
+}
+
 fn describe(e: &ureq::Error, timeout: Duration) -> String {
     let text = crate::logtext::remote(&e.to_string());
     match e {

@@ -4,7 +4,8 @@
 //! nl6 report [-sample-index N|NAME] [-svg OUT.svg] FILE.pb.gz
 //! nl6 report -diff-base OLD.pb.gz [-sample-index N|NAME] [-svg OUT.svg] NEW.pb.gz
 //! ```
-//! Exit status: 0 on success, 1 when a file cannot be read, decoded or written, 2 on a usage error.
+//! Exit status: 0 on success, 1 when a file cannot be read, decoded or written or is beyond
+//! [`super::limits::LIMITS`] (one line on stderr names the limit), 2 on a usage error.
 #![forbid(unsafe_code)]
 
 use std::ffi::OsString;
@@ -12,7 +13,7 @@ use std::path::PathBuf;
 
 use crate::collect::atomic::write_atomically;
 use crate::collect::flags::go_style_args;
-use crate::profiling::proto::{self, Profile};
+use crate::profiling::proto::Profile;
 
 const USAGE: &str =
     "usage: nl6 report [-sample-index N|NAME] [-svg OUT.svg] [-diff-base OLD.pb.gz] FILE.pb.gz";
@@ -86,8 +87,26 @@ pub fn main(args: Vec<OsString>) -> i32 {
 }
 
 fn load(path: &PathBuf) -> Result<Profile, (i32, String)> {
-    let bytes = std::fs::read(path).map_err(|e| (1, format!("{}: {e}", path.display())))?;
-    proto::decode(&bytes).map_err(|e| (1, format!("{}: {e}", path.display())))
+    use std::io::Read;
+    let io_err = |e: std::io::Error| (1, format!("{}: {e}", path.display()));
+    // A compressed profile is never larger than what it inflates to (plus a few header bytes), so a file
+    // beyond the inflated limit is refused without reading all of it.
+    let cap = super::limits::LIMITS.inflated_bytes;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(cap + 1024 + 1).read_to_end(&mut bytes))
+        .map_err(io_err)?;
+    if bytes.len() as u64 > cap + 1024 {
+        return Err((
+            1,
+            format!(
+                "{}: profile refused: the file is larger than {} MiB (nl6's limit for a profile)",
+                path.display(),
+                cap >> 20
+            ),
+        ));
+    }
+    super::decode_untrusted(&bytes).map_err(|e| (1, format!("{}: {e}", path.display())))
 }
 
 fn run(args: &ReportArgs) -> Result<String, (i32, String)> {
@@ -124,9 +143,13 @@ fn run(args: &ReportArgs) -> Result<String, (i32, String)> {
         }
         None => (
             super::top_table(&new, index),
-            args.svg
-                .as_ref()
-                .map(|_| super::flamegraph_svg_for(&new, index, &title)),
+            match &args.svg {
+                Some(_) => Some(
+                    super::flamegraph_svg_for(&new, index, &title)
+                        .map_err(|e| (1, format!("{title}: {e}")))?,
+                ),
+                None => None,
+            },
         ),
     };
     if let (Some(path), Some(svg)) = (&args.svg, svg) {

@@ -2,6 +2,9 @@
 //! names (inlined frames included, leaf first), flat and cum per function, pprof's node trimming
 //! (nodes under 0.5% cum are dropped) and its sort order.
 //!
+//! Stacks hold name ids ([`Names`]): each distinct name is stored once however many frames show it,
+//! so a profile whose one long name fills every frame costs one copy of it, not one per frame.
+//!
 //! Plain values in, plain values out; formatting lives in [`super::top`].
 #![forbid(unsafe_code)]
 
@@ -12,13 +15,67 @@ use crate::profiling::proto::Profile;
 /// pprof's default `nodefraction`: nodes whose |cum| is below this share of the total are hidden.
 pub const NODE_FRACTION: f64 = 0.005;
 
-/// One sample reduced to what a top table needs: frame names leaf first, whether each frame was
+/// Distinct frame names, each stored once; stacks refer to them by index.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Names {
+    names: Vec<String>,
+    index: HashMap<String, u32>,
+}
+
+impl Names {
+    /// The id of `name`, added on first use.
+    pub fn intern(&mut self, name: String) -> u32 {
+        if let Some(&id) = self.index.get(&name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.index.insert(name.clone(), id);
+        self.names.push(name);
+        id
+    }
+
+    /// The name with id `id`.
+    pub fn get(&self, id: u32) -> &str {
+        &self.names[id as usize]
+    }
+
+    /// The id of `name`, if any frame has it.
+    pub fn id(&self, name: &str) -> Option<u32> {
+        self.index.get(name).copied()
+    }
+
+    /// How many distinct names there are (ids are `0..len`).
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// True when no name was interned.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+}
+
+/// One sample reduced to what a top table needs: frame name ids leaf first, whether each frame was
 /// inlined into the next one (it is not the last line of its location), and one value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WeightedStack {
-    pub frames: Vec<String>,
+    pub frames: Vec<u32>,
     pub inlined: Vec<bool>,
     pub value: i64,
+}
+
+/// The stacks of one or more profiles over one shared name table.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stacks {
+    pub names: Names,
+    pub stacks: Vec<WeightedStack>,
+}
+
+impl Stacks {
+    /// The frame names of stack `s`, leaf first.
+    pub fn frame_names<'a>(&'a self, s: &'a WeightedStack) -> impl Iterator<Item = &'a str> + 'a {
+        s.frames.iter().map(|&f| self.names.get(f))
+    }
 }
 
 /// One row of a top table: a function's flat (as the leaf) and cum (anywhere on the stack) values.
@@ -138,48 +195,58 @@ mod display_name_tests {
 /// Every sample as function names (leaf first, inlined frames expanded innermost first) and the value
 /// at `index`. Locations without lines are named after their mapping (`[file]`) or `<unknown>`, which
 /// is how pprof names them at function granularity.
-pub fn weighted_stacks(p: &Profile, index: usize) -> Vec<WeightedStack> {
-    let functions: HashMap<u64, String> = p
+pub fn weighted_stacks(p: &Profile, index: usize) -> Stacks {
+    let mut out = Stacks::default();
+    out.stacks = add_stacks(&mut out.names, p, index);
+    out
+}
+
+/// The stacks of `p` (value at `index`) with their names interned into `names`: two profiles' stacks
+/// added to one table can be compared by id.
+pub fn add_stacks(names: &mut Names, p: &Profile, index: usize) -> Vec<WeightedStack> {
+    let functions: HashMap<u64, (i64, i64)> = p
         .function
         .iter()
-        .map(|f| {
-            (
-                f.id,
-                display_name(string(p, f.name), string(p, f.system_name)),
-            )
-        })
+        .map(|f| (f.id, (f.name, f.system_name)))
         .collect();
     let mappings: HashMap<u64, &str> = p
         .mapping
         .iter()
         .map(|m| (m.id, string(p, m.filename)))
         .collect();
-    let mut locations: HashMap<u64, Vec<(String, bool)>> = HashMap::with_capacity(p.location.len());
+    // Function names are interned once per function, not once per line that shows them.
+    let mut function_ids: HashMap<u64, u32> = HashMap::new();
+    let mut locations: HashMap<u64, Vec<(u32, bool)>> = HashMap::with_capacity(p.location.len());
     for l in &p.location {
-        let mut names: Vec<String> = l
-            .line
-            .iter()
-            .map(|line| {
-                functions
-                    .get(&line.function_id)
-                    .cloned()
-                    .unwrap_or_default()
-            })
-            .collect();
-        if names.is_empty() {
-            names.push(String::new());
+        let mut frames: Vec<u32> = Vec::with_capacity(l.line.len().max(1));
+        for line in &l.line {
+            let shown = match functions.get(&line.function_id) {
+                Some(&(name, system_name)) => {
+                    *function_ids.entry(line.function_id).or_insert_with(|| {
+                        names.intern(display_name(string(p, name), string(p, system_name)))
+                    })
+                }
+                None => names.intern(String::new()),
+            };
+            frames.push(shown);
         }
-        for n in names.iter_mut().filter(|n| n.is_empty()) {
+        if frames.is_empty() {
+            frames.push(names.intern(String::new()));
+        }
+        for f in frames.iter_mut() {
+            if !names.get(*f).is_empty() {
+                continue;
+            }
             let file = mappings.get(&l.mapping_id).copied().unwrap_or("");
-            *n = match file.rsplit('/').next() {
+            *f = names.intern(match file.rsplit('/').next() {
                 Some(base) if !base.is_empty() => format!("[{base}]"),
                 _ => "<unknown>".to_string(),
-            };
+            });
         }
-        let last = names.len() - 1;
+        let last = frames.len() - 1;
         locations.insert(
             l.id,
-            names
+            frames
                 .into_iter()
                 .enumerate()
                 .map(|(i, n)| (n, i != last))
@@ -194,7 +261,7 @@ pub fn weighted_stacks(p: &Profile, index: usize) -> Vec<WeightedStack> {
                 .iter()
                 .filter_map(|id| locations.get(id))
                 .flatten()
-                .cloned()
+                .copied()
                 .unzip();
             WeightedStack {
                 frames,
@@ -208,22 +275,19 @@ pub fn weighted_stacks(p: &Profile, index: usize) -> Vec<WeightedStack> {
 /// pprof's `(inline)` / `(partial-inline)` marks for the `kept` functions: a function is inline when
 /// every call edge into it (between kept functions, once per sample) is an inlined call, partial
 /// when only some are.
-pub fn inline_labels(
-    stacks: &[WeightedStack],
-    kept: &HashSet<&str>,
-) -> HashMap<String, &'static str> {
+pub fn inline_labels(stacks: &Stacks, kept: &HashSet<&str>) -> HashMap<String, &'static str> {
+    let kept_ids: HashSet<u32> = kept.iter().filter_map(|n| stacks.names.id(n)).collect();
     // (caller, callee) -> all occurrences inlined so far
-    let mut edges: HashMap<(&str, &str), bool> = HashMap::new();
-    let mut seen: HashSet<(&str, &str)> = HashSet::new();
-    for s in stacks {
+    let mut edges: HashMap<(u32, u32), bool> = HashMap::new();
+    let mut seen: HashSet<(u32, u32)> = HashSet::new();
+    for s in &stacks.stacks {
         if s.value == 0 {
             continue;
         }
         seen.clear();
-        let mut parent: Option<&str> = None;
-        for (i, f) in s.frames.iter().enumerate().rev() {
-            let f = f.as_str();
-            if !kept.contains(f) {
+        let mut parent: Option<u32> = None;
+        for (i, &f) in s.frames.iter().enumerate().rev() {
+            if !kept_ids.contains(&f) {
                 continue;
             }
             if let Some(p) = parent.filter(|p| *p != f) {
@@ -235,7 +299,7 @@ pub fn inline_labels(
             parent = Some(f);
         }
     }
-    let mut into: HashMap<&str, (bool, bool)> = HashMap::new();
+    let mut into: HashMap<u32, (bool, bool)> = HashMap::new();
     for ((_, callee), inl) in edges {
         let e = into.entry(callee).or_default();
         if inl {
@@ -245,10 +309,13 @@ pub fn inline_labels(
         }
     }
     into.into_iter()
-        .filter_map(|(name, (inline, noinline))| match (inline, noinline) {
-            (true, true) => Some((name.to_string(), "(partial-inline)")),
-            (true, false) => Some((name.to_string(), "(inline)")),
-            _ => None,
+        .filter_map(|(id, (inline, noinline))| {
+            let name = stacks.names.get(id).to_string();
+            match (inline, noinline) {
+                (true, true) => Some((name, "(partial-inline)")),
+                (true, false) => Some((name, "(inline)")),
+                _ => None,
+            }
         })
         .collect()
 }
@@ -263,26 +330,29 @@ pub fn total(stacks: &[WeightedStack]) -> i64 {
 
 /// Flat and cum per function. Flat goes to the leaf (first frame); cum counts each distinct function
 /// once per sample, however often it recurs on the stack. Nodes with zero flat and cum are left out.
-pub fn nodes(stacks: &[WeightedStack]) -> Vec<Node> {
-    let mut by_name: HashMap<&str, (i64, i64)> = HashMap::new();
-    let mut seen: HashSet<&str> = HashSet::new();
-    for s in stacks {
+pub fn nodes(stacks: &Stacks) -> Vec<Node> {
+    let n = stacks.names.len();
+    let mut values = vec![(0i64, 0i64); n];
+    // The last sample each name was counted for: cum counts a name once per sample in O(1).
+    let mut counted_in = vec![usize::MAX; n];
+    for (k, s) in stacks.stacks.iter().enumerate() {
         if s.value == 0 || s.frames.is_empty() {
             continue;
         }
-        seen.clear();
-        for f in &s.frames {
-            if seen.insert(f.as_str()) {
-                by_name.entry(f).or_default().1 += s.value;
+        for &f in &s.frames {
+            if std::mem::replace(&mut counted_in[f as usize], k) != k {
+                values[f as usize].1 = values[f as usize].1.saturating_add(s.value);
             }
         }
-        by_name.entry(&s.frames[0]).or_default().0 += s.value;
+        let leaf = s.frames[0] as usize;
+        values[leaf].0 = values[leaf].0.saturating_add(s.value);
     }
-    let mut out: Vec<Node> = by_name
+    let mut out: Vec<Node> = values
         .into_iter()
+        .enumerate()
         .filter(|(_, (flat, cum))| *flat != 0 || *cum != 0)
-        .map(|(name, (flat, cum))| Node {
-            name: name.to_string(),
+        .map(|(id, (flat, cum))| Node {
+            name: stacks.names.get(id as u32).to_string(),
             flat,
             cum,
         })
@@ -337,12 +407,32 @@ pub fn min_node_value(nodes: &[Node]) -> i64 {
 mod tests {
     use super::*;
 
-    fn stack(frames: &[&str], value: i64) -> WeightedStack {
-        WeightedStack {
-            frames: frames.iter().map(|s| s.to_string()).collect(),
-            inlined: vec![false; frames.len()],
-            value,
+    /// Stacks over one name table: each (frames leaf first, inlined marks, value).
+    fn build(list: &[(&[&str], &[bool], i64)]) -> Stacks {
+        let mut out = Stacks::default();
+        for (frames, inlined, value) in list {
+            let frames: Vec<u32> = frames
+                .iter()
+                .map(|f| out.names.intern(f.to_string()))
+                .collect();
+            let inlined = if inlined.is_empty() {
+                vec![false; frames.len()]
+            } else {
+                inlined.to_vec()
+            };
+            out.stacks.push(WeightedStack {
+                frames,
+                inlined,
+                value: *value,
+            });
         }
+        out
+    }
+
+    fn plain(list: &[(&[&str], i64)]) -> Stacks {
+        let with_marks: Vec<(&[&str], &[bool], i64)> =
+            list.iter().map(|(f, v)| (*f, &[][..], *v)).collect();
+        build(&with_marks)
     }
 
     fn find<'a>(nodes: &'a [Node], name: &str) -> &'a Node {
@@ -354,13 +444,13 @@ mod tests {
 
     #[test]
     fn flat_goes_to_the_leaf_and_cum_counts_once_per_sample() {
-        let stacks = vec![
-            stack(&["burn", "work", "main"], 30),
-            stack(&["work", "main"], 10),
+        let stacks = plain(&[
+            (&["burn", "work", "main"], 30),
+            (&["work", "main"], 10),
             // Recursion: `rec` appears twice but its cum counts the sample once.
-            stack(&["rec", "rec", "main"], 5),
-            stack(&["idle"], 0),
-        ];
+            (&["rec", "rec", "main"], 5),
+            (&["idle"], 0),
+        ]);
         let n = nodes(&stacks);
         assert_eq!(
             find(&n, "burn"),
@@ -400,18 +490,17 @@ mod tests {
         );
         let names: Vec<&str> = n.iter().map(|x| x.name.as_str()).collect();
         assert_eq!(names, ["burn", "work", "rec", "main"]);
-        assert_eq!(total(&stacks), 45);
+        assert_eq!(total(&stacks.stacks), 45);
     }
 
     #[test]
     fn inline_marks_follow_the_call_edges() {
         // `inl` is always inlined into `caller`; `mixed` is inlined once and called once.
-        let mut a = stack(&["inl", "caller", "main"], 3);
-        a.inlined = vec![true, false, false];
-        let mut b = stack(&["mixed", "caller", "main"], 2);
-        b.inlined = vec![true, false, false];
-        let c = stack(&["mixed", "main"], 1);
-        let stacks = vec![a, b, c];
+        let stacks = build(&[
+            (&["inl", "caller", "main"], &[true, false, false], 3),
+            (&["mixed", "caller", "main"], &[true, false, false], 2),
+            (&["mixed", "main"], &[], 1),
+        ]);
         let kept: HashSet<&str> = ["inl", "caller", "main", "mixed"].into_iter().collect();
         let labels = inline_labels(&stacks, &kept);
         assert_eq!(labels.get("inl"), Some(&"(inline)"));
@@ -422,20 +511,18 @@ mod tests {
 
     #[test]
     fn ties_sort_by_name_then_cum() {
-        let n = nodes(&[
-            stack(&["b", "x"], 5),
-            stack(&["a", "y"], 5),
-            stack(&["a2"], -5),
-        ]);
+        let n = nodes(&plain(&[(&["b", "x"], 5), (&["a", "y"], 5), (&["a2"], -5)]));
         let names: Vec<&str> = n.iter().map(|x| x.name.as_str()).collect();
         assert_eq!(names, ["a", "a2", "b", "x", "y"]);
     }
 
     #[test]
     fn trim_drops_nodes_under_half_a_percent() {
-        let mut stacks = vec![stack(&["hot", "main"], 1000)];
-        stacks.push(stack(&["tiny", "main"], 4));
-        stacks.push(stack(&["small", "main"], 6));
+        let stacks = plain(&[
+            (&["hot", "main"], 1000),
+            (&["tiny", "main"], 4),
+            (&["small", "main"], 6),
+        ]);
         let (kept, dropped) = trim(nodes(&stacks));
         // cutoff = 1010 * 0.005 = 5 (truncated): 4 < 5 is dropped, 6 kept.
         assert_eq!(dropped, 1);
