@@ -8,112 +8,22 @@
 //! processes started here are killed.
 
 mod collect_support;
+mod hostile_support;
 
 use std::fs;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nl6::profiling::proto::{Function, Line, Location, Profile, Sample, ValueType};
-use prost::Message;
+use hostile_support::fixtures;
 
 /// Peak RSS allowed for any hostile input (the issue's target is 256 MB).
 const RSS_LIMIT_KB: i64 = 256 * 1000;
 /// Wall time allowed here; the issue's target (2 s) is measured on an idle machine, and this one is
 /// shared with other builds.
 const TIME_LIMIT: Duration = Duration::from_secs(20);
-
-fn gzip(raw: &[u8]) -> Vec<u8> {
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
-    gz.write_all(raw).unwrap();
-    gz.finish().unwrap()
-}
-
-/// A CPU-shaped profile with one function (`name`) at location 1, and `samples` stacks of `frames`
-/// copies of that location.
-fn one_function_profile(name: String, samples: usize, frames: usize) -> Profile {
-    Profile {
-        sample_type: vec![ValueType { r#type: 1, unit: 2 }],
-        string_table: vec!["".into(), "cpu".into(), "nanoseconds".into(), name],
-        function: vec![Function {
-            id: 1,
-            name: 3,
-            system_name: 3,
-            filename: 0,
-            start_line: 0,
-        }],
-        location: vec![Location {
-            id: 1,
-            line: vec![Line {
-                function_id: 1,
-                line: 1,
-                column: 0,
-            }],
-            ..Default::default()
-        }],
-        sample: (0..samples)
-            .map(|_| Sample {
-                location_id: vec![1; frames],
-                value: vec![10_000_000],
-                label: vec![],
-            })
-            .collect(),
-        ..Default::default()
-    }
-}
-
-/// A gzip stream of `prefix` followed by `pattern` repeated to about `inflated` bytes, built without
-/// compressing all of it: after a sync flush, every further MiB of the pattern compresses to the same
-/// bytes, so that block is repeated. The stream has no trailer (a decoder stops at its limit first).
-fn bomb(prefix: &[u8], pattern: &[u8], inflated: usize) -> Vec<u8> {
-    const MIB: usize = 1 << 20;
-    let chunk: Vec<u8> = pattern.iter().copied().cycle().take(MIB).collect();
-    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
-    enc.write_all(prefix).unwrap();
-    for _ in 0..2 {
-        enc.write_all(&chunk).unwrap();
-        enc.flush().unwrap();
-    }
-    let head_len = enc.get_ref().len();
-    enc.write_all(&chunk).unwrap();
-    enc.flush().unwrap();
-    let block = enc.get_ref()[head_len..].to_vec();
-    enc.write_all(&chunk).unwrap();
-    enc.flush().unwrap();
-    assert_eq!(
-        &enc.get_ref()[head_len + block.len()..],
-        &block[..],
-        "steady state"
-    );
-    let mut out = enc.get_ref()[..head_len].to_vec();
-    for _ in 0..inflated / MIB {
-        out.extend_from_slice(&block);
-    }
-    out
-}
-
-/// The four hostile inputs of the issue, by name.
-fn fixtures() -> Vec<(&'static str, Vec<u8>)> {
-    let big_name = one_function_profile("A".repeat(1 << 20), 200, 200);
-    let deep = one_function_profile("main.f".into(), 1, 1_000_000);
-    let valid = one_function_profile("main.f".into(), 3, 2).encode_to_vec();
-    // `0x38 0x00` is field 7 (drop_frames) = 0: valid protobuf however often it repeats.
-    let fixtures = vec![
-        ("1 MiB name × 200 × 200", gzip(&big_name.encode_to_vec())),
-        ("1 000 000-frame sample", gzip(&deep.encode_to_vec())),
-        ("1 MB gzip bomb", bomb(&[], &[0], 1000 << 20)),
-        (
-            "520 KB bomb after a valid profile",
-            bomb(&valid, &[0x38, 0x00], 520 << 20),
-        ),
-    ];
-    let sizes: Vec<usize> = fixtures.iter().map(|(_, b)| b.len()).collect();
-    assert!(sizes[0] < 4 << 10 && sizes[1] < 4 << 10, "{sizes:?}");
-    assert!(sizes[2] < 2 << 20 && sizes[3] < 1 << 20, "{sizes:?}");
-    fixtures
-}
 
 /// What a finished child did: exit code, stderr, wall time and peak RSS in kB.
 struct Run {

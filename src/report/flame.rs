@@ -24,11 +24,10 @@ pub const MAX_FOLDED_BYTES: usize = 32 << 20;
 pub fn folded(stacks: &Stacks) -> Result<Vec<String>, String> {
     let mut merged: HashMap<&[u32], i64> = HashMap::new();
     for s in stacks
-        .stacks
         .iter()
         .filter(|s| s.value > 0 && !s.frames.is_empty())
     {
-        let v = merged.entry(&s.frames[..]).or_default();
+        let v = merged.entry(s.frames).or_default();
         *v = v.saturating_add(s.value);
     }
     let name_len = |f: &u32| stacks.names.get(*f).len() + 1;
@@ -85,7 +84,7 @@ pub fn flamegraph_svg_for(p: &Profile, index: usize, title: &str) -> Result<Vec<
     if lines.is_empty() {
         return Ok(no_samples_svg(title));
     }
-    let total = nodes::total(&stacks.stacks);
+    let total = nodes::total(&stacks);
     let mut opt = options(title, &unit);
     opt.subtitle = Some(format!(
         "{stype}: {} total",

@@ -28,6 +28,8 @@ pub struct Limits {
     pub frames_total: usize,
     /// Bytes of one function name, file name, build id or comment.
     pub name_bytes: usize,
+    /// Bytes of all distinct function and mapping file names together (the reports keep copies).
+    pub names_total_bytes: usize,
 }
 
 /// The limits `nl6 report`, `nl6 collect` and the console use.
@@ -38,6 +40,7 @@ pub const LIMITS: Limits = Limits {
     frames_per_sample: 4096,
     frames_total: 8_000_000,
     name_bytes: 16 << 10,
+    names_total_bytes: 16 << 20,
 };
 
 /// Why an untrusted profile was not read.
@@ -251,8 +254,10 @@ fn scan(body: &[u8], limits: &Limits) -> Result<u64, ReadError> {
                 if samples > limits.samples {
                     return Err(too_large(format!("more than {} samples", limits.samples)));
                 }
-                (size_of::<Sample>() + size_of::<Label>() * labels as usize) as u64
-                    + 8 * (frames + values)
+                element::<Sample>()
+                    + vec_bytes(frames, 8)
+                    + vec_bytes(values, 8)
+                    + vec_bytes(labels, size_of::<Label>() as u64)
             }
             (4, 2) => {
                 let mut lw = Wire { b: payload, i: 0 };
@@ -262,13 +267,13 @@ fn scan(body: &[u8], limits: &Limits) -> Result<u64, ReadError> {
                         lines += 1;
                     }
                 }
-                size_of::<Location>() as u64 + lines * size_of::<Line>() as u64
+                element::<Location>() + vec_bytes(lines, size_of::<Line>() as u64)
             }
-            (6, 2) => size_of::<String>() as u64 + payload.len() as u64,
-            (13, _) => 8 * scalar_count(wire, payload),
-            (1 | 11, 2) => size_of::<ValueType>() as u64,
-            (3, 2) => size_of::<Mapping>() as u64,
-            (5, 2) => size_of::<Function>() as u64,
+            (6, 2) => element::<String>() + heap_block(payload.len() as u64),
+            (13, _) => 2 * 8 * scalar_count(wire, payload),
+            (1 | 11, 2) => element::<ValueType>(),
+            (3, 2) => element::<Mapping>(),
+            (5, 2) => element::<Function>(),
             _ => 0,
         };
         if bytes > limits.decoded_bytes {
@@ -279,6 +284,24 @@ fn scan(body: &[u8], limits: &Limits) -> Result<u64, ReadError> {
         }
     }
     Ok(bytes)
+}
+
+/// One element of a repeated field: twice its size, as the vector holding it may have doubled.
+fn element<T>() -> u64 {
+    2 * std::mem::size_of::<T>() as u64
+}
+
+/// A vector of `n` elements of `size` bytes as prost builds it (grown by doubling from 4) on the heap.
+fn vec_bytes(n: u64, size: u64) -> u64 {
+    if n == 0 {
+        return 0;
+    }
+    heap_block(n.max(4).next_power_of_two() * size)
+}
+
+/// What the allocator takes for a block of `n` bytes (a 16-byte granule with its header; 32 at least).
+fn heap_block(n: u64) -> u64 {
+    ((n + 8).div_ceil(16) * 16).max(32)
 }
 
 /// (location ids, values, labels) of one sample on the wire.
@@ -306,7 +329,11 @@ fn check_names(p: &Profile, limits: &Limits) -> Result<(), ReadError> {
             limits.name_bytes
         ))
     };
+    // Each string index counted once, however many functions share it.
+    let mut shown: HashMap<i64, usize> = HashMap::new();
     for f in &p.function {
+        shown.insert(f.name, len(f.name));
+        shown.insert(f.system_name, len(f.system_name));
         for (what, i) in [
             ("name", f.name),
             ("system name", f.system_name),
@@ -323,6 +350,15 @@ fn check_names(p: &Profile, limits: &Limits) -> Result<(), ReadError> {
                 return Err(over(format!("mapping {}'s {what}", m.id), len(i)));
             }
         }
+        shown.insert(m.filename, len(m.filename));
+    }
+    let total: usize = shown.values().sum();
+    if total > limits.names_total_bytes {
+        return Err(too_large(format!(
+            "its function and file names take {} MiB together; the limit is {} MiB",
+            total >> 20,
+            limits.names_total_bytes >> 20
+        )));
     }
     for (k, &c) in p.comment.iter().enumerate() {
         if len(c) > limits.name_bytes {
@@ -392,6 +428,7 @@ mod tests {
             frames_per_sample: 8,
             frames_total: 30,
             name_bytes: 16,
+            names_total_bytes: 40,
         }
     }
 
@@ -441,6 +478,22 @@ mod tests {
         assert!(refusal(&total, &l).contains("more than 30 frames"));
         let long = cpu_profile(&[(&["a_function_name_of_17"], 1)]).encode_to_vec();
         assert!(refusal(&long, &l).contains("function 1's name is 21 bytes"));
+        let names: Vec<String> = (0..5).map(|i| format!("function_{i}")).collect();
+        let stack: Vec<&str> = names.iter().map(String::as_str).collect();
+        let wide = cpu_profile(&[(&stack, 1)]).encode_to_vec();
+        let m = refusal(
+            &wide,
+            &Limits {
+                names_total_bytes: 49,
+                ..l
+            },
+        );
+        assert!(m.contains("function and file names take"), "{m}");
+        let fits = Limits {
+            names_total_bytes: 50,
+            ..l
+        };
+        assert!(decode_within(&wide, &fits, &mut |_| Ok(())).is_ok());
         let tight = Limits {
             decoded_bytes: 100,
             ..l

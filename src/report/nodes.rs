@@ -55,25 +55,52 @@ impl Names {
     }
 }
 
-/// One sample reduced to what a top table needs: frame name ids leaf first, whether each frame was
-/// inlined into the next one (it is not the last line of its location), and one value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WeightedStack {
-    pub frames: Vec<u32>,
-    pub inlined: Vec<bool>,
+/// One sample as a top table sees it: frame name ids leaf first, whether each frame was inlined into
+/// the next one (it is not the last line of its location), and one value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stack<'a> {
+    pub frames: &'a [u32],
+    pub inlined: &'a [bool],
     pub value: i64,
 }
 
-/// The stacks of one or more profiles over one shared name table.
+/// The stacks of one or more profiles over one shared name table, stored flat (all frames in one
+/// vector, each sample an end offset and a value): a few bytes a frame, no allocation per sample.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stacks {
     pub names: Names,
-    pub stacks: Vec<WeightedStack>,
+    frames: Vec<u32>,
+    inlined: Vec<bool>,
+    ends: Vec<usize>,
+    values: Vec<i64>,
 }
 
 impl Stacks {
-    /// The frame names of stack `s`, leaf first.
-    pub fn frame_names<'a>(&'a self, s: &'a WeightedStack) -> impl Iterator<Item = &'a str> + 'a {
+    /// Appends one sample.
+    pub fn push(&mut self, frames: impl IntoIterator<Item = (u32, bool)>, value: i64) {
+        for (f, inl) in frames {
+            self.frames.push(f);
+            self.inlined.push(inl);
+        }
+        self.ends.push(self.frames.len());
+        self.values.push(value);
+    }
+
+    /// Every sample, in the order pushed.
+    pub fn iter(&self) -> impl Iterator<Item = Stack<'_>> + '_ {
+        (0..self.ends.len()).map(move |k| {
+            let start = if k == 0 { 0 } else { self.ends[k - 1] };
+            let end = self.ends[k];
+            Stack {
+                frames: &self.frames[start..end],
+                inlined: &self.inlined[start..end],
+                value: self.values[k],
+            }
+        })
+    }
+
+    /// The frame names of `s`, leaf first.
+    pub fn frame_names<'a>(&'a self, s: Stack<'a>) -> impl Iterator<Item = &'a str> + 'a {
         s.frames.iter().map(|&f| self.names.get(f))
     }
 }
@@ -197,13 +224,14 @@ mod display_name_tests {
 /// is how pprof names them at function granularity.
 pub fn weighted_stacks(p: &Profile, index: usize) -> Stacks {
     let mut out = Stacks::default();
-    out.stacks = add_stacks(&mut out.names, p, index);
+    add_stacks(&mut out, p, index, 1);
     out
 }
 
-/// The stacks of `p` (value at `index`) with their names interned into `names`: two profiles' stacks
-/// added to one table can be compared by id.
-pub fn add_stacks(names: &mut Names, p: &Profile, index: usize) -> Vec<WeightedStack> {
+/// Appends the stacks of `p` (value at `index`, times `sign`: -1 for a diff's base) to `out`, their
+/// names interned into its table, so two profiles' stacks can be compared by id.
+pub fn add_stacks(out: &mut Stacks, p: &Profile, index: usize, sign: i64) {
+    let names = &mut out.names;
     let functions: HashMap<u64, (i64, i64)> = p
         .function
         .iter()
@@ -253,23 +281,16 @@ pub fn add_stacks(names: &mut Names, p: &Profile, index: usize) -> Vec<WeightedS
                 .collect(),
         );
     }
-    p.sample
-        .iter()
-        .map(|s| {
-            let (frames, inlined) = s
-                .location_id
-                .iter()
-                .filter_map(|id| locations.get(id))
-                .flatten()
-                .copied()
-                .unzip();
-            WeightedStack {
-                frames,
-                inlined,
-                value: s.value.get(index).copied().unwrap_or(0),
-            }
-        })
-        .collect()
+    for s in &p.sample {
+        let frames = s
+            .location_id
+            .iter()
+            .filter_map(|id| locations.get(id))
+            .flatten()
+            .copied();
+        let value = s.value.get(index).copied().unwrap_or(0);
+        out.push(frames, value.saturating_mul(sign));
+    }
 }
 
 /// pprof's `(inline)` / `(partial-inline)` marks for the `kept` functions: a function is inline when
@@ -280,7 +301,7 @@ pub fn inline_labels(stacks: &Stacks, kept: &HashSet<&str>) -> HashMap<String, &
     // (caller, callee) -> all occurrences inlined so far
     let mut edges: HashMap<(u32, u32), bool> = HashMap::new();
     let mut seen: HashSet<(u32, u32)> = HashSet::new();
-    for s in &stacks.stacks {
+    for s in stacks.iter() {
         if s.value == 0 {
             continue;
         }
@@ -321,10 +342,11 @@ pub fn inline_labels(stacks: &Stacks, kept: &HashSet<&str>) -> HashMap<String, &
 }
 
 /// Sum of |value| over all samples: pprof's report total (percentages are shares of it).
-pub fn total(stacks: &[WeightedStack]) -> i64 {
+pub fn total(stacks: &Stacks) -> i64 {
     stacks
+        .values
         .iter()
-        .map(|s| s.value.saturating_abs())
+        .map(|v| v.saturating_abs())
         .fold(0i64, i64::saturating_add)
 }
 
@@ -335,11 +357,11 @@ pub fn nodes(stacks: &Stacks) -> Vec<Node> {
     let mut values = vec![(0i64, 0i64); n];
     // The last sample each name was counted for: cum counts a name once per sample in O(1).
     let mut counted_in = vec![usize::MAX; n];
-    for (k, s) in stacks.stacks.iter().enumerate() {
+    for (k, s) in stacks.iter().enumerate() {
         if s.value == 0 || s.frames.is_empty() {
             continue;
         }
-        for &f in &s.frames {
+        for &f in s.frames {
             if std::mem::replace(&mut counted_in[f as usize], k) != k {
                 values[f as usize].1 = values[f as usize].1.saturating_add(s.value);
             }
@@ -420,11 +442,7 @@ mod tests {
             } else {
                 inlined.to_vec()
             };
-            out.stacks.push(WeightedStack {
-                frames,
-                inlined,
-                value: *value,
-            });
+            out.push(frames.into_iter().zip(inlined), *value);
         }
         out
     }
@@ -490,7 +508,7 @@ mod tests {
         );
         let names: Vec<&str> = n.iter().map(|x| x.name.as_str()).collect();
         assert_eq!(names, ["burn", "work", "rec", "main"]);
-        assert_eq!(total(&stacks.stacks), 45);
+        assert_eq!(total(&stacks), 45);
     }
 
     #[test]

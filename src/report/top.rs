@@ -85,7 +85,7 @@ pub fn top_table(p: &Profile, sample_index: usize) -> String {
 pub fn table(p: &Profile, sample_index: usize) -> Option<Table> {
     let (stype, unit) = nodes::sample_type(p, sample_index)?;
     let stacks = nodes::weighted_stacks(p, sample_index);
-    let total = nodes::total(&stacks.stacks);
+    let total = nodes::total(&stacks);
     let mut labels = profile_labels(p);
     labels.push(format!("Type: {stype}"));
     if p.time_nanos != 0 {
@@ -218,13 +218,19 @@ pub fn diff_stacks(
         });
     }
     let mut merged = nodes::weighted_stacks(new, sample_index);
-    let new_total = nodes::total(&merged.stacks);
-    let mut base_stacks = nodes::add_stacks(&mut merged.names, base, sample_index);
-    let base_total = nodes::total(&base_stacks);
-    for s in &mut base_stacks {
-        s.value = -s.value;
-    }
-    merged.stacks.extend(base_stacks);
+    let new_total = nodes::total(&merged);
+    let base_total = base
+        .sample
+        .iter()
+        .map(|s| {
+            s.value
+                .get(sample_index)
+                .copied()
+                .unwrap_or(0)
+                .saturating_abs()
+        })
+        .fold(0i64, i64::saturating_add);
+    nodes::add_stacks(&mut merged, base, sample_index, -1);
     // pprof falls back to the merged total when the base is empty.
     let total = if base_total > 0 {
         base_total
@@ -243,7 +249,7 @@ pub fn diff_rows(
 ) -> Result<Vec<Node>, DiffError> {
     let (stacks, _, _, _) = diff_stacks(base, new, sample_index)?;
     let mut by_name: std::collections::BTreeMap<&str, Node> = std::collections::BTreeMap::new();
-    for s in &stacks.stacks {
+    for s in stacks.iter() {
         for f in stacks.frame_names(s) {
             by_name.entry(f).or_insert_with(|| Node {
                 name: f.to_string(),
