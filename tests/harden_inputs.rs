@@ -27,7 +27,11 @@ fn post(n: &Nl6, path: &str, body: &str) -> (u16, String) {
 fn bodies_addresses_and_dates_are_refused_naming_the_field() {
     let n = boot().start();
     // Item 10: the last value used to win (200, gate closed).
-    let (status, err) = post(&n, "/api/v1/profiling", r#"{"enabled":false,"enabled":true}"#);
+    let (status, err) = post(
+        &n,
+        "/api/v1/profiling",
+        r#"{"enabled":false,"enabled":true}"#,
+    );
     assert_eq!(status, 400, "{err}");
     assert!(err.contains("duplicate key \"enabled\""), "{err}");
     assert_eq!(state(&n)["enabled"], false);
@@ -46,9 +50,16 @@ fn bodies_addresses_and_dates_are_refused_naming_the_field() {
         let (status, err) = post(&n, "/api/v1/profiling", &body);
         assert_eq!(status, 400, "{address:.60}: {err}");
         assert!(err.starts_with("server_address: "), "{err:.200}");
-        assert!(err.len() < 400, "the error stays short: {} bytes", err.len());
+        assert!(
+            err.len() < 400,
+            "the error stays short: {} bytes",
+            err.len()
+        );
         let v = state(&n);
-        assert_eq!((v["enabled"].clone(), v["pushing"].clone()), (false.into(), false.into()));
+        assert_eq!(
+            (v["enabled"].clone(), v["pushing"].clone()),
+            (false.into(), false.into())
+        );
     }
     // Item 12: each used to be 201, moved to another date.
     for start_at in [
@@ -72,12 +83,13 @@ fn bodies_addresses_and_dates_are_refused_naming_the_field() {
     assert_eq!(status, 400, "{err}");
     assert!(err.contains("duplicate key \"device\""), "{err}");
     // The startup flag goes through the same check.
-    let out = boot()
-        .args(&["-profiling-pyroscope", "http://a:1:2"])
-        .run();
+    let out = boot().args(&["-profiling-pyroscope", "http://a:1:2"]).run();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("-profiling-pyroscope: server address"), "{err}");
+    assert!(
+        err.contains("-profiling-pyroscope: server address"),
+        "{err}"
+    );
 }
 
 /// A collector that answers its first upload 500 with terminal escapes, CR, BEL and NUL, and every
@@ -106,7 +118,10 @@ fn hostile_collector() -> (u16, Arc<AtomicUsize>) {
             let (status, body): (&str, &[u8]) = if first {
                 ("500 Oops", b"\x1b[2J\x1b]0;pwned\x07forged\rline\x00tail")
             } else {
-                ("401 Unauthorized", b"wrong password HUNTER2-SECRET (hunter2%2Dsecret)")
+                (
+                    "401 Unauthorized",
+                    b"wrong password HUNTER2-SECRET (hunter2%2Dsecret)",
+                )
             };
             let head = format!(
                 "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",

@@ -378,17 +378,16 @@ fn check_names(p: &Profile, limits: &Limits) -> Result<(), ReadError> {
 /// Refuses a sample whose frames (each location's lines, inlined ones included) exceed the per-sample
 /// limit, or samples whose frames together exceed the total.
 fn check_frames(p: &Profile, limits: &Limits) -> Result<(), ReadError> {
-    let lines: HashMap<u64, usize> = p
-        .location
-        .iter()
-        .map(|l| (l.id, l.line.len().max(1)))
-        .collect();
+    let mut lines = super::nodes::ById::for_ids(p.location.iter().map(|l| l.id));
+    for l in &p.location {
+        lines.insert(l.id, l.line.len().max(1));
+    }
     let mut total = 0usize;
     for (k, s) in p.sample.iter().enumerate() {
         let frames: usize = s
             .location_id
             .iter()
-            .map(|id| lines.get(id).copied().unwrap_or(0))
+            .map(|id| lines.get(*id).copied().unwrap_or(0))
             .fold(0usize, usize::saturating_add);
         if frames > limits.frames_per_sample {
             return Err(too_large(format!(

@@ -113,6 +113,42 @@ pub struct Node {
     pub cum: i64,
 }
 
+/// Values by location id: a vector when the ids are small (pprof writers number locations 1..n), else
+/// a map. Every frame of every sample is looked up here, so the vector saves a hash a frame.
+#[derive(Debug, Clone)]
+pub enum ById<T> {
+    Dense(Vec<Option<T>>),
+    Sparse(HashMap<u64, T>),
+}
+
+impl<T> ById<T> {
+    /// An empty table for values keyed by `ids`.
+    pub fn for_ids(ids: impl ExactSizeIterator<Item = u64> + Clone) -> ById<T> {
+        let n = ids.len() as u64;
+        if ids.clone().all(|id| id <= 2 * n + 16) {
+            ById::Dense((0..2 * n + 17).map(|_| None).collect())
+        } else {
+            ById::Sparse(HashMap::with_capacity(n as usize))
+        }
+    }
+
+    pub fn insert(&mut self, id: u64, value: T) {
+        match self {
+            ById::Dense(v) => v[id as usize] = Some(value),
+            ById::Sparse(m) => {
+                m.insert(id, value);
+            }
+        }
+    }
+
+    pub fn get(&self, id: u64) -> Option<&T> {
+        match self {
+            ById::Dense(v) => v.get(usize::try_from(id).ok()?).and_then(Option::as_ref),
+            ById::Sparse(m) => m.get(&id),
+        }
+    }
+}
+
 /// The sample type `go tool pprof` picks by default: `default_sample_type` when it names one, else the
 /// last. `None` for a profile without sample types.
 pub fn default_sample_index(p: &Profile) -> Option<usize> {
@@ -244,7 +280,7 @@ pub fn add_stacks(out: &mut Stacks, p: &Profile, index: usize, sign: i64) {
         .collect();
     // Function names are interned once per function, not once per line that shows them.
     let mut function_ids: HashMap<u64, u32> = HashMap::new();
-    let mut locations: HashMap<u64, Vec<(u32, bool)>> = HashMap::with_capacity(p.location.len());
+    let mut locations: ById<Vec<(u32, bool)>> = ById::for_ids(p.location.iter().map(|l| l.id));
     for l in &p.location {
         let mut frames: Vec<u32> = Vec::with_capacity(l.line.len().max(1));
         for line in &l.line {
@@ -285,7 +321,7 @@ pub fn add_stacks(out: &mut Stacks, p: &Profile, index: usize, sign: i64) {
         let frames = s
             .location_id
             .iter()
-            .filter_map(|id| locations.get(id))
+            .filter_map(|id| locations.get(*id))
             .flatten()
             .copied();
         let value = s.value.get(index).copied().unwrap_or(0);
