@@ -2,7 +2,7 @@
 //! charges its downloaded bytes as they arrive, then its inflated and decoded profile
 //! ([`crate::report::limits`]), and gives all of it back when its snapshot is written. A charge that
 //! would pass the budget fails that target (its meta.json says why), so eight hostile or huge targets
-//! at `-concurrency 8` cannot hold 8 × 256 MiB: the total stays under [`BUDGET_BYTES`] and the other
+//! at `-concurrency 8` cannot hold 8 × 64 MiB bodies plus their inflated profiles: the total stays under [`BUDGET_BYTES`] and the other
 //! targets go on.
 #![forbid(unsafe_code)]
 

@@ -65,27 +65,7 @@ pub fn fetch_within(url: &str, timeout: Duration, held: &mut Held) -> Fetched {
                     elapsed: start.elapsed(),
                 };
             }
-            let body = resp
-                .body_mut()
-                .with_config()
-                .limit(ERROR_BODY_READ)
-                .read_to_vec();
-            match (status, body) {
-                (s, b) => {
-                    let text = b
-                        .map(|b| String::from_utf8_lossy(&b).into_owned())
-                        .unwrap_or_default();
-                    // The target chose this text; it goes into meta.json and the log line.
-                    let text = crate::logtext::remote(text.trim());
-                    let reason = resp.status().canonical_reason().unwrap_or("");
-                    let msg = if text.is_empty() {
-                        format!("HTTP {s} {reason}")
-                    } else {
-                        format!("HTTP {s}: {text}")
-                    };
-                    (Some(s), Err(msg))
-                }
-            }
+            (Some(status), Err(error_answer(&mut resp)))
         }
     };
     Fetched {
@@ -96,9 +76,31 @@ pub fn fetch_within(url: &str, timeout: Duration, held: &mut Held) -> Fetched {
     }
 }
 
-/// ureq's message, which can quote what the target sent (a malformed status line or header).
 /// Most bytes of an error answer read (its start is shown, escaped and bounded).
 const ERROR_BODY_READ: u64 = 64 << 10;
+
+/// `HTTP 503: profiling is disabled…`: the status and the start of the body. The target chose that
+/// text; it goes into meta.json and the log line, so it is escaped and bounded ([`crate::logtext`]).
+fn error_answer(resp: &mut ureq::http::Response<ureq::Body>) -> String {
+    let status = resp.status();
+    let text = resp
+        .body_mut()
+        .with_config()
+        .limit(ERROR_BODY_READ)
+        .read_to_vec()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let text = crate::logtext::remote(text.trim());
+    if text.is_empty() {
+        format!(
+            "HTTP {} {}",
+            status.as_u16(),
+            status.canonical_reason().unwrap_or("")
+        )
+    } else {
+        format!("HTTP {}: {text}", status.as_u16())
+    }
+}
 
 /// A 200 answer's body, at most [`BODY_LIMIT`] bytes, each chunk charged to `held` before it is kept.
 /// The outer `Err` is the transport's; the inner one a refused charge.
@@ -124,6 +126,7 @@ fn read_body(
     }
 }
 
+/// ureq's message, which can quote what the target sent (a malformed status line or header).
 fn describe(e: &ureq::Error, timeout: Duration) -> String {
     let text = crate::logtext::remote(&e.to_string());
     match e {

@@ -35,6 +35,8 @@ struct Run {
 
 /// Runs the nl6 binary with `args`, reaping it with wait4 for its own peak RSS; killed past
 /// [`TIME_LIMIT`].
+// The child is reaped by wait4 below (std's wait would not give its rusage).
+#[allow(clippy::zombie_processes)]
 fn run_nl6(args: &[&str]) -> Run {
     let start = Instant::now();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_nl6"));
@@ -78,6 +80,7 @@ fn run_nl6(args: &[&str]) -> Run {
         assert!(r == 0, "wait4: {}", std::io::Error::last_os_error());
         if start.elapsed() > TIME_LIMIT {
             let _ = child.kill();
+            let _ = child.wait();
             panic!("nl6 {args:?} still running after {TIME_LIMIT:?}");
         }
         std::thread::sleep(Duration::from_millis(10));
