@@ -4,7 +4,8 @@
 //! chooses that text; without this it could clear an operator's terminal, rewrite the log line with CR,
 //! or forge further lines.
 //!
-//! [`remote`] is the one function every log line or error message built from remote text uses.
+//! [`remote`] (or [`remote_within`] for a longer bound) is the one function every log line or error
+//! message built from remote text uses.
 #![forbid(unsafe_code)]
 
 use std::fmt::Write as _;
@@ -16,9 +17,14 @@ pub const REMOTE_TEXT_LIMIT: usize = 200;
 /// bidirectional controls escaped (`\u{202e}`), and at most [`REMOTE_TEXT_LIMIT`] characters of the
 /// input kept (an ellipsis marks the cut). The result never contains a control character.
 pub fn remote(text: &str) -> String {
-    let mut out = String::with_capacity(text.len().min(REMOTE_TEXT_LIMIT * 2));
+    remote_within(text, REMOTE_TEXT_LIMIT)
+}
+
+/// [`remote`] keeping at most `max_chars` characters of the input.
+pub fn remote_within(text: &str, max_chars: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max_chars * 2));
     for (i, c) in text.chars().enumerate() {
-        if i == REMOTE_TEXT_LIMIT {
+        if i == max_chars {
             out.push('…');
             break;
         }

@@ -79,6 +79,9 @@ pub fn fetch_within(url: &str, timeout: Duration, held: &mut Held) -> Fetched {
 /// Most bytes of an error answer read (its start is shown, escaped and bounded).
 const ERROR_BODY_READ: u64 = 64 << 10;
 
+/// Most characters of an error answer kept in meta.json and the log line (a 503's remedy fits).
+const ERROR_TEXT_LIMIT: usize = 512;
+
 /// `HTTP 503: profiling is disabled…`: the status and the start of the body. The target chose that
 /// text; it goes into meta.json and the log line, so it is escaped and bounded ([`crate::logtext`]).
 fn error_answer(resp: &mut ureq::http::Response<ureq::Body>) -> String {
@@ -90,7 +93,7 @@ fn error_answer(resp: &mut ureq::http::Response<ureq::Body>) -> String {
         .read_to_vec()
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
-    let text = crate::logtext::remote(text.trim());
+    let text = crate::logtext::remote_within(text.trim(), ERROR_TEXT_LIMIT);
     if text.is_empty() {
         format!(
             "HTTP {} {}",
@@ -175,6 +178,7 @@ mod tests {
         assert!(e.contains("\\x1b[31mred\\x07\\r\\0"), "{e}");
         assert!(!e.contains('\u{202e}'), "bidi overrides are escaped: {e}");
         let f = fetch(&one_answer(503, vec![b'y'; 50_000]), Duration::from_secs(5));
-        assert!(f.body.unwrap_err().len() < 700);
+        let e = f.body.unwrap_err();
+        assert!(e.len() < 600 && e.ends_with('…'), "{} bytes", e.len());
     }
 }
