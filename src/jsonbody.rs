@@ -10,13 +10,37 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use std::fmt;
 
-/// Parses `body` as JSON; a duplicate key is an error naming it (`duplicate key "enabled" at line 1
-/// column 32`), as is anything serde_json refuses.
-pub fn parse(body: &[u8]) -> Result<Value, serde_json::Error> {
+/// Why a body was refused.
+#[derive(Debug)]
+pub enum BodyError {
+    /// Not JSON at all (serde_json's message says where).
+    Invalid(serde_json::Error),
+    /// Valid JSON with a key twice in one object: `duplicate key "enabled": each field may appear once
+    /// at line 1 column 32`.
+    DuplicateKey(String),
+}
+
+impl std::fmt::Display for BodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BodyError::Invalid(e) => write!(f, "not valid JSON: {e}"),
+            BodyError::DuplicateKey(m) => f.write_str(m),
+        }
+    }
+}
+
+/// Parses `body` as JSON, refusing a duplicate key (naming it) as well as anything serde_json refuses.
+pub fn parse(body: &[u8]) -> Result<Value, BodyError> {
     let mut de = serde_json::Deserializer::from_slice(body);
-    let value = Unique::deserialize_value(&mut de)?;
-    de.end()?;
-    Ok(value)
+    let parsed = Unique::deserialize_value(&mut de).and_then(|v| de.end().map(|()| v));
+    parsed.map_err(|e| {
+        // The visitor's only own error is the duplicate key; syntax and EOF errors are serde_json's.
+        if e.is_data() {
+            BodyError::DuplicateKey(e.to_string())
+        } else {
+            BodyError::Invalid(e)
+        }
+    })
 }
 
 /// A `Value` visitor whose objects refuse repeated keys.
@@ -99,7 +123,11 @@ mod tests {
     #[test]
     fn duplicates_are_refused_at_any_depth_and_named() {
         let e = parse(br#"{"enabled":true,"enabled":false}"#).unwrap_err();
-        assert!(e.to_string().contains("duplicate key \"enabled\""), "{e}");
+        assert!(matches!(e, BodyError::DuplicateKey(_)), "{e}");
+        assert!(
+            e.to_string().starts_with("duplicate key \"enabled\""),
+            "{e}"
+        );
         let e = parse(br#"{"a":[{"b":1,"b":2}]}"#).unwrap_err();
         assert!(e.to_string().contains("duplicate key \"b\""), "{e}");
         // An escaped spelling of the same key is the same key.
@@ -119,7 +147,10 @@ mod tests {
             let theirs: Value = serde_json::from_str(doc).unwrap();
             assert_eq!(ours, theirs, "{doc}");
         }
-        assert!(parse(b"{} x").is_err(), "trailing characters");
-        assert!(parse(b"{\"a\":").is_err());
+        assert!(
+            matches!(parse(b"{} x"), Err(BodyError::Invalid(_))),
+            "trailing characters"
+        );
+        assert!(matches!(parse(b"{\"a\":"), Err(BodyError::Invalid(_))));
     }
 }

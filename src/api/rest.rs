@@ -119,7 +119,10 @@ pub fn post(gate: &Gate, req: &Request) -> Response {
 
 /// Parses a POST body into a request value. Every refusal names the field.
 pub fn parse_post(body: &[u8]) -> Result<PostRequest, String> {
-    let value = crate::jsonbody::parse(body).map_err(|e| format!("body is not valid JSON: {e}"))?;
+    let value = crate::jsonbody::parse(body).map_err(|e| match e {
+        crate::jsonbody::BodyError::Invalid(e) => format!("body is not valid JSON: {e}"),
+        dup => dup.to_string(),
+    })?;
     let Value::Object(map) = value else {
         return Err("body must be a JSON object such as {\"enabled\":true}".to_string());
     };

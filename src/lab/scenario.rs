@@ -38,7 +38,10 @@ pub struct Request {
 
 /// Parses and validates a body against the device names; the error names the offending field.
 pub fn parse_request(body: &[u8], device_exists: impl Fn(&str) -> bool) -> Result<Request, String> {
-    let v = crate::jsonbody::parse(body).map_err(|e| format!("body: invalid JSON: {e}"))?;
+    let v = crate::jsonbody::parse(body).map_err(|e| match e {
+        crate::jsonbody::BodyError::Invalid(e) => format!("body: invalid JSON: {e}"),
+        dup => format!("body: {dup}"),
+    })?;
     let obj = v.as_object().ok_or("body: want a JSON object")?;
     for k in obj.keys() {
         if !["name", "device", "duration", "start_at"].contains(&k.as_str()) {
