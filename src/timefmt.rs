@@ -288,15 +288,16 @@ impl Timestamp {
 }
 
 /// Parses an RFC 3339 timestamp (`2024-05-01T12:00:00Z`, fractions and `±hh:mm` offsets allowed).
-/// Refuses what Go's `time.Parse(time.RFC3339, …)` refuses: a day the month does not have, second 60,
-/// hour 24; offsets must be within `±23:59`. Errors name the input and the field out of range.
+/// Refuses what Go refuses: `time.Parse(time.RFC3339, …)` a day the month does not have, second 60,
+/// hour 24, a lower-case `t` or `z`, a space for `T`; Go's strict form (`time.Time`'s
+/// `UnmarshalJSON`, Go 1.20 on) an offset beyond `±23:59`. Errors name the input and the field.
 pub fn parse_rfc3339(text: &str) -> Result<SystemTime, String> {
     let bad = || format!("invalid RFC 3339 time {text:?} (e.g. 2024-05-01T12:00:00Z)");
     let b = text.as_bytes();
     if b.len() < 20
         || b[4] != b'-'
         || b[7] != b'-'
-        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[10] != b'T'
         || b[13] != b':'
         || b[16] != b':'
     {
@@ -355,7 +356,7 @@ pub fn parse_rfc3339(text: &str) -> Result<SystemTime, String> {
         nanos = padded.parse().map_err(|_| bad())?;
     }
     let offset_secs: i64 = match &text[i..] {
-        "Z" | "z" => 0,
+        "Z" => 0,
         tz if tz.len() == 6
             && (tz.starts_with('+') || tz.starts_with('-'))
             && tz.as_bytes()[3] == b':' =>
@@ -471,6 +472,9 @@ mod tests {
             ("2027-01-01T00:00:60Z", "second 60 is out of range"),
             ("2027-01-01T24:00:00Z", "hour 24 is out of range"),
             ("2027-01-01T00:60:00Z", "minute 60 is out of range"),
+            ("2027-01-01t00:00:00Z", "invalid RFC 3339 time"),
+            ("2027-01-01 00:00:00Z", "invalid RFC 3339 time"),
+            ("2027-01-01T00:00:00z", "invalid RFC 3339 time"),
         ] {
             let err = parse_rfc3339(text).expect_err(text);
             assert!(err.contains(needle), "{text}: {err}");
