@@ -213,30 +213,32 @@ fn looks_like_demangled_cpp(name: &str) -> bool {
 }
 
 /// Removes nested `open … close` groups as pprof does: a close with no open stops the removal (what
-/// was removed stays removed), and an unclosed group is kept.
+/// was removed stays removed), and an unclosed group is kept. One pass: a group is copied out and cut
+/// back when it closes, so a hostile name of thousands of `()` costs its length, not its square.
 fn remove_matching(name: &str, open: u8, close: u8) -> String {
-    let mut bytes = name.as_bytes().to_vec();
-    let (mut depth, mut first, mut i) = (0i64, 0usize, 0usize);
-    while i < bytes.len() {
-        if bytes[i] == open {
-            depth += 1;
-            if depth == 1 {
-                first = i;
+    let bytes = name.as_bytes();
+    let mut out: Vec<u8> = Vec::with_capacity(bytes.len());
+    let (mut depth, mut group_start) = (0usize, 0usize);
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == open {
+            if depth == 0 {
+                group_start = out.len();
             }
-        } else if bytes[i] == close {
-            depth -= 1;
-            if depth < 0 {
+            depth += 1;
+        } else if b == close {
+            if depth == 0 {
+                out.extend_from_slice(&bytes[i..]);
                 break;
             }
+            depth -= 1;
             if depth == 0 {
-                bytes.drain(first..=i);
-                i = first;
+                out.truncate(group_start);
                 continue;
             }
         }
-        i += 1;
+        out.push(b);
     }
-    String::from_utf8(bytes).unwrap_or_else(|_| name.to_string())
+    String::from_utf8(out).unwrap_or_else(|_| name.to_string())
 }
 
 #[cfg(test)]
@@ -252,6 +254,12 @@ mod display_name_tests {
         assert_eq!(display_name("a::b<c", "a::b<c"), "a::b<c");
         assert_eq!(display_name("a::f(int)<T>x", "a::f(int)<T>x"), "a::fx");
         assert_eq!(display_name("", "x::y<z>"), "x::y");
+        assert_eq!(display_name("a::b)c(d)", "a::b)c(d)"), "a::b)c(d)");
+        assert_eq!(display_name("a::(x)b)c(d)", "a::(x)b)c(d)"), "a::b)c(d)");
+        assert_eq!(display_name("a::f((x)(y))z(", "a::f((x)(y))z("), "a::fz(");
+        // Linear in the name: 8000 groups in a 16 KiB name.
+        let hostile = format!("a::{}", "()".repeat(8000));
+        assert_eq!(display_name(&hostile, &hostile), "a::");
     }
 }
 
