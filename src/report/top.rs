@@ -248,21 +248,30 @@ pub fn diff_rows(
     sample_index: usize,
 ) -> Result<Vec<Node>, DiffError> {
     let (stacks, _, _, _) = diff_stacks(base, new, sample_index)?;
-    let mut by_name: std::collections::BTreeMap<&str, Node> = std::collections::BTreeMap::new();
+    // Every name on some stack gets a row (zero when unchanged); ids, so each name is compared once.
+    let mut on_a_stack = vec![false; stacks.names.len()];
     for s in stacks.iter() {
-        for f in stacks.frame_names(s) {
-            by_name.entry(f).or_insert_with(|| Node {
-                name: f.to_string(),
-                flat: 0,
-                cum: 0,
-            });
+        for &f in s.frames {
+            on_a_stack[f as usize] = true;
         }
     }
-    for n in nodes::nodes(&stacks) {
-        let name = stacks.names.get(stacks.names.id(&n.name).unwrap_or(0));
-        by_name.insert(name, n);
+    let changed = nodes::nodes(&stacks);
+    for n in &changed {
+        if let Some(id) = stacks.names.id(&n.name) {
+            on_a_stack[id as usize] = false;
+        }
     }
-    let mut rows: Vec<Node> = by_name.into_values().collect();
+    let mut rows: Vec<Node> = on_a_stack
+        .iter()
+        .enumerate()
+        .filter(|(_, on)| **on)
+        .map(|(id, _)| Node {
+            name: stacks.names.get(id as u32).to_string(),
+            flat: 0,
+            cum: 0,
+        })
+        .chain(changed)
+        .collect();
     nodes::sort_flat_name(&mut rows);
     Ok(rows)
 }
