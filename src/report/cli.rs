@@ -86,7 +86,15 @@ pub fn main(args: Vec<OsString>) -> i32 {
     }
 }
 
-fn load(path: &PathBuf) -> Result<Profile, (i32, String)> {
+/// Memory `nl6 report` lets its profiles take together (inflated bytes as they arrive plus each decoded
+/// estimate, see [`super::limits`]): one profile at every limit fits; a diff's two share it.
+const REPORT_MEMORY: u64 = 160 << 20;
+
+/// What the profiles loaded so far have charged against [`REPORT_MEMORY`].
+#[derive(Default)]
+struct Charged(u64);
+
+fn load(path: &PathBuf, charged: &mut Charged) -> Result<Profile, (i32, String)> {
     use std::io::Read;
     let io_err = |e: std::io::Error| (1, format!("{}: {e}", path.display()));
     // A compressed profile is never larger than what it inflates to (plus a few header bytes), so a file
@@ -106,11 +114,23 @@ fn load(path: &PathBuf) -> Result<Profile, (i32, String)> {
             ),
         ));
     }
-    super::decode_untrusted(&bytes).map_err(|e| (1, format!("{}: {e}", path.display())))
+    let mut charge = |n: u64| {
+        charged.0 += n;
+        if charged.0 > REPORT_MEMORY {
+            return Err(format!(
+                "with the other profile it would take more than {} MiB (nl6 report's limit)",
+                REPORT_MEMORY >> 20
+            ));
+        }
+        Ok(())
+    };
+    super::limits::decode_within(&bytes, &super::limits::LIMITS, &mut charge)
+        .map_err(|e| (1, format!("{}: {e}", path.display())))
 }
 
 fn run(args: &ReportArgs) -> Result<String, (i32, String)> {
-    let new = load(&args.file)?;
+    let mut charged = Charged::default();
+    let new = load(&args.file, &mut charged)?;
     let index = match &args.sample_index {
         Some(spec) => super::sample_index_by_name(&new, spec).ok_or_else(|| {
             (
@@ -127,7 +147,7 @@ fn run(args: &ReportArgs) -> Result<String, (i32, String)> {
     let title = args.file.display().to_string();
     let (text, svg) = match &args.diff_base {
         Some(base_path) => {
-            let base = load(base_path)?;
+            let base = load(base_path, &mut charged)?;
             let text = super::diff_table(&base, &new, index).map_err(|e| (1, e.to_string()))?;
             let svg = match &args.svg {
                 Some(_) => {
