@@ -112,8 +112,15 @@ fn read_body(
     held: &mut Held,
 ) -> Result<Result<Vec<u8>, String>, ureq::Error> {
     use std::io::Read;
-    let mut reader = body.with_config().limit(BODY_LIMIT).reader();
-    let mut out = Vec::new();
+    // Room for the announced length up front (address space only until bytes arrive): growing by
+    // doubling would copy, and hold up to twice the body at once.
+    let announced = body.content_length().unwrap_or(0).min(BODY_LIMIT) as usize;
+    // ureq's own limit is a backstop; the check below names nl6's limit first.
+    let mut reader = body
+        .with_config()
+        .limit(BODY_LIMIT + READ_CHUNK as u64)
+        .reader();
+    let mut out = Vec::with_capacity(announced);
     let mut chunk = vec![0u8; READ_CHUNK];
     loop {
         let n = match reader.read(&mut chunk) {
@@ -122,6 +129,12 @@ fn read_body(
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(ureq::Error::Io(e)),
         };
+        if (out.len() + n) as u64 > BODY_LIMIT {
+            return Ok(Err(format!(
+                "the body is larger than {} MiB (nl6's limit for a profile)",
+                BODY_LIMIT >> 20
+            )));
+        }
         if let Err(e) = held.charge(n as u64) {
             return Ok(Err(e));
         }
