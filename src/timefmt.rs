@@ -202,6 +202,16 @@ pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// Days in month `m` (1-12) of year `y`, leap years by the Gregorian rule.
+pub fn days_in_month(y: i64, m: u32) -> u32 {
+    match m {
+        2 if y % 4 == 0 && (y % 100 != 0 || y % 400 == 0) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
 /// The date of a day count since 1970-01-01.
 pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
@@ -278,13 +288,16 @@ impl Timestamp {
 }
 
 /// Parses an RFC 3339 timestamp (`2024-05-01T12:00:00Z`, fractions and `±hh:mm` offsets allowed).
+/// Refuses what Go refuses: `time.Parse(time.RFC3339, …)` a day the month does not have, second 60,
+/// hour 24, a lower-case `t` or `z`, a space for `T`; Go's strict form (`time.Time`'s
+/// `UnmarshalJSON`, Go 1.20 on) an offset beyond `±23:59`. Errors name the input and the field.
 pub fn parse_rfc3339(text: &str) -> Result<SystemTime, String> {
     let bad = || format!("invalid RFC 3339 time {text:?} (e.g. 2024-05-01T12:00:00Z)");
     let b = text.as_bytes();
     if b.len() < 20
         || b[4] != b'-'
         || b[7] != b'-'
-        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[10] != b'T'
         || b[13] != b':'
         || b[16] != b':'
     {
@@ -305,8 +318,23 @@ pub fn parse_rfc3339(text: &str) -> Result<SystemTime, String> {
         num(14..16)?,
         num(17..19)?,
     );
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
-        return Err(bad());
+    // Go's time.Parse(time.RFC3339, …) refuses each of these rather than normalising (Feb 30 is not
+    // Mar 2, and a leap second 60 is not accepted either).
+    let range = |what: &str| format!("invalid RFC 3339 time {text:?}: {what} is out of range");
+    if !(1..=12).contains(&mo) {
+        return Err(range(&format!("month {mo}")));
+    }
+    if !(1..=days_in_month(y as i64, mo)).contains(&d) {
+        return Err(range(&format!("day {d}")));
+    }
+    if h > 23 {
+        return Err(range(&format!("hour {h}")));
+    }
+    if mi > 59 {
+        return Err(range(&format!("minute {mi}")));
+    }
+    if s > 59 {
+        return Err(range(&format!("second {s}")));
     }
     let mut i = 19;
     let mut nanos: u64 = 0;
@@ -328,13 +356,16 @@ pub fn parse_rfc3339(text: &str) -> Result<SystemTime, String> {
         nanos = padded.parse().map_err(|_| bad())?;
     }
     let offset_secs: i64 = match &text[i..] {
-        "Z" | "z" => 0,
+        "Z" => 0,
         tz if tz.len() == 6
             && (tz.starts_with('+') || tz.starts_with('-'))
             && tz.as_bytes()[3] == b':' =>
         {
             let oh = num(i + 1..i + 3)? as i64;
             let om = num(i + 4..i + 6)? as i64;
+            if oh > 23 || om > 59 {
+                return Err(range(&format!("UTC offset {tz}")));
+            }
             let sign = if tz.starts_with('-') { -1 } else { 1 };
             sign * (oh * 3600 + om * 60)
         }
@@ -426,5 +457,33 @@ mod tests {
         }
         assert!(parse_rfc3339("2024-13-01T00:00:00Z").is_err());
         assert!(parse_rfc3339("yesterday").is_err());
+    }
+
+    /// Go's `time.Parse(time.RFC3339, …)` refuses these; nl6 used to move them silently.
+    #[test]
+    fn rfc3339_refuses_what_go_refuses() {
+        for (text, needle) in [
+            ("2027-02-30T00:00:00Z", "day 30 is out of range"),
+            ("2027-11-31T00:00:00Z", "day 31 is out of range"),
+            ("2027-02-29T00:00:00Z", "day 29 is out of range"),
+            ("2027-01-01T00:00:00+99:99", "offset"),
+            ("2027-01-01T00:00:00+24:00", "offset"),
+            ("2027-01-01T00:00:00-01:60", "offset"),
+            ("2027-01-01T00:00:60Z", "second 60 is out of range"),
+            ("2027-01-01T24:00:00Z", "hour 24 is out of range"),
+            ("2027-01-01T00:60:00Z", "minute 60 is out of range"),
+            ("2027-01-01t00:00:00Z", "invalid RFC 3339 time"),
+            ("2027-01-01 00:00:00Z", "invalid RFC 3339 time"),
+            ("2027-01-01T00:00:00z", "invalid RFC 3339 time"),
+        ] {
+            let err = parse_rfc3339(text).expect_err(text);
+            assert!(err.contains(needle), "{text}: {err}");
+            assert!(
+                err.contains(text),
+                "{text}: the error names the input: {err}"
+            );
+        }
+        assert!(parse_rfc3339("2028-02-29T23:59:59+23:59").is_ok());
+        assert!(parse_rfc3339("2027-12-31T00:00:00-00:00").is_ok());
     }
 }

@@ -131,13 +131,15 @@ fn check_post(body: &[u8], resp: &Response, before: &[u8], after: &[u8], limit: 
     );
     if resp.status == 400 {
         // The error names what was wrong: the body, or a field.
-        let named = match serde_json::from_slice::<Value>(body) {
-            Err(_) => error.contains("JSON"),
-            Ok(Value::Object(_)) => ["enabled", "server_address", "duration", "unknown field"]
-                .iter()
-                .any(|f| error.contains(f)),
-            Ok(_) => error.contains("JSON object"),
-        };
+        // A key repeated in any object is refused first, naming the key (serde_json keeps the last).
+        let named = error.contains("duplicate key")
+            || match serde_json::from_slice::<Value>(body) {
+                Err(_) => error.contains("JSON"),
+                Ok(Value::Object(_)) => ["enabled", "server_address", "duration", "unknown field"]
+                    .iter()
+                    .any(|f| error.contains(f)),
+                Ok(_) => error.contains("JSON object"),
+            };
         assert!(named, "{}: 400 does not name the field: {error}", what());
     }
 }

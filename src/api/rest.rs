@@ -132,8 +132,10 @@ pub fn post(gate: &Gate, req: &Request) -> Response {
 
 /// Parses a POST body into a request value. Every refusal names the field.
 pub fn parse_post(body: &[u8]) -> Result<PostRequest, String> {
-    let value: Value =
-        serde_json::from_slice(body).map_err(|e| format!("body is not valid JSON: {e}"))?;
+    let value = crate::jsonbody::parse(body).map_err(|e| match e {
+        crate::jsonbody::BodyError::Invalid(e) => format!("body is not valid JSON: {e}"),
+        dup => dup.to_string(),
+    })?;
     let Value::Object(map) = value else {
         return Err("body must be a JSON object such as {\"enabled\":true}".to_string());
     };
@@ -265,6 +267,24 @@ mod tests {
         for (body, want) in rows {
             let e = parse_post(body.as_bytes()).expect_err(body);
             assert!(e.contains(want), "{body}: {e}");
+        }
+    }
+
+    /// `{"enabled":true,"enabled":false}` used to be 200 with the last value winning.
+    #[test]
+    fn duplicate_keys_are_refused_naming_the_key() {
+        for (body, key) in [
+            (r#"{"enabled":true,"enabled":false}"#, "enabled"),
+            (
+                r#"{"enabled":true,"server_address":"http://a:1","server_address":""}"#,
+                "server_address",
+            ),
+        ] {
+            let err = parse_post(body.as_bytes()).unwrap_err();
+            assert!(
+                err.contains(&format!("duplicate key {key:?}")),
+                "{body}: {err}"
+            );
         }
     }
 }

@@ -145,6 +145,11 @@ fn subcommands_are_modes() {
 fn every_refusal_names_its_cause() {
     let rows: &[(&[&str], &str)] = &[
         (
+            &["-profiling-pyroscope", "http://a:1:2"],
+            "-profiling-pyroscope: server address",
+        ),
+        (&["-profiling-pyroscope", "http://h:0"], "port 0"),
+        (
             &["-profiling-pyroscope-basic-auth", "u:p"],
             "-profiling-pyroscope-basic-auth requires -profiling-pyroscope",
         ),

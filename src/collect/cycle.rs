@@ -15,12 +15,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::archive::{newest_for_target, snapshot_dir, Stamp};
 use super::atomic::PartialDir;
-use super::fetch::{fetch, Fetched};
+use super::budget::{Budget, Held, BUDGET_BYTES};
+use super::fetch::{fetch_within, Fetched};
 use super::meta::{rfc3339_millis, BaselineMeta, Meta, ProfileMeta, Status};
 use super::retention::{apply_retention, find_files};
 use super::targets::Target;
 use super::Config;
-use crate::profiling::proto::{self, Profile};
+use crate::profiling::proto::Profile;
 use crate::report;
 use crate::timefmt::format_go_duration;
 
@@ -81,6 +82,7 @@ pub fn run_cycle(cfg: &Config, now: SystemTime) -> CycleReport {
         .map(|dir| find_files(dir, "cpu.pb.gz"))
         .unwrap_or_default();
 
+    let budget = Budget::new(BUDGET_BYTES);
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<TargetOutcome>>> = Mutex::new(vec![None; cfg.targets.len()]);
     let workers = cfg.args.concurrency.clamp(1, cfg.targets.len().max(1));
@@ -89,7 +91,8 @@ pub fn run_cycle(cfg: &Config, now: SystemTime) -> CycleReport {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(t) = cfg.targets.get(i) else { break };
-                let outcome = collect_target(cfg, t, start, &baselines);
+                let outcome = collect_target(cfg, t, start, &baselines, &budget);
+                // Remote text in `e` is escaped and bounded where it entered (fetch, decode).
                 if let Some(e) = &outcome.error {
                     eprintln!("nl6 collect: {} {}:{}: {e}", t.program, t.fqdn, t.port);
                 }
@@ -139,10 +142,16 @@ struct Good {
     profile: Profile,
 }
 
-fn check(f: &Fetched) -> Result<Good, String> {
+fn check(f: &Fetched, held: &mut Held) -> Result<Good, String> {
     let body = f.body.as_ref().map_err(Clone::clone)?;
-    let profile = proto::decode(body)
-        .map_err(|e| format!("not a pprof profile ({} bytes): {e}", body.len()))?;
+    let profile =
+        report::limits::decode_within(body, &report::limits::LIMITS, &mut |n| held.charge(n))
+            .map_err(|e| match e {
+                report::ReadError::Malformed(_) => {
+                    format!("not a pprof profile ({} bytes): {e}", body.len())
+                }
+                report::ReadError::TooLarge(_) => format!("{e} ({} bytes received)", body.len()),
+            })?;
     let gz = if body.starts_with(&[0x1f, 0x8b]) {
         body.clone()
     } else {
@@ -154,13 +163,22 @@ fn check(f: &Fetched) -> Result<Good, String> {
     Ok(Good { gz, profile })
 }
 
-fn collect_target(cfg: &Config, t: &Target, start: Stamp, baselines: &[PathBuf]) -> TargetOutcome {
+fn collect_target(
+    cfg: &Config,
+    t: &Target,
+    start: Stamp,
+    baselines: &[PathBuf],
+    budget: &Budget,
+) -> TargetOutcome {
     let started = SystemTime::now();
     let began = Instant::now();
-    let heap = fetch(&t.endpoint("heap", ""), cfg.args.timeout);
-    let cpu = fetch(
+    // Everything this target holds (bodies, inflated and decoded profiles) until its snapshot is written.
+    let mut held = budget.holder();
+    let heap = fetch_within(&t.endpoint("heap", ""), cfg.args.timeout, &mut held);
+    let cpu = fetch_within(
         &t.endpoint("profile", &format!("seconds={}", cfg.args.cpu_seconds)),
         Duration::from_secs(cfg.args.cpu_seconds) + cfg.args.timeout,
+        &mut held,
     );
     let dir = snapshot_dir(&cfg.args.out, t, start);
     let title_for = |kind: &str| {
@@ -188,7 +206,7 @@ fn collect_target(cfg: &Config, t: &Target, start: Stamp, baselines: &[PathBuf])
             fetch_ms: fetched.elapsed.as_millis() as u64,
             error: None,
         };
-        match check(fetched) {
+        match check(fetched, &mut held) {
             Ok(good) => {
                 let index = report::default_sample_index(&good.profile);
                 pm.status = Status::Ok;
@@ -294,7 +312,8 @@ fn collect_target(cfg: &Config, t: &Target, start: Stamp, baselines: &[PathBuf])
 
 fn diff_against(base_path: &Path, new: &Profile) -> Result<String, String> {
     let bytes = std::fs::read(base_path).map_err(|e| format!("{}: {e}", base_path.display()))?;
-    let base = proto::decode(&bytes).map_err(|e| format!("{}: {e}", base_path.display()))?;
+    let base =
+        report::decode_untrusted(&bytes).map_err(|e| format!("{}: {e}", base_path.display()))?;
     let (new, normalized) = super::normalize::for_diff(&base, new);
     let text = report::default_diff_table(&base, &new).map_err(|e| e.to_string())?;
     Ok(format!(

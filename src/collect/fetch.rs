@@ -2,16 +2,20 @@
 //! the answer kept whatever its status (a closed nl6 gate answers 503 with a reason worth keeping).
 //!
 //! The only outbound network code in the collector. No proxy is used (targets are reached directly,
-//! whatever `HTTP_PROXY` says); redirects are not followed; bodies are capped at [`BODY_LIMIT`].
+//! whatever `HTTP_PROXY` says); redirects are not followed; bodies are capped at [`BODY_LIMIT`] and charged to the cycle's memory
+//! budget ([`super::budget`]) as they arrive.
 #![forbid(unsafe_code)]
 
 use std::time::{Duration, Instant};
 
-/// Largest profile body accepted.
-pub const BODY_LIMIT: u64 = 256 << 20;
+use super::budget::{Budget, Held};
 
-/// Longest error body kept in meta.json.
-const ERROR_BODY_LIMIT: usize = 512;
+/// Largest profile body accepted: a compressed profile is never larger than the inflated profile
+/// nl6 accepts ([`crate::report::limits::LIMITS`]), plus a few header bytes.
+pub const BODY_LIMIT: u64 = crate::report::limits::LIMITS.inflated_bytes + 1024;
+
+/// Bytes read from the socket at a time (each charged to the cycle's memory budget first).
+const READ_CHUNK: usize = 64 << 10;
 
 /// Time allowed to open a connection.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -27,8 +31,16 @@ pub struct Fetched {
     pub elapsed: Duration,
 }
 
-/// GETs `url`, giving up after `timeout` overall.
+/// GETs `url`, giving up after `timeout` overall, with a budget of its own.
 pub fn fetch(url: &str, timeout: Duration) -> Fetched {
+    let budget = Budget::new(BODY_LIMIT);
+    let mut held = budget.holder();
+    fetch_within(url, timeout, &mut held)
+}
+
+/// GETs `url`, giving up after `timeout` overall; the body's bytes are charged to `held` as they
+/// arrive, and the fetch fails when the budget is spent.
+pub fn fetch_within(url: &str, timeout: Duration, held: &mut Held) -> Fetched {
     let start = Instant::now();
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(timeout))
@@ -43,32 +55,17 @@ pub fn fetch(url: &str, timeout: Duration) -> Fetched {
         Err(e) => (None, Err(describe(&e, timeout))),
         Ok(mut resp) => {
             let status = resp.status().as_u16();
-            let body = resp
-                .body_mut()
-                .with_config()
-                .limit(BODY_LIMIT)
-                .read_to_vec();
-            match (status, body) {
-                (200, Ok(b)) => (Some(status), Ok(b)),
-                (200, Err(e)) => (
-                    Some(status),
-                    Err(format!("reading body: {}", describe(&e, timeout))),
-                ),
-                (s, b) => {
-                    let text = b
-                        .map(|b| String::from_utf8_lossy(&b).into_owned())
-                        .unwrap_or_default();
-                    let text = text.trim();
-                    let text: String = text.chars().take(ERROR_BODY_LIMIT).collect();
-                    let reason = resp.status().canonical_reason().unwrap_or("");
-                    let msg = if text.is_empty() {
-                        format!("HTTP {s} {reason}")
-                    } else {
-                        format!("HTTP {s}: {text}")
-                    };
-                    (Some(s), Err(msg))
-                }
+            if status == 200 {
+                let body = read_body(resp.body_mut(), held)
+                    .map_err(|e| format!("reading body: {}", describe(&e, timeout)));
+                return Fetched {
+                    url: url.to_string(),
+                    http_status: Some(status),
+                    body: body.and_then(|b| b),
+                    elapsed: start.elapsed(),
+                };
             }
+            (Some(status), Err(error_answer(&mut resp)))
         }
     };
     Fetched {
@@ -79,9 +76,122 @@ pub fn fetch(url: &str, timeout: Duration) -> Fetched {
     }
 }
 
+/// Most bytes of an error answer read (its start is shown, escaped and bounded).
+const ERROR_BODY_READ: u64 = 64 << 10;
+
+/// Most characters of an error answer kept in meta.json and the log line (a 503's remedy fits).
+const ERROR_TEXT_LIMIT: usize = 512;
+
+/// `HTTP 503: profiling is disabled…`: the status and the start of the body. The target chose that
+/// text; it goes into meta.json and the log line, so it is escaped and bounded ([`crate::logtext`]).
+fn error_answer(resp: &mut ureq::http::Response<ureq::Body>) -> String {
+    let status = resp.status();
+    let text = resp
+        .body_mut()
+        .with_config()
+        .limit(ERROR_BODY_READ)
+        .read_to_vec()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let text = crate::logtext::remote_within(text.trim(), ERROR_TEXT_LIMIT);
+    if text.is_empty() {
+        format!(
+            "HTTP {} {}",
+            status.as_u16(),
+            status.canonical_reason().unwrap_or("")
+        )
+    } else {
+        format!("HTTP {}: {text}", status.as_u16())
+    }
+}
+
+/// A 200 answer's body, at most [`BODY_LIMIT`] bytes, each chunk charged to `held` before it is kept.
+/// The outer `Err` is the transport's; the inner one a refused charge.
+fn read_body(
+    body: &mut ureq::Body,
+    held: &mut Held,
+) -> Result<Result<Vec<u8>, String>, ureq::Error> {
+    use std::io::Read;
+    // Room for the announced length up front (address space only until bytes arrive): growing by
+    // doubling would copy, and hold up to twice the body at once.
+    let announced = body.content_length().unwrap_or(0).min(BODY_LIMIT) as usize;
+    // ureq's own limit is a backstop; the check below names nl6's limit first.
+    let mut reader = body
+        .with_config()
+        .limit(BODY_LIMIT + READ_CHUNK as u64)
+        .reader();
+    let mut out = Vec::with_capacity(announced);
+    let mut chunk = vec![0u8; READ_CHUNK];
+    loop {
+        let n = match reader.read(&mut chunk) {
+            Ok(0) => return Ok(Ok(out)),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(ureq::Error::Io(e)),
+        };
+        if (out.len() + n) as u64 > BODY_LIMIT {
+            return Ok(Err(format!(
+                "the body is larger than {} MiB (nl6's limit for a profile)",
+                BODY_LIMIT >> 20
+            )));
+        }
+        if let Err(e) = held.charge(n as u64) {
+            return Ok(Err(e));
+        }
+        out.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// ureq's message, which can quote what the target sent (a malformed status line or header).
 fn describe(e: &ureq::Error, timeout: Duration) -> String {
+    let text = crate::logtext::remote(&e.to_string());
     match e {
-        ureq::Error::Timeout(_) => format!("timed out after {timeout:?} ({e})"),
-        other => other.to_string(),
+        ureq::Error::Timeout(_) => format!("timed out after {timeout:?} ({text})"),
+        _ => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A scrape target on loopback that answers one GET with `status` and `body`.
+    fn one_answer(status: u16, body: Vec<u8>) -> String {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut buf = [0u8; 4096];
+            let mut seen = Vec::new();
+            while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => seen.extend_from_slice(&buf[..n]),
+                }
+            }
+            let head = format!(
+                "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = s.write_all(head.as_bytes());
+            let _ = s.write_all(&body);
+        });
+        format!("http://{addr}/debug/pprof/heap")
+    }
+
+    /// A target's error body reaches nl6 collect's log line: control characters are escaped, length bounded.
+    #[test]
+    fn error_bodies_are_escaped_and_bounded() {
+        let body = b"\x1b[31mred\x07\r\x00 \xe2\x80\xae".to_vec();
+        let f = fetch(&one_answer(500, body), Duration::from_secs(5));
+        let e = f.body.unwrap_err();
+        assert!(!e.chars().any(|c| c.is_control()), "{e:?}");
+        assert!(e.contains("\\x1b[31mred\\x07\\r\\0"), "{e}");
+        assert!(!e.contains('\u{202e}'), "bidi overrides are escaped: {e}");
+        let f = fetch(&one_answer(503, vec![b'y'; 50_000]), Duration::from_secs(5));
+        let e = f.body.unwrap_err();
+        assert!(e.len() < 600 && e.ends_with('…'), "{} bytes", e.len());
     }
 }

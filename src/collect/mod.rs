@@ -16,7 +16,8 @@
 //! Modules: [`flags`] (the flag table and parsing; durations come from [`crate::timefmt`]), [`targets`] (the
 //! targets file), [`archive`] (layout and retention rules as plain values), [`retention`] (the archive
 //! I/O), [`atomic`] (temp + rename writes), [`fetch`] (the HTTP client, the collector's only network
-//! code), [`cycle`] (one cycle on plain threads), [`meta`] (meta.json).
+//! code), [`budget`] (the memory all targets fetched at once may hold), [`cycle`] (one cycle on plain
+//! threads), [`meta`] (meta.json).
 //!
 //! Exit status: 2 on a usage error (bad flag, unreadable or bad targets file), 1 when `-out` cannot be
 //! created, 0 after `-once` completes a cycle (whatever the targets answered: failures are in meta.json).
@@ -24,6 +25,7 @@
 
 pub mod archive;
 pub mod atomic;
+pub mod budget;
 pub mod cycle;
 pub mod fetch;
 pub mod flags;

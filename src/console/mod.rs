@@ -226,7 +226,7 @@ impl CpuSlot {
             )
         };
         // Rendered outside the lock: a slow render never holds up the pull surface remembering a new one.
-        let decoded = match crate::profiling::proto::decode(&profile) {
+        let decoded = match crate::report::decode_untrusted(&profile) {
             Ok(p) => p,
             Err(e) => {
                 return crate::api::rest::error(

@@ -5,9 +5,22 @@
 //! embeds credentials.
 #![forbid(unsafe_code)]
 
+/// Longest push address accepted (it is echoed by GET and in log lines).
+pub const MAX_ADDRESS_LEN: usize = 2048;
+
 /// Checks a push address: an `http://` or `https://` URL with a host, no `user:pass@`, no query or
-/// fragment (the push appends `/ingest`). Returns a message naming the rule broken.
+/// fragment (the push appends `/ingest`), at most [`MAX_ADDRESS_LEN`] bytes, and nothing the push
+/// client could not use: the host is an IP literal or an ASCII name of letters, digits, `-`, `.` and
+/// `_` (an internationalised name must be given in its `xn--` form), the port is 1-65535 in digits,
+/// and the whole URL parses as the `Uri` the client (ureq, through the `http` crate) sends. Returns a
+/// message naming the rule broken.
 pub fn validate(address: &str) -> Result<(), String> {
+    if address.len() > MAX_ADDRESS_LEN {
+        return Err(format!(
+            "server address is {} bytes; the limit is {MAX_ADDRESS_LEN}",
+            address.len()
+        ));
+    }
     let (scheme, rest) = match address.split_once("://") {
         Some(parts) => parts,
         None => {
@@ -35,9 +48,15 @@ pub fn validate(address: &str) -> Result<(), String> {
     if address.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(format!("server address {address:?} contains whitespace"));
     }
+    if !address.is_ascii() {
+        return Err(format!(
+            "server address {address:?} has non-ASCII characters: give an internationalised host in its \
+             xn-- (punycode) form and percent-encode the path"
+        ));
+    }
     let host = if let Some(v6) = authority.strip_prefix('[') {
         match v6.split_once(']') {
-            Some((h, port)) if !h.is_empty() => {
+            Some((h, port)) if h.parse::<std::net::Ipv6Addr>().is_ok() => {
                 check_port(address, port.strip_prefix(':'), !port.is_empty())?;
                 h
             }
@@ -59,6 +78,24 @@ pub fn validate(address: &str) -> Result<(), String> {
     if host.is_empty() {
         return Err(format!("server address {address:?} has no host"));
     }
+    if !authority.starts_with('[')
+        && !host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
+    {
+        return Err(format!(
+            "server address {address:?}: host {host:?} is neither an IP address nor a DNS name \
+             (letters, digits, '-', '.', '_')"
+        ));
+    }
+    // The client sends `<address>/ingest?…` through ureq, which parses it as an `http::Uri`.
+    let ingest = format!("{}/ingest", address.trim_end_matches('/'));
+    if let Err(e) = ingest.parse::<ureq::http::Uri>() {
+        return Err(format!(
+            "server address {address:?} is not a URL the push client can send to: {e} (its path \
+             must be percent-encoded)"
+        ));
+    }
     Ok(())
 }
 
@@ -67,7 +104,16 @@ fn check_port(address: &str, port: Option<&str>, present: bool) -> Result<(), St
         return Ok(());
     }
     match port {
-        Some(p) if !p.is_empty() && p.parse::<u16>().is_ok() => Ok(()),
+        Some("0") => Err(format!(
+            "server address {address:?}: port 0 cannot be connected to"
+        )),
+        Some(p)
+            if !p.is_empty()
+                && p.bytes().all(|b| b.is_ascii_digit())
+                && p.parse::<u16>().is_ok() =>
+        {
+            Ok(())
+        }
         _ => Err(format!("server address {address:?} has an invalid port")),
     }
 }
@@ -141,5 +187,37 @@ mod tests {
         assert!(!same("http://h/P", "http://h/p"));
         assert!(!same("https://h", "http://h"));
         assert!(!same("http://h:4040", "http://h:4041"));
+    }
+
+    /// Addresses the push client cannot use used to be accepted (200, `pushing:true`), then every upload
+    /// failed. Each is now refused with the reason.
+    #[test]
+    fn refuses_what_the_push_client_cannot_use() {
+        let cases = [
+            ("http://bücher.example", "non-ASCII"),
+            ("http://a%40b", "host"),
+            ("http://a:1:2", "host"),
+            ("http://h:0", "port 0"),
+            ("http://h:+80", "invalid port"),
+            ("http://;:1", "host"),
+            ("http://[fe80::1%25eth0]:1", "IPv6"),
+            ("http://[zz]:1", "IPv6"),
+            ("http://h/p q", "whitespace"),
+        ];
+        for (a, want) in cases {
+            let e = validate(a).expect_err(a);
+            assert!(e.contains(want), "{a}: {e}");
+        }
+        let long = format!("http://{}.example", "a".repeat(60_000));
+        let e = validate(&long).unwrap_err();
+        assert!(e.contains("2048") && e.len() < 300, "{e}");
+        for a in [
+            "http://xn--bcher-kva.example:4040",
+            "http://my_service:4040/p-1/x.y",
+            "https://[2001:db8::1]",
+            "http://10.0.0.1",
+        ] {
+            assert_eq!(validate(a), Ok(()), "{a}");
+        }
     }
 }

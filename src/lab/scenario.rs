@@ -38,8 +38,10 @@ pub struct Request {
 
 /// Parses and validates a body against the device names; the error names the offending field.
 pub fn parse_request(body: &[u8], device_exists: impl Fn(&str) -> bool) -> Result<Request, String> {
-    let v: serde_json::Value =
-        serde_json::from_slice(body).map_err(|e| format!("body: invalid JSON: {e}"))?;
+    let v = crate::jsonbody::parse(body).map_err(|e| match e {
+        crate::jsonbody::BodyError::Invalid(e) => format!("body: invalid JSON: {e}"),
+        dup => format!("body: {dup}"),
+    })?;
     let obj = v.as_object().ok_or("body: want a JSON object")?;
     for k in obj.keys() {
         if !["name", "device", "duration", "start_at"].contains(&k.as_str()) {
@@ -445,5 +447,30 @@ mod tests {
             let e = parse(body).unwrap_err();
             assert!(e.starts_with(needle), "{body}: {e}");
         }
+    }
+
+    #[test]
+    fn impossible_start_dates_are_refused_naming_start_at() {
+        for date in [
+            "2030-02-30T00:00:00Z",
+            "2030-11-31T00:00:00Z",
+            "2030-01-01T00:00:00+99:99",
+            "2030-01-01T00:00:60Z",
+        ] {
+            let body = format!(
+                r#"{{"name":"link-flap","device":"nl6-dev-0000","duration":"1s","start_at":"{date}"}}"#
+            );
+            let err = parse(&body).expect_err(date);
+            assert!(err.starts_with("field \"start_at\""), "{date}: {err}");
+        }
+    }
+
+    #[test]
+    fn duplicate_keys_are_refused_naming_the_key() {
+        let err = parse(
+            r#"{"name":"link-flap","device":"nl6-dev-0000","duration":"1s","duration":"2s"}"#,
+        )
+        .unwrap_err();
+        assert!(err.contains("duplicate key \"duration\""), "{err}");
     }
 }

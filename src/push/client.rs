@@ -38,6 +38,9 @@ use ureq::unversioned::transport::{ConnectProxyConnector, Connector, TcpConnecto
 
 #[path = "client_dns.rs"]
 mod dns;
+#[cfg(test)]
+#[path = "client_hostile_tests.rs"]
+mod hostile_tests;
 use dns::PushResolver;
 pub use dns::DNS_THREAD_NAME;
 
@@ -165,7 +168,13 @@ impl Client {
             .send(&body.bytes[..]);
         let mut response = match result {
             Ok(r) => r,
-            Err(e) => return Err(self.scrub(&format!("{kind} upload: {e}"))),
+            // ureq's message can quote what the server sent (a malformed status line or header).
+            Err(e) => {
+                return Err(format!(
+                    "{kind} upload: {}",
+                    crate::logtext::remote(&self.scrub(&e.to_string()))
+                ))
+            }
         };
         let status = response.status().as_u16();
         // Read (a bounded part of) the body: it names the server's reason, and a drained body lets the
@@ -179,19 +188,29 @@ impl Client {
         if status == 200 {
             return Ok(());
         }
-        let reason = server_message(&text);
-        let msg = if (300..400).contains(&status) {
-            format!("{kind} upload: server answered {status} (redirects are not followed)")
-        } else if reason.is_empty() {
-            format!("{kind} upload: server answered {status}")
-        } else {
-            format!("{kind} upload: server answered {status}: {reason}")
-        };
+        // Scrubbed before escaping: an escaped secret would no longer match its exact copy.
+        let reason = crate::logtext::remote(&self.scrub(&server_message(&text)));
+        let msg =
+            if (300..400).contains(&status) {
+                format!("{kind} upload: server answered {status} (redirects are not followed)")
+            } else if status == 401 || status == 403 {
+                // A collector may echo the credentials transformed (upper-cased, percent- or JSON-escaped),
+                // which the exact-copy scrubber cannot recognise: a refusal's body is never shown.
+                format!(
+                "{kind} upload: server answered {status} {}: check the push credentials and tenant",
+                if status == 401 { "Unauthorized" } else { "Forbidden" }
+            )
+            } else if reason.is_empty() {
+                format!("{kind} upload: server answered {status}")
+            } else {
+                format!("{kind} upload: server answered {status}: {reason}")
+            };
         Err(self.scrub(&msg))
     }
 }
 
-/// The `message` of Pyroscope's JSON error body, else the body's first line, at most 200 characters.
+/// The `message` of Pyroscope's JSON error body, else the body's first line (raw: the caller scrubs
+/// and escapes it with [`crate::logtext::remote`]).
 fn server_message(body: &str) -> String {
     let from_json = serde_json::from_str::<serde_json::Value>(body)
         .ok()
@@ -201,7 +220,7 @@ fn server_message(body: &str) -> String {
                 .map(str::to_string)
         });
     let text = from_json.unwrap_or_else(|| body.lines().next().unwrap_or("").to_string());
-    text.trim().chars().take(200).collect()
+    text.trim().to_string()
 }
 
 /// Replaces every configured secret in a message with `<redacted>`.

@@ -4,7 +4,8 @@
 //! nl6 report [-sample-index N|NAME] [-svg OUT.svg] FILE.pb.gz
 //! nl6 report -diff-base OLD.pb.gz [-sample-index N|NAME] [-svg OUT.svg] NEW.pb.gz
 //! ```
-//! Exit status: 0 on success, 1 when a file cannot be read, decoded or written, 2 on a usage error.
+//! Exit status: 0 on success, 1 when a file cannot be read, decoded or written or is beyond
+//! [`super::limits::LIMITS`] (one line on stderr names the limit), 2 on a usage error.
 #![forbid(unsafe_code)]
 
 use std::ffi::OsString;
@@ -12,7 +13,7 @@ use std::path::PathBuf;
 
 use crate::collect::atomic::write_atomically;
 use crate::collect::flags::go_style_args;
-use crate::profiling::proto::{self, Profile};
+use crate::profiling::proto::Profile;
 
 const USAGE: &str =
     "usage: nl6 report [-sample-index N|NAME] [-svg OUT.svg] [-diff-base OLD.pb.gz] FILE.pb.gz";
@@ -90,23 +91,63 @@ pub fn main(args: Vec<OsString>) -> i32 {
     }
 }
 
-fn load(path: &PathBuf) -> Result<Profile, (i32, String)> {
-    let bytes = std::fs::read(path).map_err(|e| (1, format!("{}: {e}", path.display())))?;
-    proto::decode(&bytes).map_err(|e| {
+/// Memory `nl6 report` lets its profiles take together (inflated bytes as they arrive plus each decoded
+/// estimate, see [`super::limits`]): one profile at every limit fits; a diff's two share it.
+const REPORT_MEMORY: u64 = 160 << 20;
+
+/// What the profiles loaded so far have charged against [`REPORT_MEMORY`].
+#[derive(Default)]
+struct Charged(u64);
+
+fn load(path: &PathBuf, charged: &mut Charged) -> Result<Profile, (i32, String)> {
+    use std::io::Read;
+    let io_err = |e: std::io::Error| (1, format!("{}: {e}", path.display()));
+    // A compressed profile is never larger than what it inflates to (plus a few header bytes), so a file
+    // beyond the inflated limit is refused without reading all of it.
+    let cap = super::limits::LIMITS.inflated_bytes;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(cap + 1024 + 1).read_to_end(&mut bytes))
+        .map_err(io_err)?;
+    if bytes.len() as u64 > cap + 1024 {
+        return Err((
+            1,
+            format!(
+                "{}: profile refused: the file is larger than {} MiB (nl6's limit for a profile)",
+                path.display(),
+                cap >> 20
+            ),
+        ));
+    }
+    let mut charge = |n: u64| {
+        charged.0 += n;
+        if charged.0 > REPORT_MEMORY {
+            return Err(format!(
+                "with the other profile it would take more than {} MiB (nl6 report's limit)",
+                REPORT_MEMORY >> 20
+            ));
+        }
+        Ok(())
+    };
+    super::limits::decode_within(&bytes, &super::limits::LIMITS, &mut charge).map_err(|e| {
         // A file that is not gzip and not a Profile message (meta.json, a .txt table) is named as such;
         // the decoder's wire-type detail would only puzzle.
-        let gzip = bytes.starts_with(&[0x1f, 0x8b]);
-        let why = if gzip {
-            format!("not a pprof profile (gzip, but not a pprof protobuf inside: {e})")
-        } else {
-            "not a pprof profile (expected gzip or protobuf)".to_string()
+        let why = match e {
+            super::limits::ReadError::Malformed(_) if !bytes.starts_with(&[0x1f, 0x8b]) => {
+                "not a pprof profile (expected gzip or protobuf)".to_string()
+            }
+            super::limits::ReadError::Malformed(m) => {
+                format!("not a pprof profile (gzip, but not a pprof protobuf inside: {m})")
+            }
+            e => e.to_string(),
         };
         (1, format!("{}: {why}", path.display()))
     })
 }
 
 fn run(args: &ReportArgs) -> Result<String, (i32, String)> {
-    let new = load(&args.file)?;
+    let mut charged = Charged::default();
+    let new = load(&args.file, &mut charged)?;
     let index = match &args.sample_index {
         Some(spec) => super::sample_index_by_name(&new, spec).ok_or_else(|| {
             (
@@ -123,7 +164,7 @@ fn run(args: &ReportArgs) -> Result<String, (i32, String)> {
     let title = args.file.display().to_string();
     let (text, svg) = match &args.diff_base {
         Some(base_path) => {
-            let base = load(base_path)?;
+            let base = load(base_path, &mut charged)?;
             let text = super::diff_table(&base, &new, index).map_err(|e| (1, e.to_string()))?;
             let svg = match &args.svg {
                 Some(_) => {
@@ -139,9 +180,13 @@ fn run(args: &ReportArgs) -> Result<String, (i32, String)> {
         }
         None => (
             super::top_table(&new, index),
-            args.svg
-                .as_ref()
-                .map(|_| super::flamegraph_svg_for(&new, index, &title)),
+            match &args.svg {
+                Some(_) => Some(
+                    super::flamegraph_svg_for(&new, index, &title)
+                        .map_err(|e| (1, format!("{title}: {e}")))?,
+                ),
+                None => None,
+            },
         ),
     };
     if let (Some(path), Some(svg)) = (&args.svg, svg) {

@@ -5,55 +5,84 @@
 //! Takes decoded profiles, returns SVG bytes; never reads or writes files.
 #![forbid(unsafe_code)]
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 
 use inferno::flamegraph::{self, color::BasicPalette, color::Palette};
 
-use super::nodes::{self, WeightedStack};
+use super::nodes::{self, Stacks};
 use super::top::{DiffError, NO_SAMPLES};
 use super::units::scaled_label;
 use crate::profiling::proto::Profile;
 
+/// Most bytes of folded stacks drawn into one flame graph (inferno holds them all while drawing). The
+/// stacks are merged by name ids and measured before any text is built.
+pub const MAX_FOLDED_BYTES: usize = 32 << 20;
+
 /// Folded stacks (`root;…;leaf count`, one line per distinct stack, sorted) of the positive values
-/// of sample type `index`. `;` inside a function name becomes `:` so frames stay separable.
-pub fn folded(stacks: &[WeightedStack]) -> Vec<String> {
-    let mut merged: BTreeMap<String, i64> = BTreeMap::new();
+/// of sample type `index`. `;` inside a function name becomes `:` so frames stay separable. `Err`
+/// (naming the size) when the text would exceed [`MAX_FOLDED_BYTES`].
+pub fn folded(stacks: &Stacks) -> Result<Vec<String>, String> {
+    let mut merged: HashMap<&[u32], i64> = HashMap::new();
     for s in stacks
         .iter()
         .filter(|s| s.value > 0 && !s.frames.is_empty())
     {
-        let key = s
-            .frames
-            .iter()
-            .rev()
-            .map(|f| f.replace(';', ":"))
-            .collect::<Vec<_>>()
-            .join(";");
-        *merged.entry(key).or_default() += s.value;
+        let v = merged.entry(s.frames).or_default();
+        *v = v.saturating_add(s.value);
     }
-    merged
+    let name_len = |f: &u32| stacks.names.get(*f).len() + 1;
+    let size: usize = merged
+        .keys()
+        .map(|k| k.iter().map(name_len).sum::<usize>() + 20)
+        .fold(0, usize::saturating_add);
+    if size > MAX_FOLDED_BYTES {
+        return Err(format!(
+            "the flame graph would need {} MiB of folded stacks; the limit is {} MiB",
+            size >> 20,
+            MAX_FOLDED_BYTES >> 20
+        ));
+    }
+    let shown: Vec<String> = (0..stacks.names.len() as u32)
+        .map(|id| stacks.names.get(id).replace(';', ":"))
+        .collect();
+    let mut lines: Vec<String> = merged
         .into_iter()
-        .map(|(k, v)| format!("{k} {v}"))
-        .collect()
+        .map(|(frames, v)| {
+            let mut line = String::new();
+            for (i, f) in frames.iter().rev().enumerate() {
+                if i > 0 {
+                    line.push(';');
+                }
+                line.push_str(&shown[*f as usize]);
+            }
+            line.push(' ');
+            line.push_str(&v.to_string());
+            line
+        })
+        .collect();
+    lines.sort_unstable();
+    Ok(lines)
 }
 
-/// A flame graph of `p`'s default sample type (see [`nodes::default_sample_index`]).
+/// A flame graph of `p`'s default sample type (see [`nodes::default_sample_index`]); one that would
+/// be too large to draw is an SVG saying so.
 pub fn flamegraph_svg(p: &Profile, title: &str) -> Vec<u8> {
     match nodes::default_sample_index(p) {
-        Some(i) => flamegraph_svg_for(p, i, title),
+        Some(i) => flamegraph_svg_for(p, i, title).unwrap_or_else(|e| message_svg(title, &e)),
         None => no_samples_svg(title),
     }
 }
 
-/// A flame graph of sample type `index` of `p`; "no samples" when it has none.
-pub fn flamegraph_svg_for(p: &Profile, index: usize, title: &str) -> Vec<u8> {
+/// A flame graph of sample type `index` of `p`; "no samples" when it has none; `Err` when it would be
+/// too large to draw (see [`MAX_FOLDED_BYTES`]).
+pub fn flamegraph_svg_for(p: &Profile, index: usize, title: &str) -> Result<Vec<u8>, String> {
     let Some((stype, unit)) = nodes::sample_type(p, index) else {
-        return no_samples_svg(title);
+        return Ok(no_samples_svg(title));
     };
     let stacks = nodes::weighted_stacks(p, index);
-    let lines = folded(&stacks);
+    let lines = folded(&stacks)?;
     if lines.is_empty() {
-        return no_samples_svg(title);
+        return Ok(no_samples_svg(title));
     }
     let total = nodes::total(&stacks);
     let mut opt = options(title, &unit);
@@ -61,7 +90,10 @@ pub fn flamegraph_svg_for(p: &Profile, index: usize, title: &str) -> Vec<u8> {
         "{stype}: {} total",
         scaled_label(total, &unit, "auto")
     ));
-    render(&mut opt, lines.iter().map(String::as_str)).unwrap_or_else(|_| no_samples_svg(title))
+    Ok(
+        render(&mut opt, lines.iter().map(String::as_str))
+            .unwrap_or_else(|_| no_samples_svg(title)),
+    )
 }
 
 /// A differential flame graph (inferno's red = grew, blue = shrank) from `base` to `new` for sample
@@ -73,8 +105,12 @@ pub fn diff_flamegraph_svg(
     title: &str,
 ) -> Result<Vec<u8>, DiffError> {
     let (_, _, stype, unit) = super::top::diff_stacks(base, new, index)?;
-    let before = folded(&nodes::weighted_stacks(base, index)).join("\n");
-    let after = folded(&nodes::weighted_stacks(new, index)).join("\n");
+    let before = folded(&nodes::weighted_stacks(base, index))
+        .map_err(DiffError::TooLarge)?
+        .join("\n");
+    let after = folded(&nodes::weighted_stacks(new, index))
+        .map_err(DiffError::TooLarge)?
+        .join("\n");
     if before.is_empty() && after.is_empty() {
         return Ok(no_samples_svg(title));
     }
@@ -125,13 +161,19 @@ fn render<'a>(
 
 /// A small valid SVG with the title and the words "no samples".
 pub fn no_samples_svg(title: &str) -> Vec<u8> {
+    message_svg(title, NO_SAMPLES)
+}
+
+/// A small valid SVG with the title and one line of text instead of a graph.
+pub fn message_svg(title: &str, message: &str) -> Vec<u8> {
     format!(
         "<?xml version=\"1.0\" standalone=\"no\"?>\n\
          <svg version=\"1.1\" width=\"600\" height=\"80\" xmlns=\"http://www.w3.org/2000/svg\">\n\
          <text x=\"300\" y=\"30\" text-anchor=\"middle\" font-family=\"Verdana\" font-size=\"16\">{}</text>\n\
-         <text x=\"300\" y=\"60\" text-anchor=\"middle\" font-family=\"Verdana\" font-size=\"14\">{NO_SAMPLES}</text>\n\
+         <text x=\"300\" y=\"60\" text-anchor=\"middle\" font-family=\"Verdana\" font-size=\"14\">{}</text>\n\
          </svg>\n",
-        xml_escape(title)
+        xml_escape(title),
+        xml_escape(message)
     )
     .into_bytes()
 }
@@ -156,7 +198,7 @@ mod tests {
             (&["a;b", "main"], 1),
             (&["z"], 0),
         ]);
-        let f = folded(&nodes::weighted_stacks(&p, 0));
+        let f = folded(&nodes::weighted_stacks(&p, 0)).unwrap();
         assert_eq!(f, ["main;a:b 1", "main;leaf 5"]);
     }
 

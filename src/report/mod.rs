@@ -3,14 +3,17 @@
 //! `go tool pprof -diff_base`) and as a differential flame graph ([`diff_flamegraph_svg`]).
 //!
 //! The same functions back `nl6 report` (see [`main`]), the collector's archive files and the web
-//! console. They take decoded profiles ([`crate::profiling::proto::decode`]) and return text or bytes;
-//! only [`main`] touches files. Value formatting follows google/pprof's `measurement` package and
+//! console. They take decoded profiles and return text or bytes; only [`main`] touches files. A
+//! profile nl6 did not write is read with [`limits::decode_untrusted`] (bounded gunzip, counted
+//! before decoding, names and frames bounded), and the reports work on interned name ids, so their
+//! memory follows the profile's distinct names, not its frames × name length. Value formatting follows google/pprof's `measurement` package and
 //! the table follows its `report` package (function granularity, 0.5% node fraction, flat-then-name
 //! order), so a table's rows read the same as `go tool pprof -top`'s for the same file.
 #![forbid(unsafe_code)]
 
 mod cli;
 pub mod flame;
+pub mod limits;
 pub mod nodes;
 #[cfg(test)]
 pub(crate) mod testprofile;
@@ -19,6 +22,7 @@ pub mod units;
 
 pub use cli::main;
 pub use flame::{diff_flamegraph_svg, flamegraph_svg, flamegraph_svg_for};
+pub use limits::{decode_untrusted, ReadError};
 pub use nodes::{default_sample_index, Node};
 pub use top::{diff_rows, diff_table, top_table, DiffError, NO_SAMPLES};
 

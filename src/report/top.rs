@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use super::nodes::{self, Node, WeightedStack};
+use super::nodes::{self, Node, Stacks};
 use super::units::{percentage, scale, scaled_label, select_output_unit, time_label};
 use crate::profiling::proto::Profile;
 
@@ -138,12 +138,7 @@ fn profile_labels(p: &Profile) -> Vec<String> {
 }
 
 /// Trims, picks the unit and appends the `Showing nodes…` and `Dropped…` labels.
-fn build(
-    mut labels: Vec<String>,
-    stacks: &[WeightedStack],
-    total: i64,
-    sample_unit: &str,
-) -> Table {
+fn build(mut labels: Vec<String>, stacks: &Stacks, total: i64, sample_unit: &str) -> Table {
     let (rows, dropped) = nodes::trim(nodes::nodes(stacks));
     let output_unit = if rows.is_empty() {
         sample_unit.to_string()
@@ -186,6 +181,8 @@ pub enum DiffError {
     NoSampleType(usize),
     /// The chosen sample types differ (`cpu/nanoseconds` against `inuse_space/bytes`).
     Incompatible { base: String, new: String },
+    /// The differential flame graph would be too large to draw (the message says how large).
+    TooLarge(String),
 }
 
 impl std::fmt::Display for DiffError {
@@ -195,6 +192,7 @@ impl std::fmt::Display for DiffError {
             DiffError::Incompatible { base, new } => {
                 write!(f, "diff: incompatible sample types: base {base}, new {new}")
             }
+            DiffError::TooLarge(m) => write!(f, "diff: {m}"),
         }
     }
 }
@@ -202,12 +200,13 @@ impl std::fmt::Display for DiffError {
 impl std::error::Error for DiffError {}
 
 /// The merged stacks of a diff, as pprof's `-diff_base` builds them: base values negated, new values
-/// as they are. Returns the stacks, the base total (percentages are shares of it) and the sample unit.
+/// as they are, over one name table. Returns the stacks, the base total (percentages are shares of
+/// it), the sample type and unit.
 pub fn diff_stacks(
     base: &Profile,
     new: &Profile,
     sample_index: usize,
-) -> Result<(Vec<WeightedStack>, i64, String, String), DiffError> {
+) -> Result<(Stacks, i64, String, String), DiffError> {
     let (bt, bu) =
         nodes::sample_type(base, sample_index).ok_or(DiffError::NoSampleType(sample_index))?;
     let (nt, nu) =
@@ -218,21 +217,27 @@ pub fn diff_stacks(
             new: format!("{nt}/{nu}"),
         });
     }
-    let mut base_stacks = nodes::weighted_stacks(base, sample_index);
-    let base_total = nodes::total(&base_stacks);
-    for s in &mut base_stacks {
-        s.value = -s.value;
-    }
-    let mut stacks = nodes::weighted_stacks(new, sample_index);
-    let new_total = nodes::total(&stacks);
-    stacks.extend(base_stacks);
+    let mut merged = nodes::weighted_stacks(new, sample_index);
+    let new_total = nodes::total(&merged);
+    let base_total = base
+        .sample
+        .iter()
+        .map(|s| {
+            s.value
+                .get(sample_index)
+                .copied()
+                .unwrap_or(0)
+                .saturating_abs()
+        })
+        .fold(0i64, i64::saturating_add);
+    nodes::add_stacks(&mut merged, base, sample_index, -1);
     // pprof falls back to the merged total when the base is empty.
     let total = if base_total > 0 {
         base_total
     } else {
         new_total
     };
-    Ok((stacks, total, nt, nu))
+    Ok((merged, total, nt, nu))
 }
 
 /// Per-function change from `base` to `new` for every function in either profile (zero changes
@@ -243,20 +248,30 @@ pub fn diff_rows(
     sample_index: usize,
 ) -> Result<Vec<Node>, DiffError> {
     let (stacks, _, _, _) = diff_stacks(base, new, sample_index)?;
-    let mut by_name: std::collections::BTreeMap<String, Node> = std::collections::BTreeMap::new();
-    for s in &stacks {
-        for f in &s.frames {
-            by_name.entry(f.clone()).or_insert_with(|| Node {
-                name: f.clone(),
-                flat: 0,
-                cum: 0,
-            });
+    // Every name on some stack gets a row (zero when unchanged); ids, so each name is compared once.
+    let mut on_a_stack = vec![false; stacks.names.len()];
+    for s in stacks.iter() {
+        for &f in s.frames {
+            on_a_stack[f as usize] = true;
         }
     }
-    for n in nodes::nodes(&stacks) {
-        by_name.insert(n.name.clone(), n);
+    let changed = nodes::nodes(&stacks);
+    for n in &changed {
+        if let Some(id) = stacks.names.id(&n.name) {
+            on_a_stack[id as usize] = false;
+        }
     }
-    let mut rows: Vec<Node> = by_name.into_values().collect();
+    let mut rows: Vec<Node> = on_a_stack
+        .iter()
+        .enumerate()
+        .filter(|(_, on)| **on)
+        .map(|(id, _)| Node {
+            name: stacks.names.get(id as u32).to_string(),
+            flat: 0,
+            cum: 0,
+        })
+        .chain(changed)
+        .collect();
     nodes::sort_flat_name(&mut rows);
     Ok(rows)
 }
