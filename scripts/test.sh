@@ -7,9 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# The push tests' Pyroscope /ingest double is the repository's own (tests/pyroscope-ingest, Go).
 export NL6_PYROSCOPE_INGEST="$PWD/target/pyroscope-ingest"
-# The stand-in for Pyroscope's /ingest lives in the shared folder beside the checkout (NL6_SHARED overrides).
-[ -x "$NL6_PYROSCOPE_INGEST" ] || bash "${NL6_SHARED:-../shared}/pyroscope-ingest/build.sh" "$NL6_PYROSCOPE_INGEST"
+bash scripts/build-pyroscope-ingest.sh "$NL6_PYROSCOPE_INGEST"
 
 echo "== fmt + clippy"
 cargo fmt --check

@@ -1,6 +1,7 @@
 //! Shared fixtures of the push tests: a fake profile source (valid pprof the stand-in accepts), an
-//! in-process fake `/ingest` server, the Pyroscope stand-in as a child process, a log capture and bounded
-//! waits. Only loopback addresses; every loop is bounded in time; only processes started here are killed.
+//! in-process fake `/ingest` server, the Pyroscope stand-in (the repository's own `/ingest` double,
+//! tests/pyroscope-ingest) as a child process, a log capture and bounded waits. Only loopback
+//! addresses; every loop is bounded in time; only processes started here are killed.
 #![allow(dead_code)]
 
 use nl6::gate::port::{PushRun, PushTarget, Pusher};
@@ -439,17 +440,38 @@ pub fn refused_address() -> String {
 // ---------------------------------------------------------------------------------------------------
 // The stand-in
 
-/// The stand-in binary: `$NL6_PYROSCOPE_INGEST`, else `target/pyroscope-ingest`.
+/// The stand-in binary: `$NL6_PYROSCOPE_INGEST` when set, else the repository's own double
+/// (tests/pyroscope-ingest), built into `target/pyroscope-ingest` by scripts/build-pyroscope-ingest.sh
+/// the first time a test of this process needs it (the script skips an up-to-date binary and is safe to
+/// run from several test processes at once).
 pub fn stand_in_binary() -> std::path::PathBuf {
-    let path = std::env::var_os("NL6_PYROSCOPE_INGEST")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/pyroscope-ingest")
-        });
+    static BUILT: std::sync::OnceLock<Result<std::path::PathBuf, String>> =
+        std::sync::OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        if let Some(path) = std::env::var_os("NL6_PYROSCOPE_INGEST") {
+            return Ok(std::path::PathBuf::from(path));
+        }
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let path = root.join("target/pyroscope-ingest");
+        let out = Command::new("bash")
+            .arg(root.join("scripts/build-pyroscope-ingest.sh"))
+            .arg(&path)
+            .output()
+            .map_err(|e| format!("running bash: {e}"))?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+        }
+        Ok(path)
+    });
+    let path = match built {
+        Ok(path) => path.clone(),
+        Err(why) => panic!("the Pyroscope /ingest double could not be built: {why}"),
+    };
     assert!(
         path.exists(),
-        "the Pyroscope stand-in is missing at {}; build it with \
-         `bash ../shared/pyroscope-ingest/build.sh target/pyroscope-ingest` (or set NL6_PYROSCOPE_INGEST)",
+        "the Pyroscope /ingest double is missing at {} (NL6_PYROSCOPE_INGEST); unset it to build \
+         tests/pyroscope-ingest, or run `bash scripts/build-pyroscope-ingest.sh {}`",
+        path.display(),
         path.display()
     );
     path
