@@ -108,6 +108,13 @@ pub const FLAGS: &[FlagDoc] = &[
         default: "10s",
         doc: "the fleet flow ticker exports every device's flows this often",
     },
+    FlagDoc {
+        name: "traffic",
+        value: "PERIOD",
+        default: "",
+        doc: "keep the lab busy: every PERIOD walk, toggle, log and export on each device (unset targets \
+              go to a local discard socket) and keep a link-flap running (off when unset)",
+    },
 ];
 
 /// Fleet configuration. Build with [`Default`] then [`FleetConfig::set`] (text, from flags) or the typed
@@ -128,6 +135,7 @@ pub struct FleetConfig {
     syslog_queue: usize,
     flow_target: Option<SocketAddr>,
     flow_interval: Duration,
+    traffic: Option<Duration>,
 }
 
 impl Default for FleetConfig {
@@ -147,6 +155,7 @@ impl Default for FleetConfig {
             syslog_queue: 1024,
             flow_target: None,
             flow_interval: Duration::from_secs(10),
+            traffic: None,
         }
     }
 }
@@ -179,6 +188,21 @@ fn parse_positive(text: &str) -> Result<Duration, String> {
         return Err(format!("duration {text:?} must be greater than zero"));
     }
     Ok(d)
+}
+
+/// `-traffic`: empty is off; otherwise a period of at least [`super::traffic::MIN_PERIOD`].
+fn parse_traffic(text: &str) -> Result<Option<Duration>, String> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let d = parse_positive(text)?;
+    if d < super::traffic::MIN_PERIOD {
+        return Err(format!(
+            "period {text:?} is below {}",
+            format_duration(super::traffic::MIN_PERIOD)
+        ));
+    }
+    Ok(Some(d))
 }
 
 impl FleetConfig {
@@ -239,6 +263,7 @@ impl FleetConfig {
                 }
                 "flow-target" => self.flow_target = target(value)?,
                 "flow-interval" => self.flow_interval = parse_positive(value)?,
+                "traffic" => self.traffic = parse_traffic(value)?,
                 _ => return Err("unknown fleet flag".into()),
             }
             Ok(())
@@ -318,6 +343,10 @@ impl FleetConfig {
     pub fn flow_interval(&self) -> Duration {
         self.flow_interval
     }
+    /// The `-traffic` period. Defaults to none (off).
+    pub fn traffic(&self) -> Option<Duration> {
+        self.traffic
+    }
 
     pub fn with_devices(mut self, n: usize) -> Self {
         self.devices = n;
@@ -364,6 +393,10 @@ impl FleetConfig {
         self.flow_interval = interval;
         self
     }
+    pub fn with_traffic(mut self, period: Option<Duration>) -> Self {
+        self.traffic = period;
+        self
+    }
 
     /// The current value of every flag as text, in [`FLAGS`] order (for `--help` and the round-trip test).
     pub fn flag_values(&self) -> Vec<(&'static str, String)> {
@@ -383,6 +416,7 @@ impl FleetConfig {
             syslog_queue,
             flow_target,
             flow_interval,
+            traffic,
         } = self;
         let syslog = syslog_target
             .map(|(t, a)| format!("{}://{a}", if t == Transport::Udp { "udp" } else { "tcp" }))
@@ -402,6 +436,7 @@ impl FleetConfig {
             ("syslog-queue", syslog_queue.to_string()),
             ("flow-target", addr(*flow_target)),
             ("flow-interval", format_duration(*flow_interval)),
+            ("traffic", traffic.map(format_duration).unwrap_or_default()),
         ]
     }
 }
@@ -456,6 +491,8 @@ mod tests {
             ),
             ("flow-target", "nope", "-flow-target:"),
             ("trap-inform", "maybe", "-trap-inform: invalid boolean"),
+            ("traffic", "100us", "-traffic: period \"100us\" is below 1ms"),
+            ("traffic", "0s", "-traffic: duration"),
             ("gnmi-port", "1", "-gnmi-port: unknown fleet flag"),
         ] {
             let e = FleetConfig::default().set(flag, value).unwrap_err();
