@@ -29,7 +29,8 @@ fn samples_per_subsystem(n: &Nl6, seconds: u32) -> BTreeMap<String, i64> {
     for s in &p.sample {
         let label = s.label.iter().find(|l| Some(l.key as usize) == key);
         if let Some(l) = label {
-            *out.entry(p.string_table[l.str as usize].clone()).or_default() += s.value[0];
+            *out.entry(p.string_table[l.str as usize].clone())
+                .or_default() += s.value[0];
         }
     }
     out

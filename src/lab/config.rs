@@ -491,7 +491,11 @@ mod tests {
             ),
             ("flow-target", "nope", "-flow-target:"),
             ("trap-inform", "maybe", "-trap-inform: invalid boolean"),
-            ("traffic", "100us", "-traffic: period \"100us\" is below 1ms"),
+            (
+                "traffic",
+                "100us",
+                "-traffic: period \"100us\" is below 1ms",
+            ),
             ("traffic", "0s", "-traffic: duration"),
             ("gnmi-port", "1", "-gnmi-port: unknown fleet flag"),
         ] {

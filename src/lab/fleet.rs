@@ -439,9 +439,7 @@ impl Drop for Fleet {
 
 /// With `-traffic`, points every unset trap, syslog and flow target at one discard socket on the bind
 /// address, so the load exercises every sender without leaving the machine.
-fn with_traffic_sink(
-    config: FleetConfig,
-) -> std::io::Result<(FleetConfig, Option<DiscardSink>)> {
+fn with_traffic_sink(config: FleetConfig) -> std::io::Result<(FleetConfig, Option<DiscardSink>)> {
     let unset = config.trap_target().is_none()
         || config.syslog_target().is_none()
         || config.flow_target().is_none();

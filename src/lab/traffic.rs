@@ -151,7 +151,11 @@ impl Driver {
         let if_index = 1 + ((self.round as usize + i + k) % interfaces) as u32;
         let up = !device.advance(Instant::now()).interfaces[if_index as usize - 1].oper_up;
         work.link_toggles += usize::from(sh.set_link(i, if_index, up));
-        let text = format!("traffic round {}.{k}: eth{} polled", self.round, if_index - 1);
+        let text = format!(
+            "traffic round {}.{k}: eth{} polled",
+            self.round,
+            if_index - 1
+        );
         work.syslog_sent += usize::from(sh.emit_syslog(i, syslog::SEVERITY_INFO, "TRAFFIC", &text));
         if let Some(flows) = &mut self.flows {
             work.flow_exports += usize::from(flows.tick(device, Instant::now()));

@@ -62,6 +62,8 @@ func parseSeriesName(text string) (seriesName, error) {
 	for _, pair := range strings.Split(body, ",") {
 		eq := strings.IndexByte(pair, '=')
 		if eq < 0 {
+			// The research does not pin what the server does with a key and no '=': the double refuses,
+			// so a client that sends one finds out here.
 			return out, fmt.Errorf("tag %q has no '='", strings.TrimSpace(pair))
 		}
 		key, value := strings.TrimSpace(pair[:eq]), strings.TrimSpace(pair[eq+1:])
