@@ -14,6 +14,9 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, SystemTime};
 
+/// One multipart part: field, filename (None: a plain value), content.
+type Part<'a> = (&'a str, Option<&'a str>, &'a [u8]);
+
 const BOUNDARY: &str = "nl6-double-test-boundary";
 const CPU: &str = "process_cpu:cpu:nanoseconds:cpu:nanoseconds";
 
@@ -53,7 +56,7 @@ fn send(
 }
 
 /// A multipart body: `(field, filename or None, content)` per part.
-fn multipart(parts: &[(&str, Option<&str>, &[u8])]) -> Vec<u8> {
+fn multipart(parts: &[Part<'_>]) -> Vec<u8> {
     let mut out = Vec::new();
     for (field, filename, content) in parts {
         out.extend_from_slice(format!("--{BOUNDARY}\r\n").as_bytes());
@@ -95,7 +98,7 @@ fn block_profile() -> Vec<u8> {
     )
 }
 
-fn upload(server: &StandIn, name: &str, parts: &[(&str, Option<&str>, &[u8])]) -> (u16, String) {
+fn upload(server: &StandIn, name: &str, parts: &[Part<'_>]) -> (u16, String) {
     post(
         server.port,
         &format!("/ingest?name={name}&spyName=test"),
@@ -145,7 +148,7 @@ fn prev_profile_broken_stale_and_dashed_profiles_are_422() {
         &[(&["f"], vec![1], None)],
         SystemTime::now(),
     );
-    let cases: [(&str, Vec<(&str, Option<&str>, &[u8])>, &str); 5] = [
+    let cases: [(&str, Vec<Part<'_>>, &str); 5] = [
         (
             "prev_profile",
             vec![
