@@ -79,6 +79,9 @@ pub struct RoundWork {
 struct Driver {
     shared: Arc<Shared>,
     manager: UdpSocket,
+    /// Receive buffer for responses, reused by every walk.
+    buf: Vec<u8>,
+    community: Vec<u8>,
     flows: Option<FlowExporter>,
     request_id: i32,
     round: u64,
@@ -100,6 +103,8 @@ pub(crate) fn spawn(shared: &Arc<Shared>, period: Duration) -> std::io::Result<(
     let mut driver = Driver {
         shared: shared.clone(),
         manager,
+        buf: vec![0; 65_535],
+        community: shared.config.snmp_community().as_bytes().to_vec(),
         flows,
         request_id: 0,
         round: 0,
@@ -166,12 +171,11 @@ impl Driver {
     fn walk(&mut self, agent: SocketAddr) -> usize {
         let root = Oid(WALK_ROOT.to_vec());
         let mut next = root.clone();
-        let mut buf = vec![0u8; 65_535];
         for answered in 0..WALK_REQUESTS_MAX {
             self.request_id = self.request_id.wrapping_add(1) & 0x7fff_ffff;
             let request = Message {
                 version: VERSION_2C,
-                community: self.shared.config.snmp_community().as_bytes().to_vec(),
+                community: self.community.clone(),
                 pdu_type: pdu::GET_BULK,
                 request_id: self.request_id,
                 error_status: 0,
@@ -181,7 +185,7 @@ impl Driver {
             if self.manager.send_to(&request.encode(), agent).is_err() {
                 return answered;
             }
-            let Some(response) = self.response(&mut buf, agent) else {
+            let Some(response) = self.response(agent) else {
                 return answered;
             };
             match response.varbinds.last() {
@@ -195,13 +199,13 @@ impl Driver {
     }
 
     /// The response to the current request from `agent`, skipping stale datagrams; None on timeout.
-    fn response(&self, buf: &mut [u8], agent: SocketAddr) -> Option<Message> {
+    fn response(&mut self, agent: SocketAddr) -> Option<Message> {
         loop {
-            let (n, from) = self.manager.recv_from(buf).ok()?;
+            let (n, from) = self.manager.recv_from(&mut self.buf).ok()?;
             if from != agent {
                 continue;
             }
-            match Message::decode(&buf[..n]) {
+            match Message::decode(&self.buf[..n]) {
                 Ok(m) if m.request_id == self.request_id => return Some(m),
                 _ => continue,
             }
