@@ -10,7 +10,7 @@ use nl6::push::{
     EncodedProfile, Hostname, ProfileKind, ProfileSource, PushConfig, PyroscopePusher,
 };
 use prost::Message;
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,6 +30,7 @@ pub const SERIES_TYPES: [&str; 7] = [
     "goroutines:goroutine:count:goroutine:count",
 ];
 
+#[allow(unused_imports)] // re-exported for the tests that wait through this module
 pub use crate::common::wait_until;
 
 /// Captured log lines.
@@ -484,34 +485,39 @@ pub struct StandIn {
 }
 
 impl StandIn {
+    /// Starts the double on `127.0.0.1:0` and takes the port from the address it logs at startup, so
+    /// the port the test talks to is the one the kernel gave this child (no bind-release-rebind race).
     pub fn start(args: &[&str]) -> StandIn {
-        for _attempt in 0..5 {
-            let port = TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
-            let mut child = Command::new(stand_in_binary())
-                .arg("-listen")
-                .arg(format!("127.0.0.1:{port}"))
-                .args(args)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn the stand-in");
-            let up = wait_until(Duration::from_secs(10), || {
-                if let Ok(Some(_)) = child.try_wait() {
-                    return true; // exited (port taken): retried below
+        let mut child = Command::new(stand_in_binary())
+            .args(["-listen", "127.0.0.1:0"])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn the stand-in");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        // Reads the startup line, then drains stderr until the child exits.
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let port = line
+                    .split("://127.0.0.1:")
+                    .nth(1)
+                    .and_then(|p| p.trim().parse::<u16>().ok());
+                if let (Some(port), Some(tx)) = (port, tx.take()) {
+                    let _ = tx.send(port);
                 }
-                TcpStream::connect(("127.0.0.1", port)).is_ok()
-            });
-            if up && child.try_wait().ok().flatten().is_none() {
-                return StandIn { port, child };
             }
-            let _ = child.kill();
-            let _ = child.wait();
+        });
+        match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(port) => StandIn { port, child },
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("the stand-in did not report its address within 10 s");
+            }
         }
-        panic!("the stand-in did not start");
     }
 
     pub fn url(&self) -> String {
