@@ -112,8 +112,8 @@ pub const FLAGS: &[FlagDoc] = &[
         name: "traffic",
         value: "PERIOD",
         default: "",
-        doc: "keep the lab busy: every PERIOD walk, toggle, log and export on each device (unset targets \
-              go to a local discard socket) and keep a link-flap running (off when unset)",
+        doc: "keep the lab busy: every PERIOD (e.g. 10ms) walk each device over SNMP and send flaps, \
+              syslog and flows (unset targets: a local discard socket)",
     },
 ];
 
