@@ -4,7 +4,8 @@
 //!     cargo run --example interop_probe -- [LISTEN] [PYROSCOPE_URL] [SECONDS]
 //!
 //! Each argument falls back to an environment variable, then a default:
-//!   LISTEN         NL6_PROBE_LISTEN    127.0.0.1:18080  (loopback; Alloy's example config scrapes here)
+//!   LISTEN         NL6_PROBE_LISTEN    127.0.0.1:18080  (loopback; Alloy's example config scrapes it
+//!                                                       with NL6_SCRAPE_TARGET=127.0.0.1:18080)
 //!   PYROSCOPE_URL  PYROSCOPE_URL       none: the gate opens pull-only; "" also means pull-only
 //!   SECONDS        NL6_PROBE_SECONDS   60, then the probe closes the gate (flushing the push) and exits
 //! The upload interval is NL6_PROBE_UPLOAD_INTERVAL seconds (default 15).

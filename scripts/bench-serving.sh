@@ -6,15 +6,16 @@
 #   push    — pushing to the Pyroscope stand-in every 1 s (-profiling-upload-interval 1s: the CPU sampler
 #             runs the whole time and an upload of CPU, heap and threads goes out every second — the worst
 #             case of the push; the default 15 s cadence costs less).
-# Needs wrk (Debian package `wrk`) and the stand-in ($NL6_PYROSCOPE_INGEST or target/pyroscope-ingest,
-# built by ../shared/pyroscope-ingest/build.sh). Loopback only. Not a test: it prints figures.
+# Needs wrk (Debian package `wrk`) and the /ingest double ($NL6_PYROSCOPE_INGEST, or target/pyroscope-ingest
+# built from tests/pyroscope-ingest by scripts/build-pyroscope-ingest.sh). Loopback only. Not a test: it
+# prints figures.
 # Usage: scripts/bench-serving.sh [DURATION, default 10s]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${1:-10s}
 command -v wrk >/dev/null || { echo "bench-serving: wrk is missing (apt-get install wrk)" >&2; exit 2; }
 INGEST=${NL6_PYROSCOPE_INGEST:-target/pyroscope-ingest}
-[ -x "$INGEST" ] || bash "${NL6_SHARED:-../shared}/pyroscope-ingest/build.sh" "$INGEST"
+[ -n "${NL6_PYROSCOPE_INGEST:-}" ] || bash scripts/build-pyroscope-ingest.sh "$INGEST"
 cargo build --quiet --release --bin nl6
 NL6=target/release/nl6
 OUT=target/bench-serving

@@ -1,30 +1,60 @@
 #!/usr/bin/env bash
-# Installs what nl6's build and tests need on a fresh Debian machine (idempotent; needs root for apt).
-#   - the musl target (static binary) through rustup;
-#   - golang-go + google/pprof sources: `go tool pprof` and the Pyroscope /ingest stand-in;
-#   - net-snmp tools and snmptrapd, tshark: real peers for the fleet tests;
-#   - chromium: the console test; openssl: self-signed certificates for the HTTPS push test;
-#   - wrk: the serving-under-load figures;
+# Installs what nl6's build and tests need on a fresh Debian/Ubuntu machine (idempotent).
+#   - gcc: a C compiler, for rustls' `ring` (host and static musl builds);
+#   - golang-go + golang-github-google-pprof-dev: `go tool pprof`, and the push tests' Pyroscope /ingest
+#     double (tests/pyroscope-ingest, parsed with google/pprof);
+#   - snmp (snmpget/snmpwalk), snmptrapd, tshark: real protocol peers for the fleet tests;
+#   - chromium: the console test; openssl: self-signed certificates for the HTTPS push tests;
+#   - curl: the README examples (scripts/readme-examples.sh); wrk: the serving-under-load figures;
 #   - binutils (objcopy: engine_symbols strips DWARF to test the release shape), libc6-dbg (names libc's
-#     internal functions in profiles, from the debug file found by build ID).
+#     internal functions in profiles, from the debug file found by build ID);
+#   - the x86_64-unknown-linux-musl target, through rustup (the static binary).
+# As root it installs what is missing with apt. Otherwise it names the missing packages and stops
+# (exit 1) before any test can fail on them.
 set -euo pipefail
+
+# command-or-path  Debian package
+requirements=(
+  "gcc                                                    gcc"
+  "go                                                     golang-go"
+  "/usr/share/gocode/src/github.com/google/pprof/profile  golang-github-google-pprof-dev"
+  "snmpget                                                snmp"
+  "snmptrapd                                              snmptrapd"
+  "tshark                                                 tshark"
+  "chromium                                               chromium"
+  "openssl                                                openssl"
+  "curl                                                   curl"
+  "wrk                                                    wrk"
+  "objcopy                                                binutils"
+  "/usr/share/doc/libc6-dbg                               libc6-dbg"
+)
 need=()
-command -v go >/dev/null || need+=(golang-go)
-[ -d /usr/share/gocode/src/github.com/google/pprof/profile ] || need+=(golang-github-google-pprof-dev)
-command -v snmpget >/dev/null || need+=(snmp)
-command -v snmptrapd >/dev/null || need+=(snmptrapd)
-command -v tshark >/dev/null || need+=(tshark)
-command -v chromium >/dev/null || need+=(chromium)
-command -v openssl >/dev/null || need+=(openssl)
-command -v wrk >/dev/null || need+=(wrk)
-command -v objcopy >/dev/null || need+=(binutils)
-[ -d /usr/lib/debug/.build-id ] && dpkg -s libc6-dbg >/dev/null 2>&1 || need+=(libc6-dbg)
+for line in "${requirements[@]}"; do
+  read -r what package <<<"$line"
+  if [[ $what == /* ]]; then
+    [ -e "$what" ] || need+=("$package")
+  else
+    command -v "$what" >/dev/null || need+=("$package")
+  fi
+done
+
 if [ ${#need[@]} -gt 0 ]; then
+  if [ "$EUID" -ne 0 ]; then
+    echo "setup: missing Debian package(s): ${need[*]}" >&2
+    echo "setup: install them as root, then run this again:  sudo apt-get install ${need[*]}" >&2
+    echo "setup: (on Ubuntu, chromium is the snap 'chromium'; any 'chromium' on PATH will do)" >&2
+    exit 1
+  fi
   echo "setup: installing ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
   echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections 2>/dev/null || true
   apt-get update -qq >/dev/null
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+if ! command -v rustup >/dev/null; then
+  echo "setup: rustup is missing: install it from https://rustup.rs (rust-toolchain.toml then picks the toolchain)" >&2
+  exit 1
 fi
 if ! rustup target list --installed 2>/dev/null | grep -q x86_64-unknown-linux-musl; then
   echo "setup: adding the x86_64-unknown-linux-musl target" >&2

@@ -3,13 +3,14 @@
 #   1. cargo fmt --check and clippy (-D warnings);
 #   2. every test on the host (glibc) build;
 #   3. the engine and pull-surface tests again on the static musl build (profiles from the static binary);
-#   4. a 60 s signal-safety soak of the CPU + heap samplers on the static build.
+#   4. the README's examples against the release build (scripts/readme-examples.sh, about 40 s);
+#   5. a 60 s signal-safety soak of the CPU + heap samplers on the static build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# The push tests' Pyroscope /ingest double is the repository's own (tests/pyroscope-ingest, Go).
 export NL6_PYROSCOPE_INGEST="$PWD/target/pyroscope-ingest"
-# The stand-in for Pyroscope's /ingest lives in the shared folder beside the checkout (NL6_SHARED overrides).
-[ -x "$NL6_PYROSCOPE_INGEST" ] || bash "${NL6_SHARED:-../shared}/pyroscope-ingest/build.sh" "$NL6_PYROSCOPE_INGEST"
+bash scripts/build-pyroscope-ingest.sh "$NL6_PYROSCOPE_INGEST"
 
 echo "== fmt + clippy"
 cargo fmt --check
@@ -26,6 +27,9 @@ MUSL_TESTS=$(ls tests/*.rs | xargs -n1 basename | sed 's/\.rs$//' \
   | grep -E '^(engine_|serve_pull|push_engine|push_process|push_binary|fleet_labels)' | sed 's/^/--test /' | tr '\n' ' ')
 # shellcheck disable=SC2086
 cargo test --target x86_64-unknown-linux-musl --no-fail-fast $MUSL_TESTS -- --test-threads=1
+
+echo "== README examples (release build)"
+bash scripts/readme-examples.sh
 
 echo "== soak (static musl build, 60 s; scripts/soak.sh 600 is the 10-minute version)"
 bash scripts/soak.sh 60

@@ -154,8 +154,9 @@ fn the_example_alloy_config_has_the_expected_shape() {
     let code = code.split_whitespace().collect::<Vec<_>>().join(" ");
     let expect = [
         r#"pyroscope.scrape "nl6" {"#,
-        r#""__address__" = coalesce(sys.env("NL6_SCRAPE_TARGET"), "127.0.0.1:18080")"#,
-        r#""service_name" = "nl6-interop-scrape""#,
+        // The README's defaults: -port 8080 and the push's service name.
+        r#""__address__" = coalesce(sys.env("NL6_SCRAPE_TARGET"), "127.0.0.1:8080")"#,
+        r#""service_name" = coalesce(sys.env("NL6_SERVICE_NAME"), "nl6")"#,
         "forward_to = [pyroscope.write.nl6.receiver]",
         "profile.godeltaprof_memory { enabled = true }",
         "profile.godeltaprof_mutex { enabled = true }",

@@ -108,6 +108,13 @@ pub const FLAGS: &[FlagDoc] = &[
         default: "10s",
         doc: "the fleet flow ticker exports every device's flows this often",
     },
+    FlagDoc {
+        name: "traffic",
+        value: "PERIOD",
+        default: "",
+        doc: "keep the lab busy: every PERIOD (e.g. 10ms) walk each device over SNMP and send flaps, \
+              syslog and flows (unset targets: a local discard socket)",
+    },
 ];
 
 /// The SNMPv2c community devices answer when `-snmp-community` is not given.
@@ -131,6 +138,7 @@ pub struct FleetConfig {
     syslog_queue: usize,
     flow_target: Option<SocketAddr>,
     flow_interval: Duration,
+    traffic: Option<Duration>,
 }
 
 impl Default for FleetConfig {
@@ -150,6 +158,7 @@ impl Default for FleetConfig {
             syslog_queue: 1024,
             flow_target: None,
             flow_interval: Duration::from_secs(10),
+            traffic: None,
         }
     }
 }
@@ -174,6 +183,21 @@ fn parse_positive(text: &str) -> Result<Duration, String> {
         return Err(format!("duration {text:?} must be greater than zero"));
     }
     Ok(d)
+}
+
+/// `-traffic`: empty is off; otherwise a period of at least [`super::traffic::MIN_PERIOD`].
+fn parse_traffic(text: &str) -> Result<Option<Duration>, String> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let d = parse_positive(text)?;
+    if d < super::traffic::MIN_PERIOD {
+        return Err(format!(
+            "period {text:?} is below {}",
+            format_duration(super::traffic::MIN_PERIOD)
+        ));
+    }
+    Ok(Some(d))
 }
 
 impl FleetConfig {
@@ -234,6 +258,7 @@ impl FleetConfig {
                 }
                 "flow-target" => self.flow_target = target(value)?,
                 "flow-interval" => self.flow_interval = parse_positive(value)?,
+                "traffic" => self.traffic = parse_traffic(value)?,
                 _ => return Err("unknown fleet flag".into()),
             }
             Ok(())
@@ -330,6 +355,10 @@ impl FleetConfig {
     pub fn flow_interval(&self) -> Duration {
         self.flow_interval
     }
+    /// The `-traffic` period. Defaults to none (off).
+    pub fn traffic(&self) -> Option<Duration> {
+        self.traffic
+    }
 
     pub fn with_devices(mut self, n: usize) -> Self {
         self.devices = n;
@@ -376,6 +405,10 @@ impl FleetConfig {
         self.flow_interval = interval;
         self
     }
+    pub fn with_traffic(mut self, period: Option<Duration>) -> Self {
+        self.traffic = period;
+        self
+    }
 
     /// The current value of every flag as text, in [`FLAGS`] order (for `--help` and the round-trip test).
     pub fn flag_values(&self) -> Vec<(&'static str, String)> {
@@ -395,6 +428,7 @@ impl FleetConfig {
             syslog_queue,
             flow_target,
             flow_interval,
+            traffic,
         } = self;
         let syslog = syslog_target
             .map(|(t, a)| format!("{}://{a}", if t == Transport::Udp { "udp" } else { "tcp" }))
@@ -414,6 +448,7 @@ impl FleetConfig {
             ("syslog-queue", syslog_queue.to_string()),
             ("flow-target", addr(*flow_target)),
             ("flow-interval", format_duration(*flow_interval)),
+            ("traffic", traffic.map(format_duration).unwrap_or_default()),
         ]
     }
 }
@@ -490,6 +525,12 @@ mod tests {
             ),
             ("flow-target", "nope", "-flow-target:"),
             ("trap-inform", "maybe", "-trap-inform: invalid boolean"),
+            (
+                "traffic",
+                "100us",
+                "-traffic: period \"100us\" is below 1ms",
+            ),
+            ("traffic", "0s", "-traffic: duration"),
             ("gnmi-port", "1", "-gnmi-port: unknown fleet flag"),
         ] {
             let e = FleetConfig::default().set(flag, value).unwrap_err();

@@ -9,6 +9,7 @@
 //! | `flow-ticker` (flow target) | `flow` | every `-flow-interval`, one export per device |
 //! | `lab-scheduler` (trap or syslog target) | none | periodic syslog (jittered) and link toggles; the funnels label themselves |
 //! | `scenario-<id>` | `scenario` | a running scenario (see `scenario.rs`) |
+//! | `lab-traffic` (`-traffic`) | `scenario` | the built-in load (see `traffic.rs`); funnels label themselves |
 //!
 //! [`Fleet::stop`] (also on drop) ends every thread within about one socket timeout: it raises the stop
 //! flag, wakes sleepers and sends each device socket an empty datagram so blocked reads return at once.
@@ -18,6 +19,7 @@ use super::config::FleetConfig;
 use super::device::{mix, Device, INTERFACES_PER_DEVICE};
 use super::scenario::Book;
 use super::syslog::{self, SendQueue, SyslogExporter, Transport};
+use super::traffic::DiscardSink;
 use super::trap::{TrapOptions, TrapSender};
 use crate::profiling::labels::{self, Subsystem};
 use std::cmp::Reverse;
@@ -201,6 +203,8 @@ pub struct Shared {
     pub(crate) scenarios: Book,
     pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
     pub(crate) started: SystemTime,
+    /// Where `-traffic` sends what has no target (held so the socket stays bound).
+    pub(crate) traffic_sink: Option<DiscardSink>,
 }
 
 impl Shared {
@@ -281,7 +285,7 @@ fn bind_udp(ip: IpAddr, port: u16) -> std::io::Result<UdpSocket> {
 }
 
 /// The address to reach a socket bound to `a` locally (a wildcard bind is reached via loopback).
-fn reachable(a: SocketAddr) -> SocketAddr {
+pub(crate) fn reachable(a: SocketAddr) -> SocketAddr {
     match a.ip() {
         IpAddr::V4(v) if v.is_unspecified() => {
             SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), a.port())
@@ -308,6 +312,7 @@ impl Fleet {
             move |cause| FleetError::Io { what, cause }
         };
         let ip = config.bind();
+        let (config, traffic_sink) = with_traffic_sink(config).map_err(io("traffic sink"))?;
         let devices: Vec<Arc<Device>> = (0..config.devices())
             .map(|i| Arc::new(Device::new(i, boot)))
             .collect();
@@ -376,6 +381,7 @@ impl Fleet {
             scenarios: Book::default(),
             threads: Mutex::new(Vec::new()),
             started: SystemTime::now(),
+            traffic_sink,
         });
         let fleet = Fleet {
             shared: shared.clone(),
@@ -436,6 +442,9 @@ impl Fleet {
                 move || run_scheduler(&s),
             )?);
         }
+        if let Some(period) = sh.config.traffic() {
+            super::traffic::spawn(sh, period)?;
+        }
         Ok(())
     }
 
@@ -456,6 +465,10 @@ impl Fleet {
     /// When the fleet started.
     pub fn started(&self) -> SystemTime {
         self.shared.started
+    }
+    /// The discard socket `-traffic` sends unset targets' messages to, when it made one.
+    pub fn traffic_sink(&self) -> Option<SocketAddr> {
+        self.shared.traffic_sink.as_ref().map(DiscardSink::addr)
     }
 
     /// Emits one syslog message from device `index` through the fire funnel (false when syslog is off or
@@ -507,6 +520,33 @@ impl Drop for Fleet {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// With `-traffic`, points every unset trap, syslog and flow target at one discard socket on the bind
+/// address, so the load exercises every sender without leaving the machine.
+fn with_traffic_sink(config: FleetConfig) -> std::io::Result<(FleetConfig, Option<DiscardSink>)> {
+    let unset = config.trap_target().is_none()
+        || config.syslog_target().is_none()
+        || config.flow_target().is_none();
+    if config.traffic().is_none() || !unset {
+        return Ok((config, None));
+    }
+    let sink = DiscardSink::bind(config.bind())?;
+    let to = Some(sink.addr());
+    let mut c = config;
+    if c.trap_target().is_none() {
+        let every = c.trap_interval();
+        c = c.with_trap_target(to, every);
+    }
+    if c.syslog_target().is_none() {
+        let every = c.syslog_interval();
+        c = c.with_syslog_target(to.map(|a| (Transport::Udp, a)), every);
+    }
+    if c.flow_target().is_none() {
+        let every = c.flow_interval();
+        c = c.with_flow_target(to, every);
+    }
+    Ok((c, Some(sink)))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -4,7 +4,7 @@
 //! - [`ber`]: the BER codec; [`snmp`]: SNMPv2c messages, the agent and its read loop; [`mib`]: a device's
 //!   MIB view as an ordered table; [`device`]: one device's identity, interfaces and counters;
 //! - [`trap`]: SNMPv2-Trap / INFORM; [`syslog`]: RFC 5424 over UDP or TCP (RFC 6587 framing);
-//!   [`netflow`]: NetFlow v9; [`scenario`]: link-flap scenarios;
+//!   [`netflow`]: NetFlow v9; [`scenario`]: link-flap scenarios; [`traffic`]: the `-traffic` load;
 //! - [`config`]: [`FleetConfig`] and its flag table; [`fleet`]: [`Fleet::start`] / [`Fleet::stop`] and the
 //!   thread map; [`api`]: the REST routes (time text comes from [`crate::timefmt`]).
 //!
@@ -31,6 +31,7 @@ pub mod netflow;
 pub mod scenario;
 pub mod snmp;
 pub mod syslog;
+pub mod traffic;
 pub mod trap;
 
 #[cfg(test)]

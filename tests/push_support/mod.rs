@@ -1,6 +1,7 @@
 //! Shared fixtures of the push tests: a fake profile source (valid pprof the stand-in accepts), an
-//! in-process fake `/ingest` server, the Pyroscope stand-in as a child process, a log capture and bounded
-//! waits. Only loopback addresses; every loop is bounded in time; only processes started here are killed.
+//! in-process fake `/ingest` server, the Pyroscope stand-in (the repository's own `/ingest` double,
+//! tests/pyroscope-ingest) as a child process, a log capture and bounded waits. Only loopback
+//! addresses; every loop is bounded in time; only processes started here are killed.
 #![allow(dead_code)]
 
 use nl6::gate::port::{PushRun, PushTarget, Pusher};
@@ -9,7 +10,7 @@ use nl6::push::{
     EncodedProfile, Hostname, ProfileKind, ProfileSource, PushConfig, PyroscopePusher,
 };
 use prost::Message;
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -29,6 +30,7 @@ pub const SERIES_TYPES: [&str; 7] = [
     "goroutines:goroutine:count:goroutine:count",
 ];
 
+#[allow(unused_imports)] // re-exported for the tests that wait through this module
 pub use crate::common::wait_until;
 
 /// Captured log lines.
@@ -439,17 +441,38 @@ pub fn refused_address() -> String {
 // ---------------------------------------------------------------------------------------------------
 // The stand-in
 
-/// The stand-in binary: `$NL6_PYROSCOPE_INGEST`, else `target/pyroscope-ingest`.
+/// The stand-in binary: `$NL6_PYROSCOPE_INGEST` when set, else the repository's own double
+/// (tests/pyroscope-ingest), built into `target/pyroscope-ingest` by scripts/build-pyroscope-ingest.sh
+/// the first time a test of this process needs it (the script skips an up-to-date binary and is safe to
+/// run from several test processes at once).
 pub fn stand_in_binary() -> std::path::PathBuf {
-    let path = std::env::var_os("NL6_PYROSCOPE_INGEST")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/pyroscope-ingest")
-        });
+    static BUILT: std::sync::OnceLock<Result<std::path::PathBuf, String>> =
+        std::sync::OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        if let Some(path) = std::env::var_os("NL6_PYROSCOPE_INGEST") {
+            return Ok(std::path::PathBuf::from(path));
+        }
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let path = root.join("target/pyroscope-ingest");
+        let out = Command::new("bash")
+            .arg(root.join("scripts/build-pyroscope-ingest.sh"))
+            .arg(&path)
+            .output()
+            .map_err(|e| format!("running bash: {e}"))?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+        }
+        Ok(path)
+    });
+    let path = match built {
+        Ok(path) => path.clone(),
+        Err(why) => panic!("the Pyroscope /ingest double could not be built: {why}"),
+    };
     assert!(
         path.exists(),
-        "the Pyroscope stand-in is missing at {}; build it with \
-         `bash ../shared/pyroscope-ingest/build.sh target/pyroscope-ingest` (or set NL6_PYROSCOPE_INGEST)",
+        "the Pyroscope /ingest double is missing at {} (NL6_PYROSCOPE_INGEST); unset it to build \
+         tests/pyroscope-ingest, or run `bash scripts/build-pyroscope-ingest.sh {}`",
+        path.display(),
         path.display()
     );
     path
@@ -462,34 +485,39 @@ pub struct StandIn {
 }
 
 impl StandIn {
+    /// Starts the double on `127.0.0.1:0` and takes the port from the address it logs at startup, so
+    /// the port the test talks to is the one the kernel gave this child (no bind-release-rebind race).
     pub fn start(args: &[&str]) -> StandIn {
-        for _attempt in 0..5 {
-            let port = TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
-            let mut child = Command::new(stand_in_binary())
-                .arg("-listen")
-                .arg(format!("127.0.0.1:{port}"))
-                .args(args)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn the stand-in");
-            let up = wait_until(Duration::from_secs(10), || {
-                if let Ok(Some(_)) = child.try_wait() {
-                    return true; // exited (port taken): retried below
+        let mut child = Command::new(stand_in_binary())
+            .args(["-listen", "127.0.0.1:0"])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn the stand-in");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        // Reads the startup line, then drains stderr until the child exits.
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let port = line
+                    .split("://127.0.0.1:")
+                    .nth(1)
+                    .and_then(|p| p.trim().parse::<u16>().ok());
+                if let (Some(port), Some(tx)) = (port, tx.take()) {
+                    let _ = tx.send(port);
                 }
-                TcpStream::connect(("127.0.0.1", port)).is_ok()
-            });
-            if up && child.try_wait().ok().flatten().is_none() {
-                return StandIn { port, child };
             }
-            let _ = child.kill();
-            let _ = child.wait();
+        });
+        match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(port) => StandIn { port, child },
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("the stand-in did not report its address within 10 s");
+            }
         }
-        panic!("the stand-in did not start");
     }
 
     pub fn url(&self) -> String {

@@ -1,0 +1,235 @@
+//! The `-traffic PERIOD` load: a built-in scenario that keeps every lab subsystem busy, so that a first
+//! CPU profile of a freshly booted lab shows where time goes under each `subsystem` label.
+//!
+//! One thread, `lab-traffic`, labelled `scenario` from birth (it is the scenario driving the fleet). Every
+//! PERIOD it does, for every device:
+//! - an SNMP walk of `mib-2` with GETBULK over UDP, as a manager would (the manager side runs here under
+//!   `scenario`; the device's agent loop answers under `snmp`);
+//! - [`SENDS_PER_DEVICE`] times: a link toggle (a linkUp/linkDown notification under `trap`, a syslog
+//!   line under `syslog`), a syslog message (`syslog`) and a NetFlow export (`flow`);
+//!
+//! and keeps one short `link-flap` scenario running (listed by `GET /api/v1/scenarios`).
+//!
+//! Targets left unset get a discard socket on the bind address ([`DiscardSink`]): bound and never read,
+//! so the kernel drops what its buffer cannot hold and nothing leaves the machine. Explicit
+//! `-trap-target`, `-syslog-target` and `-flow-target` are used as given.
+#![forbid(unsafe_code)]
+
+use super::ber::{Oid, Value};
+use super::device::Device;
+use super::fleet::Shared;
+use super::netflow::FlowExporter;
+use super::scenario::{self, Phase, Request, Scenario};
+use super::snmp::{pdu, Message, VERSION_2C};
+use super::syslog;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// `mib-2`: the subtree a walk covers (system and the IF-MIB interface table).
+const WALK_ROOT: &[u32] = &[1, 3, 6, 1, 2, 1];
+/// Varbinds asked for per GETBULK.
+const BULK_REPETITIONS: i64 = 24;
+/// Requests per walk at most (a device's view is far smaller; this bounds a misbehaving agent).
+const WALK_REQUESTS_MAX: usize = 64;
+/// How long the walk waits for one response before giving up on that device this round.
+const RESPONSE_TIMEOUT: Duration = Duration::from_millis(200);
+/// Link toggles, syslog messages and flow exports per device per round. A walk costs about as much CPU
+/// as this many sends of each kind, so every subsystem gets a visible share of a profile.
+const SENDS_PER_DEVICE: usize = 16;
+/// Length of each link-flap scenario the load keeps running.
+const FLAP_SCENARIO: Duration = Duration::from_secs(2);
+
+/// The shortest period `-traffic` accepts: below it a round cannot finish before the next is due.
+pub const MIN_PERIOD: Duration = Duration::from_millis(1);
+
+/// A UDP socket that receives the load's notifications, syslog and flows and never reads them.
+#[derive(Debug)]
+pub struct DiscardSink {
+    /// Never read: held so the port stays bound while the fleet lives.
+    _socket: UdpSocket,
+    addr: SocketAddr,
+}
+
+impl DiscardSink {
+    /// Binds on `ip`, port 0; `addr` is how the lab's senders reach it.
+    pub fn bind(ip: std::net::IpAddr) -> std::io::Result<DiscardSink> {
+        let socket = UdpSocket::bind(SocketAddr::new(ip, 0))?;
+        let addr = super::fleet::reachable(socket.local_addr()?);
+        Ok(DiscardSink {
+            _socket: socket,
+            addr,
+        })
+    }
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+/// What one round did, for the driver's counters and the tests.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RoundWork {
+    pub snmp_responses: usize,
+    pub link_toggles: usize,
+    pub syslog_sent: usize,
+    pub flow_exports: usize,
+}
+
+/// The driver: its manager socket, its flow exporter and its scenario.
+struct Driver {
+    shared: Arc<Shared>,
+    manager: UdpSocket,
+    /// Receive buffer for responses, reused by every walk.
+    buf: Vec<u8>,
+    community: Vec<u8>,
+    flows: Option<FlowExporter>,
+    request_id: i32,
+    round: u64,
+    scenario: Option<Arc<Scenario>>,
+}
+
+/// Spawns `lab-traffic` (labelled `scenario`), which runs a round every `period` until the fleet stops.
+pub(crate) fn spawn(shared: &Arc<Shared>, period: Duration) -> std::io::Result<()> {
+    let manager = UdpSocket::bind(SocketAddr::new(shared.config.bind(), 0))?;
+    manager.set_read_timeout(Some(RESPONSE_TIMEOUT))?;
+    let flows = match (&shared.flow_socket, shared.config.flow_target()) {
+        (Some(s), Some(target)) => Some(FlowExporter::new(
+            s.try_clone()?,
+            target,
+            shared.devices.len(),
+        )),
+        _ => None,
+    };
+    let mut driver = Driver {
+        shared: shared.clone(),
+        manager,
+        buf: vec![0; 65_535],
+        community: shared.config.snmp_community().as_bytes().to_vec(),
+        flows,
+        request_id: 0,
+        round: 0,
+        scenario: None,
+    };
+    let sh = shared.clone();
+    shared.spawn(
+        crate::profiling::labels::Subsystem::SCENARIO,
+        "lab-traffic",
+        move || {
+            let mut due = Instant::now();
+            loop {
+                due += period;
+                driver.round();
+                // A round that overran starts the next at once rather than piling up missed rounds.
+                due = due.max(Instant::now());
+                if !sh.stop.sleep_until(due) {
+                    return;
+                }
+            }
+        },
+    )
+}
+
+impl Driver {
+    fn round(&mut self) -> RoundWork {
+        self.round += 1;
+        let mut work = RoundWork::default();
+        let sh = self.shared.clone();
+        for (i, device) in sh.devices.iter().enumerate() {
+            if sh.stop.is_set() {
+                break;
+            }
+            if let Some(agent) = device.snmp_addr() {
+                work.snmp_responses += self.walk(super::fleet::reachable(agent));
+            }
+            for k in 0..SENDS_PER_DEVICE {
+                self.send_burst(i, device, k, &mut work);
+            }
+        }
+        self.keep_a_flap_running();
+        work
+    }
+
+    /// One link toggle (trap and syslog), one syslog message and one flow export from device `i`.
+    fn send_burst(&mut self, i: usize, device: &Device, k: usize, work: &mut RoundWork) {
+        let sh = &self.shared;
+        let interfaces = super::device::INTERFACES_PER_DEVICE;
+        let if_index = 1 + ((self.round as usize + i + k) % interfaces) as u32;
+        let up = !device.advance(Instant::now()).interfaces[if_index as usize - 1].oper_up;
+        work.link_toggles += usize::from(sh.set_link(i, if_index, up));
+        let text = format!(
+            "traffic round {}.{k}: eth{} polled",
+            self.round,
+            if_index - 1
+        );
+        work.syslog_sent += usize::from(sh.emit_syslog(i, syslog::SEVERITY_INFO, "TRAFFIC", &text));
+        if let Some(flows) = &mut self.flows {
+            work.flow_exports += usize::from(flows.tick(device, Instant::now()));
+        }
+    }
+
+    /// Walks `mib-2` on one agent with GETBULK; returns the responses received.
+    fn walk(&mut self, agent: SocketAddr) -> usize {
+        let root = Oid(WALK_ROOT.to_vec());
+        let mut next = root.clone();
+        for answered in 0..WALK_REQUESTS_MAX {
+            self.request_id = self.request_id.wrapping_add(1) & 0x7fff_ffff;
+            let request = Message {
+                version: VERSION_2C,
+                community: self.community.clone(),
+                pdu_type: pdu::GET_BULK,
+                request_id: self.request_id,
+                error_status: 0,
+                error_index: BULK_REPETITIONS,
+                varbinds: vec![(next.clone(), Value::Null)],
+            };
+            if self.manager.send_to(&request.encode(), agent).is_err() {
+                return answered;
+            }
+            let Some(response) = self.response(agent) else {
+                return answered;
+            };
+            match response.varbinds.last() {
+                Some((oid, value)) if oid.starts_with(&root) && *value != Value::EndOfMibView => {
+                    next = oid.clone();
+                }
+                _ => return answered + 1,
+            }
+        }
+        WALK_REQUESTS_MAX
+    }
+
+    /// The response to the current request from `agent`, skipping stale datagrams; None on timeout.
+    fn response(&mut self, agent: SocketAddr) -> Option<Message> {
+        loop {
+            let (n, from) = self.manager.recv_from(&mut self.buf).ok()?;
+            if from != agent {
+                continue;
+            }
+            match Message::decode(&self.buf[..n]) {
+                Ok(m) if m.request_id == self.request_id => return Some(m),
+                _ => continue,
+            }
+        }
+    }
+
+    /// Starts a short link-flap on the next device once the previous one has ended.
+    fn keep_a_flap_running(&mut self) {
+        let running = self
+            .scenario
+            .as_ref()
+            .is_some_and(|s| matches!(s.phase(), Phase::Scheduled | Phase::Running));
+        let devices = &self.shared.devices;
+        if running || devices.is_empty() {
+            return;
+        }
+        let device = &devices[(self.round as usize) % devices.len()];
+        let request = Request {
+            name: "link-flap".into(),
+            device: device.name().to_string(),
+            duration: FLAP_SCENARIO,
+            start_at: None,
+        };
+        // Refused only when 64 scenarios are active; the next round tries again.
+        self.scenario = scenario::submit(&self.shared, request).ok();
+    }
+}
