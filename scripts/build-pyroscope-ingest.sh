@@ -6,6 +6,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/target/pyroscope-ingest}
+# The build runs in the source folder: make a relative output path absolute first.
+[[ $out == /* ]] || out=$PWD/$out
 src=$root/tests/pyroscope-ingest
 pprof_src=/usr/share/gocode/src/github.com/google/pprof/profile
 
