@@ -11,7 +11,7 @@ use std::time::Duration;
 /// Readable (or hung up / errored: all mean "a read will not block").
 pub const READABLE: i16 = libc::POLLIN | libc::POLLHUP | libc::POLLERR | libc::POLLNVAL;
 
-/// One descriptor to watch for readability, and what poll saw.
+/// One descriptor to watch, and what poll saw.
 #[derive(Debug, Clone, Copy)]
 #[repr(transparent)]
 pub struct PollFd(libc::pollfd);
@@ -19,20 +19,40 @@ pub struct PollFd(libc::pollfd);
 impl PollFd {
     /// Watches `fd` for input.
     pub fn readable(fd: RawFd) -> PollFd {
+        PollFd::watch(fd, libc::POLLIN)
+    }
+
+    /// Watches `fd` for room to write.
+    pub fn writable(fd: RawFd) -> PollFd {
+        PollFd::watch(fd, libc::POLLOUT)
+    }
+
+    fn watch(fd: RawFd, events: i16) -> PollFd {
         PollFd(libc::pollfd {
             fd,
-            events: libc::POLLIN,
+            events,
             revents: 0,
         })
     }
 
-    /// True when the last poll reported `fd` ready to read (data, end of stream or an error).
+    /// True when the last poll reported `fd` ready for what it was watched for, hung up or errored: in
+    /// each case the next read or write will not block. Never true for a negative `fd` (not watched).
     pub fn is_ready(&self) -> bool {
-        self.0.revents & READABLE != 0
+        self.0.revents != 0
     }
 }
 
-/// Waits until one of `fds` is readable or `timeout` passes. EINTR is returned as `Ok(0)` (a spurious
+/// True when the peer of socket `fd` has closed, reset or shut down its sending side (`POLLRDHUP`), or
+/// `fd` is not open. Never waits.
+pub fn peer_gone(fd: RawFd) -> bool {
+    let mut fds = [PollFd::watch(fd, libc::POLLRDHUP)];
+    match poll(&mut fds, Duration::ZERO) {
+        Ok(_) => fds[0].0.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0,
+        Err(_) => false,
+    }
+}
+
+/// Waits until one of `fds` is ready or `timeout` passes. EINTR is returned as `Ok(0)` (a spurious
 /// wake-up the caller's loop absorbs), so a profiler's signal never looks like an error.
 pub fn poll(fds: &mut [PollFd], timeout: Duration) -> io::Result<usize> {
     let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
@@ -93,6 +113,33 @@ mod tests {
         a.write_all(b"x").unwrap();
         assert_eq!(poll(&mut fds, Duration::from_millis(1000)).unwrap(), 1);
         assert!(fds[0].is_ready());
+    }
+
+    #[test]
+    fn peer_gone_sees_a_close_and_a_half_close() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        client.write_all(b"unread input is not a hang-up").unwrap();
+        assert!(!peer_gone(server.as_raw_fd()));
+        client.shutdown(std::net::Shutdown::Write).unwrap();
+        assert!(poll_until(|| peer_gone(server.as_raw_fd())));
+        let (other, _) = {
+            let _c = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            listener.accept().unwrap()
+        };
+        assert!(poll_until(|| peer_gone(other.as_raw_fd())));
+    }
+
+    fn poll_until(cond: impl Fn() -> bool) -> bool {
+        let end = std::time::Instant::now() + Duration::from_secs(5);
+        while std::time::Instant::now() < end {
+            if cond() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        false
     }
 
     #[test]
