@@ -72,17 +72,41 @@ fn clients_that_pipeline_and_never_read_hold_no_worker() {
         seen.max_rss_kib
     );
     // A client that finally reads gets all 200 answers, in order and whole.
-    let s = &mut silent[0];
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    for i in 0..200 {
-        let (status, _, body) = common::read_reply(s, false);
-        assert_eq!(status, 200, "answer {i}");
-        assert!(
-            String::from_utf8_lossy(&body).contains("</html>"),
-            "answer {i} is not the whole page"
-        );
-    }
+    assert_eq!(pipelined_pages(&mut silent[0], 200), 200);
     figure("slow readers: 32 x 200 pipelined GET /, never read", &seen);
+}
+
+/// Reads up to `n` pipelined answers (each framed by its Content-Length) and counts those that are a 200
+/// with the whole console page.
+fn pipelined_pages(s: &mut TcpStream, n: usize) -> usize {
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 65536];
+    let mut pages = 0;
+    let end = Instant::now() + Duration::from_secs(20);
+    while pages < n && Instant::now() < end {
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        if let Some(head_end) = text.find("\r\n\r\n") {
+            let len: usize = text[..head_end]
+                .lines()
+                .find_map(|l| l.strip_prefix("Content-Length: "))
+                .and_then(|v| v.trim().parse().ok())
+                .expect("Content-Length");
+            if buf.len() >= head_end + 4 + len {
+                let body = String::from_utf8_lossy(&buf[head_end + 4..head_end + 4 + len]);
+                if text.starts_with("HTTP/1.1 200 ") && body.contains("</html>") {
+                    pages += 1;
+                }
+                buf.drain(..head_end + 4 + len);
+                continue;
+            }
+        }
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => buf.extend_from_slice(&chunk[..k]),
+        }
+    }
+    pages
 }
 
 /// Opens `n` sockets from `addrs` in turn, each sending one request line and nothing more. (The server
@@ -101,6 +125,7 @@ fn half_open(n: usize, addrs: &[Ipv4Addr], to: std::net::SocketAddr) -> VecDeque
 fn half_open_sockets_from_five_addresses_do_not_lock_out_a_new_client() {
     nl6::http::sys::raise_nofile_limit().expect("raise this test's RLIMIT_NOFILE");
     let n = boot().start();
+    let fds_before = fds_of(n.pid());
     let addrs: Vec<Ipv4Addr> = (2..=6).map(|d| Ipv4Addr::new(127, 0, 0, d)).collect();
     // 4150 held: over the server's 4096, under its 1024 per address.
     let mut held = half_open(4150, &addrs, n.addr);
@@ -124,9 +149,10 @@ fn half_open_sockets_from_five_addresses_do_not_lock_out_a_new_client() {
     let seen = watch.finish("4150 half-open sockets from 5 addresses, cycled");
     stop.store(true, Ordering::SeqCst);
     let held = attacker.join().expect("attacker");
+    // The limit, plus what one pass of the poll thread accepts before it closes the excess.
     assert!(
-        seen.max_fds <= 4096 + 64,
-        "{} fds held with a limit of 4096 connections",
+        seen.max_fds <= fds_before + 4096 + 256,
+        "{} fds held with a limit of 4096 connections ({fds_before} before the flood)",
         seen.max_fds
     );
     assert!(

@@ -28,8 +28,9 @@
 //! blocks a worker on a socket.
 #![deny(unsafe_code)]
 
-use super::{Request, Response};
+use super::{sys, Request, Response};
 use conn::{Conn, Next};
+use std::os::fd::AsRawFd;
 use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
@@ -180,6 +181,8 @@ impl Server {
         handler: Arc<Handler>,
     ) -> io::Result<Server> {
         listener.set_nonblocking(true)?;
+        // As long as the connection limit, so a burst waits for the poll thread instead of being dropped.
+        sys::set_listen_backlog(listener.as_raw_fd(), config.max_connections.min(65535) as i32)?;
         let local_addr = listener.local_addr()?;
         let (wake_tx, wake_rx) = UnixStream::pair()?;
         wake_tx.set_nonblocking(true)?;

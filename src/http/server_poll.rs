@@ -99,55 +99,140 @@ struct Logged {
     peer_at: Option<Instant>,
 }
 
+/// The parked connections, with their poll entries kept in step (`fds[i + 2]` watches `conns[i]`; the
+/// first two watch the wake-up socket and the listener), so one pass of the loop costs what happened in
+/// it, not what is held: deadlines are scanned only when the earliest is due, and bytes of waiting
+/// answers are counted as connections come and go.
+struct Parked {
+    conns: Vec<Conn>,
+    fds: Vec<PollFd>,
+    /// Deferred answers: not watched on a socket; asked whether they are ready on every pass.
+    waiting: Vec<Conn>,
+    /// No deadline of `conns` is earlier.
+    next_due: Instant,
+    pending_bytes: usize,
+}
+
+impl Parked {
+    fn add(&mut self, c: Conn, config: &ServerConfig) {
+        if matches!(c.phase, super::conn::Phase::Waiting(_)) {
+            self.waiting.push(c);
+            return;
+        }
+        self.next_due = self.next_due.min(c.due(config).0);
+        self.pending_bytes += c.pending_output().map_or(0, |o| o.remaining());
+        self.fds.push(c.interest());
+        self.conns.push(c);
+    }
+
+    fn take(&mut self, i: usize) -> Conn {
+        self.fds.swap_remove(i + 2);
+        let c = self.conns.swap_remove(i);
+        self.pending_bytes -= c.pending_output().map_or(0, |o| o.remaining());
+        c
+    }
+
+    /// Takes out the connections past their deadline: those to close are dropped, those to serve returned.
+    fn expire(&mut self, config: &ServerConfig, now: Instant, ready: &mut Vec<Conn>) {
+        if now >= self.next_due {
+            self.next_due = now + POLL_TICK;
+            for i in (0..self.conns.len()).rev() {
+                let (at, due) = self.conns[i].due(config);
+                if now >= at {
+                    let c = self.take(i);
+                    if let Due::Serve = due {
+                        ready.push(c);
+                    }
+                } else {
+                    self.next_due = self.next_due.min(at);
+                }
+            }
+        }
+        let mut i = 0;
+        while i < self.waiting.len() {
+            let c = &self.waiting[i];
+            if c.answer_ready() || now >= c.due(config).0 {
+                ready.push(self.waiting.swap_remove(i));
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// How long the poll may sleep.
+    fn timeout(&self, config: &ServerConfig, now: Instant) -> Duration {
+        let waiting = self.waiting.iter().map(|c| c.due(config).0);
+        let next = waiting.fold(self.next_due, Instant::min);
+        next.saturating_duration_since(now)
+            .min(POLL_TICK)
+            .max(Duration::from_millis(1))
+    }
+
+    /// Takes out the connections the last poll found ready.
+    fn take_ready(&mut self, ready: &mut Vec<Conn>) {
+        for i in (0..self.conns.len()).rev() {
+            if self.fds[i + 2].is_ready() {
+                ready.push(self.take(i));
+            }
+        }
+    }
+
+    /// Closes the given connections (indices into `conns`).
+    fn close(&mut self, mut indices: Vec<usize>) {
+        indices.sort_unstable_by(|a, b| b.cmp(a));
+        for i in indices {
+            drop(self.take(i));
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.conns.len() + self.waiting.len()
+    }
+}
+
 pub(super) fn poll_loop(shared: &Arc<Shared>, listener: TcpListener, mut wake_rx: UnixStream) {
     let config = &shared.config;
-    let mut parked: Vec<Conn> = Vec::new();
+    let mut parked = Parked {
+        conns: Vec::new(),
+        fds: vec![PollFd::readable(wake_rx.as_raw_fd()), PollFd::readable(listener.as_raw_fd())],
+        waiting: Vec::new(),
+        next_due: Instant::now() + POLL_TICK,
+        pending_bytes: 0,
+    };
     let mut listener_paused_until: Option<Instant> = None;
     let mut logged = Logged::default();
-    let mut fds: Vec<PollFd> = Vec::new();
     while !shared.stop.load(Ordering::SeqCst) {
-        parked.append(&mut lock(&shared.returned));
+        for c in lock(&shared.returned).drain(..) {
+            parked.add(c, config);
+        }
         let now = Instant::now();
         if listener_paused_until.is_some_and(|t| now >= t) {
             listener_paused_until = None;
         }
-        let (mut ready, timeout) = sort_out(&mut parked, config, now);
-        let timeout = listener_paused_until.map_or(timeout, |t| {
-            timeout.min(t.saturating_duration_since(now))
-        });
-        fds.clear();
-        fds.push(PollFd::readable(wake_rx.as_raw_fd()));
-        fds.push(PollFd::readable(if listener_paused_until.is_none() {
+        let mut ready = Vec::new();
+        parked.expire(config, now, &mut ready);
+        let mut timeout = parked.timeout(config, now);
+        if let Some(t) = listener_paused_until {
+            timeout = timeout.min(t.saturating_duration_since(now).max(Duration::from_millis(1)));
+        }
+        parked.fds[1] = PollFd::readable(if listener_paused_until.is_none() {
             listener.as_raw_fd()
         } else {
             -1
-        }));
-        fds.extend(parked.iter().map(Conn::interest));
+        });
         // Connections already due are served at once; the poll then only collects what else is ready.
-        let wait = if ready.is_empty() {
-            timeout.max(Duration::from_millis(1))
-        } else {
-            Duration::ZERO
-        };
-        if let Err(e) = sys::poll(&mut fds, wait) {
+        let wait = if ready.is_empty() { timeout } else { Duration::ZERO };
+        if let Err(e) = sys::poll(&mut parked.fds, wait) {
             eprintln!("nl6: http: poll failed: {e}");
             std::thread::sleep(ACCEPT_PAUSE);
             continue;
         }
-        if fds[0].is_ready() {
+        if parked.fds[0].is_ready() {
             let mut sink = [0u8; 256];
             while matches!(wake_rx.read(&mut sink), Ok(n) if n > 0) {}
         }
-        let mut still_parked = Vec::with_capacity(parked.len());
-        for (c, fd) in parked.drain(..).zip(&fds[2..]) {
-            if fd.is_ready() {
-                ready.push(c);
-            } else {
-                still_parked.push(c);
-            }
-        }
-        parked = still_parked;
-        if fds[1].is_ready() {
+        parked.take_ready(&mut ready);
+        if parked.fds[1].is_ready() {
             accept_all(shared, &listener, &mut parked, &mut logged, &mut listener_paused_until);
         }
         let queued = {
@@ -163,35 +248,12 @@ pub(super) fn poll_loop(shared: &Arc<Shared>, listener: TcpListener, mut wake_rx
     }
 }
 
-/// Takes out of `parked` the connections due now: those to serve are returned, those past their
-/// deadline are dropped (closed). Also returns how long the poll may sleep before the next deadline.
-fn sort_out(parked: &mut Vec<Conn>, config: &ServerConfig, now: Instant) -> (Vec<Conn>, Duration) {
-    let mut ready = Vec::new();
-    let mut timeout = POLL_TICK;
-    let mut kept = Vec::with_capacity(parked.len());
-    for c in parked.drain(..) {
-        let (at, due) = c.due(config);
-        if now >= at {
-            if let Due::Serve = due {
-                ready.push(c);
-            }
-        } else if c.answer_ready() {
-            ready.push(c);
-        } else {
-            timeout = timeout.min(at - now);
-            kept.push(c);
-        }
-    }
-    *parked = kept;
-    (ready, timeout)
-}
-
 /// Accepts every pending connection; an address over its limit loses its connection longest without
 /// progress. Accept errors pause the listener.
 fn accept_all(
     shared: &Arc<Shared>,
     listener: &TcpListener,
-    parked: &mut Vec<Conn>,
+    parked: &mut Parked,
     logged: &mut Logged,
     paused_until: &mut Option<Instant>,
 ) {
@@ -209,9 +271,10 @@ fn accept_all(
                 let _ = stream.set_nodelay(true);
                 let key = PeerKey::of(addr.ip());
                 let (slot, open) = PeerSlot::claim(&shared.peers, key);
-                parked.push(park(Conn::new(stream, slot, Instant::now())));
+                parked.add(park(Conn::new(stream, slot, Instant::now())), config);
                 if open > config.max_per_peer {
-                    close_stalest_of(parked, key);
+                    // A little more than the excess, so a flood at the limit costs one pass per batch.
+                    close_stalest(parked, open - config.max_per_peer + config.max_per_peer / 32, Some(key));
                     let now = Instant::now();
                     if logged.peer_at.is_none_or(|t| now >= t + PEER_LOG_EVERY) {
                         eprintln!(
@@ -237,22 +300,29 @@ fn accept_all(
     }
 }
 
-/// Closes the parked connection of `key` that has gone longest without progress.
-fn close_stalest_of(parked: &mut Vec<Conn>, key: PeerKey) {
-    let stalest = parked
+/// Closes the `n` parked connections (of `key` only, when given) longest without progress: accepted or
+/// last answered longest ago, whatever they are doing. Returns how many were closed.
+fn close_stalest(parked: &mut Parked, n: usize, key: Option<PeerKey>) -> usize {
+    let mut order: Vec<(Instant, usize)> = parked
+        .conns
         .iter()
         .enumerate()
-        .filter(|(_, c)| c.peer.key == key)
-        .min_by_key(|(_, c)| c.since)
-        .map(|(i, _)| i);
-    if let Some(i) = stalest {
-        parked.swap_remove(i);
+        .filter(|(_, c)| key.is_none_or(|k| c.peer.key == k))
+        .map(|(i, c)| (c.since, i))
+        .collect();
+    let n = n.min(order.len());
+    if n == 0 {
+        return 0;
     }
+    order.select_nth_unstable(n - 1);
+    parked.close(order[..n].iter().map(|&(_, i)| i).collect());
+    n
 }
 
 /// Over `max_connections` held (parked + queued), closes the parked connections longest without
-/// progress (accepted or last answered longest ago), whatever they are doing.
-fn limit_connections(parked: &mut Vec<Conn>, queued: usize, config: &ServerConfig, logged: &mut Logged) {
+/// progress, a little more than the excess (1/64 of the limit) so that a flood at the limit costs one
+/// pass per batch, not one per connection.
+fn limit_connections(parked: &mut Parked, queued: usize, config: &ServerConfig, logged: &mut Logged) {
     let held = parked.len() + queued;
     if held <= config.max_connections {
         if logged.over_connections && held < config.max_connections {
@@ -261,13 +331,11 @@ fn limit_connections(parked: &mut Vec<Conn>, queued: usize, config: &ServerConfi
         }
         return;
     }
-    let n = (held - config.max_connections).min(parked.len());
-    if n > 0 {
-        let mut order: Vec<(Instant, usize)> =
-            parked.iter().enumerate().map(|(i, c)| (c.since, i)).collect();
-        order.select_nth_unstable(n - 1);
-        close_indices(parked, order[..n].iter().map(|&(_, i)| i));
-    }
+    let n = close_stalest(
+        parked,
+        held - config.max_connections + config.max_connections / 64,
+        None,
+    );
     if !logged.over_connections {
         eprintln!(
             "nl6: http: {held} connections held, the limit is {}: closing {n} (those longest without a finished request first; logged once until back under the limit)",
@@ -278,23 +346,26 @@ fn limit_connections(parked: &mut Vec<Conn>, queued: usize, config: &ServerConfi
 }
 
 /// Over `max_pending_output` bytes of answers waiting for parked slow readers, closes the readers that
-/// took nothing for longest until back under.
-fn limit_pending_output(parked: &mut Vec<Conn>, config: &ServerConfig, logged: &mut Logged) {
-    let mut writers: Vec<(Instant, usize, usize)> = parked
-        .iter()
-        .enumerate()
-        .filter_map(|(i, c)| c.pending_output().map(|o| (o.last_progress, o.remaining(), i)))
-        .collect();
-    let mut total: usize = writers.iter().map(|w| w.1).sum();
-    if total <= config.max_pending_output {
-        if logged.over_output && total < config.max_pending_output / 2 {
+/// took nothing for longest until back under; the one that took something last is always kept, so a
+/// single answer larger than the limit still goes out to a client that reads it.
+fn limit_pending_output(parked: &mut Parked, config: &ServerConfig, logged: &mut Logged) {
+    if parked.pending_bytes <= config.max_pending_output {
+        if logged.over_output && parked.pending_bytes < config.max_pending_output / 2 {
             eprintln!("nl6: http: back under the limit of answers waiting for slow readers");
             logged.over_output = false;
         }
         return;
     }
-    let before = total;
+    let before = parked.pending_bytes;
+    let mut writers: Vec<(Instant, usize, usize)> = parked
+        .conns
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| c.pending_output().map(|o| (o.last_progress, o.remaining(), i)))
+        .collect();
     writers.sort_unstable();
+    writers.pop();
+    let mut total = before;
     let mut doomed = Vec::new();
     for &(_, bytes, i) in &writers {
         if total <= config.max_pending_output {
@@ -304,7 +375,7 @@ fn limit_pending_output(parked: &mut Vec<Conn>, config: &ServerConfig, logged: &
         doomed.push(i);
     }
     let closed = doomed.len();
-    close_indices(parked, doomed.into_iter());
+    parked.close(doomed);
     if !logged.over_output {
         eprintln!(
             "nl6: http: {} KiB of answers wait for clients that do not read them, the limit is {} KiB: closing the {closed} that took nothing for longest (logged once until back under)",
@@ -313,16 +384,4 @@ fn limit_pending_output(parked: &mut Vec<Conn>, config: &ServerConfig, logged: &
         );
         logged.over_output = true;
     }
-}
-
-fn close_indices(parked: &mut Vec<Conn>, indices: impl Iterator<Item = usize>) {
-    let mut doomed = vec![false; parked.len()];
-    for i in indices {
-        doomed[i] = true;
-    }
-    let mut i = 0;
-    parked.retain(|_| {
-        i += 1;
-        !doomed[i - 1]
-    });
 }

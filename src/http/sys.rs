@@ -1,5 +1,6 @@
-//! The few system calls the server needs that std does not offer: `poll(2)` over many sockets and
-//! raising `RLIMIT_NOFILE`. Thin wrappers only; no policy lives here.
+//! The few system calls the server needs that std does not offer: `poll(2)` over many sockets, asking
+//! whether a socket's peer has gone, a longer accept queue, and raising `RLIMIT_NOFILE`. Thin wrappers
+//! only; no policy lives here.
 //!
 //! This is the one `unsafe` file of the HTTP layer: each call passes memory it owns for the call's duration.
 #![allow(unsafe_code)]
@@ -73,6 +74,17 @@ pub fn poll(fds: &mut [PollFd], timeout: Duration) -> io::Result<usize> {
         return Err(err);
     }
     Ok(n as usize)
+}
+
+/// Sets the accept queue of listening socket `fd` to `backlog` connections (the kernel caps it at
+/// `net.core.somaxconn`); std listens with 128, which a burst of connections overflows, and a client whose
+/// handshake is dropped retries only after a second.
+pub fn set_listen_backlog(fd: RawFd, backlog: i32) -> io::Result<()> {
+    // SAFETY: listen(2) on a descriptor the caller owns; no memory is passed.
+    if unsafe { libc::listen(fd, backlog) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit and returns `(old_soft, new_soft)`.
