@@ -56,7 +56,11 @@ fn clients_that_pipeline_and_never_read_hold_no_worker() {
             Duration::from_secs(5),
         );
         assert_eq!(s, 200, "{}", String::from_utf8_lossy(&b));
-        assert!(t.elapsed() < Duration::from_secs(1), "POST took {:?}", t.elapsed());
+        assert!(
+            t.elapsed() < Duration::from_secs(1),
+            "POST took {:?}",
+            t.elapsed()
+        );
     }
     std::thread::sleep(Duration::from_millis(3000));
     let seen = watch.finish("32 pipelining clients that never read");
@@ -156,7 +160,10 @@ fn half_open_sockets_from_five_addresses_do_not_lock_out_a_new_client() {
         seen.max_fds
     );
     assert!(
-        n.wait_for_log("connections held, the limit is 4096", Duration::from_secs(2)),
+        n.wait_for_log(
+            "connections held, the limit is 4096",
+            Duration::from_secs(2)
+        ),
         "{}",
         n.stderr()
     );
@@ -202,10 +209,25 @@ fn one_address_holds_at_most_1024_connections() {
     );
     // The oldest ones went; the newest are still served.
     std::thread::sleep(Duration::from_millis(200));
-    let closed_oldest = held.iter().take(100).filter(|s| closed_by_server(s)).count();
-    let closed_newest = held.iter().rev().take(100).filter(|s| closed_by_server(s)).count();
-    assert_eq!(closed_oldest, 100, "the oldest sockets of the address were kept");
-    assert_eq!(closed_newest, 0, "the newest sockets of the address were closed");
+    let closed_oldest = held
+        .iter()
+        .take(100)
+        .filter(|s| closed_by_server(s))
+        .count();
+    let closed_newest = held
+        .iter()
+        .rev()
+        .take(100)
+        .filter(|s| closed_by_server(s))
+        .count();
+    assert_eq!(
+        closed_oldest, 100,
+        "the oldest sockets of the address were kept"
+    );
+    assert_eq!(
+        closed_newest, 0,
+        "the newest sockets of the address were closed"
+    );
     let mut newest = held.pop_back().unwrap();
     newest.set_nonblocking(false).unwrap();
     newest

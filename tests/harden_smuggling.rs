@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 fn exchange(addr: std::net::SocketAddr, raw: &[u8]) -> (Vec<u16>, bool) {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
     s.write_all(raw).expect("send");
-    s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
     let mut got = Vec::new();
     let mut chunk = [0u8; 8192];
     let end = Instant::now() + Duration::from_secs(5);

@@ -171,7 +171,10 @@ impl Gate {
 
     /// Applies a POST at once when no transition runs or waits; otherwise queues it, without waiting, as
     /// a [`PendingPost`] that keeps its place for at most [`POST_WAIT`].
-    pub fn post_or_queue(&self, req: PostRequest) -> Result<Result<GateView, PostError>, PendingPost> {
+    pub fn post_or_queue(
+        &self,
+        req: PostRequest,
+    ) -> Result<Result<GateView, PostError>, PendingPost> {
         match self.inner.turns.take_or_queue() {
             Ok(turn) => Ok(self.apply_post(turn, &req)),
             Err(ticket) => Err(PendingPost {

@@ -233,4 +233,50 @@ mod tests {
         assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3]);
         assert!(lock(&turns.queue).waiting.is_empty() && !lock(&turns.queue).held);
     }
+
+    #[test]
+    fn a_ticket_keeps_its_place_without_waiting_and_is_woken_when_first() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let turns = Arc::new(Turns::default());
+        let held = turns.take_or_queue().expect("free turn");
+        let first = turns.take_or_queue().expect_err("held: queued");
+        let woken = Arc::new(AtomicUsize::new(0));
+        let w = Arc::clone(&woken);
+        turns.wake_when_first(
+            &first,
+            Arc::new(move || {
+                w.fetch_add(1, Ordering::SeqCst);
+            }),
+        );
+        let second = turns.take_or_queue().expect_err("queued behind the first");
+        assert!(!turns.claimable(&first));
+        let first = turns.claim(first).expect_err("the turn is held");
+        drop(held);
+        assert_eq!(
+            woken.load(Ordering::SeqCst),
+            1,
+            "not woken when the turn came"
+        );
+        assert!(turns.claimable(&first) && !turns.claimable(&second));
+        // A blocking waiter that arrives now queues behind both tickets.
+        let (t, order) = (Arc::clone(&turns), Arc::new(Mutex::new(Vec::new())));
+        let o = Arc::clone(&order);
+        let blocking = std::thread::spawn(move || {
+            let _turn = t.take(Some(Duration::from_secs(20))).expect("served");
+            o.lock().unwrap().push("blocking");
+        });
+        let queued = Instant::now() + Duration::from_secs(5);
+        while lock(&turns.queue).waiting.len() < 3 && Instant::now() < queued {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let turn = turns.claim(first).expect("first in line");
+        order.lock().unwrap().push("first");
+        drop(turn);
+        // The second ticket leaves: the blocking waiter moves up and is served.
+        turns.leave(second);
+        blocking.join().unwrap();
+        assert_eq!(*order.lock().unwrap(), vec!["first", "blocking"]);
+        let q = lock(&turns.queue);
+        assert!(q.waiting.is_empty() && q.wakes.is_empty() && !q.held);
+    }
 }

@@ -207,11 +207,7 @@ impl Response {
     pub fn deferred(job: Box<dyn Deferred>) -> Response {
         Response {
             later: Some(Later(Arc::new(Mutex::new(Some(job))))),
-            ..Response::new(
-                503,
-                "text/plain; charset=utf-8",
-                "the answer is deferred\n",
-            )
+            ..Response::new(503, "text/plain; charset=utf-8", "the answer is deferred\n")
         }
     }
 

@@ -30,10 +30,10 @@
 
 use super::{sys, Request, Response};
 use conn::{Conn, Next};
-use std::os::fd::AsRawFd;
 use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -182,7 +182,10 @@ impl Server {
     ) -> io::Result<Server> {
         listener.set_nonblocking(true)?;
         // As long as the connection limit, so a burst waits for the poll thread instead of being dropped.
-        sys::set_listen_backlog(listener.as_raw_fd(), config.max_connections.min(65535) as i32)?;
+        sys::set_listen_backlog(
+            listener.as_raw_fd(),
+            config.max_connections.min(65535) as i32,
+        )?;
         let local_addr = listener.local_addr()?;
         let (wake_tx, wake_rx) = UnixStream::pair()?;
         wake_tx.set_nonblocking(true)?;
@@ -275,3 +278,8 @@ fn worker_loop(shared: &Arc<Shared>) {
 #[cfg(test)]
 #[path = "server_tests.rs"]
 mod tests;
+#[cfg(test)]
+use tests as tests_support;
+#[cfg(test)]
+#[path = "server_tests_more.rs"]
+mod tests_more;

@@ -159,9 +159,20 @@ pub(super) fn serve(shared: &Arc<Shared>, mut c: Conn) -> Next {
         Phase::Writing(out) => c.phase = Phase::Writing(out),
         Phase::Lingering { until, drained } => return linger(c, until, drained),
         Phase::Waiting(w) => {
-            let resp = catch_unwind(AssertUnwindSafe(|| w.job.finish())).unwrap_or_else(|_| panicked());
-            let after = if w.keep_alive { After::KeepAlive } else { After::Close };
-            c.phase = Phase::Writing(output(&shared.config, resp, w.head_only, after, Instant::now()));
+            let resp =
+                catch_unwind(AssertUnwindSafe(|| w.job.finish())).unwrap_or_else(|_| panicked());
+            let after = if w.keep_alive {
+                After::KeepAlive
+            } else {
+                After::Close
+            };
+            c.phase = Phase::Writing(output(
+                &shared.config,
+                resp,
+                w.head_only,
+                after,
+                Instant::now(),
+            ));
         }
     }
     let mut served = 0;
@@ -216,8 +227,13 @@ pub(super) fn serve(shared: &Arc<Shared>, mut c: Conn) -> Next {
                     });
                     return Next::Park(park(c));
                 }
-                let after = if keep_alive { After::KeepAlive } else { After::Close };
-                c.phase = Phase::Writing(output(&shared.config, resp, head_only, after, handled_at));
+                let after = if keep_alive {
+                    After::KeepAlive
+                } else {
+                    After::Close
+                };
+                c.phase =
+                    Phase::Writing(output(&shared.config, resp, head_only, after, handled_at));
             }
         }
     }
@@ -243,7 +259,13 @@ fn waker(shared: &Arc<Shared>) -> Waker {
 
 /// An answer ready to write. Go 1.23+'s rule for the deadline: it counts from the request, extended by
 /// the handler's own time (a CPU profile's seconds), so a slow reader gets the write timeout, not more.
-fn output(config: &ServerConfig, resp: Response, head_only: bool, after: After, from: Instant) -> Output {
+fn output(
+    config: &ServerConfig,
+    resp: Response,
+    head_only: bool,
+    after: After,
+    from: Instant,
+) -> Output {
     let keep_alive = matches!(after, After::KeepAlive);
     Output {
         head: response_head(&resp, keep_alive),

@@ -36,7 +36,9 @@ impl PeerKey {
                 Some(v4) => PeerKey(IpAddr::V4(v4)),
                 None => {
                     let s = v6.segments();
-                    PeerKey(IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0)))
+                    PeerKey(IpAddr::V6(Ipv6Addr::new(
+                        s[0], s[1], s[2], s[3], 0, 0, 0, 0,
+                    )))
                 }
             },
         }
@@ -194,7 +196,10 @@ pub(super) fn poll_loop(shared: &Arc<Shared>, listener: TcpListener, mut wake_rx
     let config = &shared.config;
     let mut parked = Parked {
         conns: Vec::new(),
-        fds: vec![PollFd::readable(wake_rx.as_raw_fd()), PollFd::readable(listener.as_raw_fd())],
+        fds: vec![
+            PollFd::readable(wake_rx.as_raw_fd()),
+            PollFd::readable(listener.as_raw_fd()),
+        ],
         waiting: Vec::new(),
         next_due: Instant::now() + POLL_TICK,
         pending_bytes: 0,
@@ -213,7 +218,10 @@ pub(super) fn poll_loop(shared: &Arc<Shared>, listener: TcpListener, mut wake_rx
         parked.expire(config, now, &mut ready);
         let mut timeout = parked.timeout(config, now);
         if let Some(t) = listener_paused_until {
-            timeout = timeout.min(t.saturating_duration_since(now).max(Duration::from_millis(1)));
+            timeout = timeout.min(
+                t.saturating_duration_since(now)
+                    .max(Duration::from_millis(1)),
+            );
         }
         parked.fds[1] = PollFd::readable(if listener_paused_until.is_none() {
             listener.as_raw_fd()
@@ -221,7 +229,11 @@ pub(super) fn poll_loop(shared: &Arc<Shared>, listener: TcpListener, mut wake_rx
             -1
         });
         // Connections already due are served at once; the poll then only collects what else is ready.
-        let wait = if ready.is_empty() { timeout } else { Duration::ZERO };
+        let wait = if ready.is_empty() {
+            timeout
+        } else {
+            Duration::ZERO
+        };
         if let Err(e) = sys::poll(&mut parked.fds, wait) {
             eprintln!("nl6: http: poll failed: {e}");
             std::thread::sleep(ACCEPT_PAUSE);
@@ -233,7 +245,13 @@ pub(super) fn poll_loop(shared: &Arc<Shared>, listener: TcpListener, mut wake_rx
         }
         parked.take_ready(&mut ready);
         if parked.fds[1].is_ready() {
-            accept_all(shared, &listener, &mut parked, &mut logged, &mut listener_paused_until);
+            accept_all(
+                shared,
+                &listener,
+                &mut parked,
+                &mut logged,
+                &mut listener_paused_until,
+            );
         }
         let queued = {
             let mut q = lock(&shared.queue);
@@ -274,7 +292,11 @@ fn accept_all(
                 parked.add(park(Conn::new(stream, slot, Instant::now())), config);
                 if open > config.max_per_peer {
                     // A little more than the excess, so a flood at the limit costs one pass per batch.
-                    close_stalest(parked, open - config.max_per_peer + config.max_per_peer / 32, Some(key));
+                    close_stalest(
+                        parked,
+                        open - config.max_per_peer + config.max_per_peer / 32,
+                        Some(key),
+                    );
                     let now = Instant::now();
                     if logged.peer_at.is_none_or(|t| now >= t + PEER_LOG_EVERY) {
                         eprintln!(
@@ -290,7 +312,9 @@ fn accept_all(
             Err(e) if e.kind() == ErrorKind::ConnectionAborted => continue,
             Err(e) => {
                 if !logged.accept_failing {
-                    eprintln!("nl6: http: accept failed: {e}; retrying (logged once until it recovers)");
+                    eprintln!(
+                        "nl6: http: accept failed: {e}; retrying (logged once until it recovers)"
+                    );
                     logged.accept_failing = true;
                 }
                 *paused_until = Some(Instant::now() + ACCEPT_PAUSE);
@@ -322,7 +346,12 @@ fn close_stalest(parked: &mut Parked, n: usize, key: Option<PeerKey>) -> usize {
 /// Over `max_connections` held (parked + queued), closes the parked connections longest without
 /// progress, a little more than the excess (1/64 of the limit) so that a flood at the limit costs one
 /// pass per batch, not one per connection.
-fn limit_connections(parked: &mut Parked, queued: usize, config: &ServerConfig, logged: &mut Logged) {
+fn limit_connections(
+    parked: &mut Parked,
+    queued: usize,
+    config: &ServerConfig,
+    logged: &mut Logged,
+) {
     let held = parked.len() + queued;
     if held <= config.max_connections {
         if logged.over_connections && held < config.max_connections {
@@ -361,7 +390,10 @@ fn limit_pending_output(parked: &mut Parked, config: &ServerConfig, logged: &mut
         .conns
         .iter()
         .enumerate()
-        .filter_map(|(i, c)| c.pending_output().map(|o| (o.last_progress, o.remaining(), i)))
+        .filter_map(|(i, c)| {
+            c.pending_output()
+                .map(|o| (o.last_progress, o.remaining(), i))
+        })
         .collect();
     writers.sort_unstable();
     writers.pop();

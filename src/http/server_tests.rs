@@ -85,7 +85,7 @@ fn connection_close_and_http10_end_keep_alive() {
     assert!(complete(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").2);
 }
 
-fn echo_server(config: ServerConfig) -> Server {
+pub(super) fn echo_server(config: ServerConfig) -> Server {
     let h: Arc<Handler> = Arc::new(|r: &Request| {
         if r.path == "/panic" {
             panic!("handler panic for a test");
@@ -102,7 +102,7 @@ fn echo_server(config: ServerConfig) -> Server {
     Server::bind("127.0.0.1:0", config, h).unwrap()
 }
 
-fn roundtrip(s: &mut TcpStream, req: &[u8]) -> String {
+pub(super) fn roundtrip(s: &mut TcpStream, req: &[u8]) -> String {
     let head_only = req.starts_with(b"HEAD ");
     s.write_all(req).unwrap();
     let mut out = Vec::new();
@@ -208,7 +208,9 @@ fn a_slow_reader_holds_a_worker_only_until_the_write_deadline() {
     let server = echo_server(config);
     // Asks for 32 MiB and never reads: the kernel buffers fill and the write blocks.
     let mut stuck = TcpStream::connect(server.local_addr()).unwrap();
-    stuck.write_all(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    stuck
+        .write_all(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
     std::thread::sleep(Duration::from_millis(100));
     let mut next = TcpStream::connect(server.local_addr()).unwrap();
     next.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -225,7 +227,7 @@ fn a_slow_reader_holds_a_worker_only_until_the_write_deadline() {
 }
 
 /// Reads until the server closes the connection (true) or `limit` passes (false).
-fn closed_within(s: &mut TcpStream, limit: Duration) -> bool {
+pub(super) fn closed_within(s: &mut TcpStream, limit: Duration) -> bool {
     s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
     let end = Instant::now() + limit;
     let mut b = [0u8; 64];
@@ -241,7 +243,7 @@ fn closed_within(s: &mut TcpStream, limit: Duration) -> bool {
     false
 }
 
-fn connect_and_settle(server: &Server) -> TcpStream {
+pub(super) fn connect_and_settle(server: &Server) -> TcpStream {
     let s = TcpStream::connect(server.local_addr()).unwrap();
     // Let the poll thread accept it, so connection order is parking order.
     std::thread::sleep(Duration::from_millis(60));
@@ -264,7 +266,10 @@ fn over_the_connection_limit_the_oldest_idle_connection_is_closed() {
     );
     for (i, s) in kept.iter_mut().enumerate() {
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let a = roundtrip(s, format!("GET /kept{i} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes());
+        let a = roundtrip(
+            s,
+            format!("GET /kept{i} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+        );
         assert!(a.ends_with(&format!("GET /kept{i} 0")), "{a}");
     }
     server.shutdown();

@@ -48,7 +48,10 @@ impl PollFd {
 pub fn peer_gone(fd: RawFd) -> bool {
     let mut fds = [PollFd::watch(fd, libc::POLLRDHUP)];
     match poll(&mut fds, Duration::ZERO) {
-        Ok(_) => fds[0].0.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0,
+        Ok(_) => {
+            fds[0].0.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR | libc::POLLNVAL)
+                != 0
+        }
         Err(_) => false,
     }
 }
