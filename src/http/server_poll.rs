@@ -54,9 +54,23 @@ impl std::fmt::Display for PeerKey {
     }
 }
 
-/// Open connections per client address (all of them: parked, queued or being served).
+/// Open connections per client address and in all (all of them: parked, queued, being served or on
+/// their way back to the poll thread).
 #[derive(Default)]
-pub(super) struct PeerTable(Mutex<HashMap<PeerKey, usize>>);
+pub(super) struct PeerTable(Mutex<PeerCounts>);
+
+#[derive(Default)]
+struct PeerCounts {
+    by_peer: HashMap<PeerKey, usize>,
+    total: usize,
+}
+
+impl PeerTable {
+    /// Connections open now.
+    fn open(&self) -> usize {
+        lock(&self.0).total
+    }
+}
 
 /// One connection's place in the [`PeerTable`]; dropping it (with the connection) gives the place back.
 pub(super) struct PeerSlot {
@@ -68,7 +82,8 @@ impl PeerSlot {
     /// Counts a new connection of `key`; returns its slot and how many that address now has open.
     pub(super) fn claim(table: &Arc<PeerTable>, key: PeerKey) -> (PeerSlot, usize) {
         let mut counts = lock(&table.0);
-        let n = counts.entry(key).or_insert(0);
+        counts.total += 1;
+        let n = counts.by_peer.entry(key).or_insert(0);
         *n += 1;
         let open = *n;
         drop(counts);
@@ -83,10 +98,11 @@ impl PeerSlot {
 impl Drop for PeerSlot {
     fn drop(&mut self) {
         let mut counts = lock(&self.table.0);
-        if let Some(n) = counts.get_mut(&self.key) {
+        counts.total -= 1;
+        if let Some(n) = counts.by_peer.get_mut(&self.key) {
             *n -= 1;
             if *n == 0 {
-                counts.remove(&self.key);
+                counts.by_peer.remove(&self.key);
             }
         }
     }
@@ -186,10 +202,6 @@ impl Parked {
             drop(self.take(i));
         }
     }
-
-    fn len(&self) -> usize {
-        self.conns.len() + self.waiting.len()
-    }
 }
 
 pub(super) fn poll_loop(shared: &Arc<Shared>, listener: TcpListener, mut wake_rx: UnixStream) {
@@ -244,15 +256,6 @@ pub(super) fn poll_loop(shared: &Arc<Shared>, listener: TcpListener, mut wake_rx
             while matches!(wake_rx.read(&mut sink), Ok(n) if n > 0) {}
         }
         parked.take_ready(&mut ready);
-        if parked.fds[1].is_ready() {
-            accept_all(
-                shared,
-                &listener,
-                &mut parked,
-                &mut logged,
-                &mut listener_paused_until,
-            );
-        }
         let queued = {
             let mut q = lock(&shared.queue);
             q.extend(ready);
@@ -261,65 +264,78 @@ pub(super) fn poll_loop(shared: &Arc<Shared>, listener: TcpListener, mut wake_rx
         if queued > 0 {
             shared.queue_ready.notify_all();
         }
-        limit_connections(&mut parked, queued, config, &mut logged);
+        if parked.fds[1].is_ready() {
+            let mut pass = AcceptPass {
+                parked: &mut parked,
+                logged: &mut logged,
+                paused_until: &mut listener_paused_until,
+            };
+            pass.accept_all(shared, &listener);
+        }
+        limit_connections(&mut parked, shared.peers.open(), config, &mut logged);
         limit_pending_output(&mut parked, config, &mut logged);
     }
 }
 
-/// Accepts every pending connection; an address over its limit loses its connection longest without
-/// progress. Accept errors pause the listener.
-fn accept_all(
-    shared: &Arc<Shared>,
-    listener: &TcpListener,
-    parked: &mut Parked,
-    logged: &mut Logged,
-    paused_until: &mut Option<Instant>,
-) {
-    let config = &shared.config;
-    loop {
-        match listener.accept() {
-            Ok((stream, addr)) => {
-                if logged.accept_failing {
-                    eprintln!("nl6: http: accepting again");
-                    logged.accept_failing = false;
-                }
-                if stream.set_nonblocking(true).is_err() {
-                    continue;
-                }
-                let _ = stream.set_nodelay(true);
-                let key = PeerKey::of(addr.ip());
-                let (slot, open) = PeerSlot::claim(&shared.peers, key);
-                parked.add(park(Conn::new(stream, slot, Instant::now())), config);
-                if open > config.max_per_peer {
-                    // A little more than the excess, so a flood at the limit costs one pass per batch.
-                    close_stalest(
-                        parked,
-                        open - config.max_per_peer + config.max_per_peer / 32,
-                        Some(key),
-                    );
-                    let now = Instant::now();
-                    if logged.peer_at.is_none_or(|t| now >= t + PEER_LOG_EVERY) {
-                        eprintln!(
-                            "nl6: http: {key} holds {} connections, the per-address limit: closing its oldest (at most one such line a minute)",
-                            config.max_per_peer
-                        );
-                        logged.peer_at = Some(now);
+/// What one pass of accepting works on.
+struct AcceptPass<'a> {
+    parked: &'a mut Parked,
+    logged: &'a mut Logged,
+    paused_until: &'a mut Option<Instant>,
+}
+
+impl AcceptPass<'_> {
+    /// Accepts every pending connection, keeping both limits after each one (so a burst from the listen
+    /// queue never holds more than the limit); an address over its limit loses its connection longest
+    /// without progress. Accept errors pause the listener.
+    fn accept_all(&mut self, shared: &Arc<Shared>, listener: &TcpListener) {
+        let config = &shared.config;
+        loop {
+            match listener.accept() {
+                Ok((stream, addr)) => {
+                    if self.logged.accept_failing {
+                        eprintln!("nl6: http: accepting again");
+                        self.logged.accept_failing = false;
                     }
+                    if stream.set_nonblocking(true).is_err() {
+                        continue;
+                    }
+                    let _ = stream.set_nodelay(true);
+                    let key = PeerKey::of(addr.ip());
+                    let (slot, open) = PeerSlot::claim(&shared.peers, key);
+                    self.parked.add(park(Conn::new(stream, slot, Instant::now())), config);
+                    if open > config.max_per_peer {
+                        self.limit_peer(key, open, config);
+                    }
+                    limit_connections(self.parked, shared.peers.open(), config, self.logged);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == ErrorKind::ConnectionAborted => continue,
+                Err(e) => {
+                    if !self.logged.accept_failing {
+                        eprintln!("nl6: http: accept failed: {e}; retrying (logged once until it recovers)");
+                        self.logged.accept_failing = true;
+                    }
+                    *self.paused_until = Some(Instant::now() + ACCEPT_PAUSE);
+                    break;
                 }
             }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) if e.kind() == ErrorKind::ConnectionAborted => continue,
-            Err(e) => {
-                if !logged.accept_failing {
-                    eprintln!(
-                        "nl6: http: accept failed: {e}; retrying (logged once until it recovers)"
-                    );
-                    logged.accept_failing = true;
-                }
-                *paused_until = Some(Instant::now() + ACCEPT_PAUSE);
-                break;
-            }
+        }
+    }
+
+    /// Closes a little more than the excess of `key` (1/32 of the per-address limit), so a flood at the
+    /// limit costs one pass over the parked connections per batch.
+    fn limit_peer(&mut self, key: PeerKey, open: usize, config: &ServerConfig) {
+        let excess = open - config.max_per_peer + config.max_per_peer / 32;
+        close_stalest(self.parked, excess, Some(key));
+        let now = Instant::now();
+        if self.logged.peer_at.is_none_or(|t| now >= t + PEER_LOG_EVERY) {
+            eprintln!(
+                "nl6: http: {key} holds {} connections, the per-address limit: closing its oldest (at most one such line a minute)",
+                config.max_per_peer
+            );
+            self.logged.peer_at = Some(now);
         }
     }
 }
@@ -343,18 +359,13 @@ fn close_stalest(parked: &mut Parked, n: usize, key: Option<PeerKey>) -> usize {
     n
 }
 
-/// Over `max_connections` held (parked + queued), closes the parked connections longest without
-/// progress, a little more than the excess (1/64 of the limit) so that a flood at the limit costs one
-/// pass per batch, not one per connection.
-fn limit_connections(
-    parked: &mut Parked,
-    queued: usize,
-    config: &ServerConfig,
-    logged: &mut Logged,
-) {
-    let held = parked.len() + queued;
+/// Over `max_connections` open (`held`: parked, queued, being served), closes the parked connections
+/// longest without progress, a little more than the excess (1/64 of the limit) so that a flood at the
+/// limit costs one pass per batch, not one per connection.
+fn limit_connections(parked: &mut Parked, held: usize, config: &ServerConfig, logged: &mut Logged) {
     if held <= config.max_connections {
-        if logged.over_connections && held < config.max_connections {
+        // Well under, not just under the batch's mark: one line per burst.
+        if logged.over_connections && held < config.max_connections - config.max_connections / 8 {
             eprintln!("nl6: http: back under the connection limit ({held} held)");
             logged.over_connections = false;
         }
