@@ -20,6 +20,9 @@ use std::time::{Duration, Instant};
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 /// Longest the poll thread sleeps without looking at deadlines and the stop flag.
 const POLL_TICK: Duration = Duration::from_millis(500);
+/// Most connections accepted in one pass, so that those already accepted are read and answered between
+/// batches of a flood instead of after it.
+const ACCEPTS_PER_PASS: usize = 256;
 /// Least time between two log lines about the per-address limit.
 const PEER_LOG_EVERY: Duration = Duration::from_secs(60);
 
@@ -129,6 +132,9 @@ struct Parked {
     /// No deadline of `conns` is earlier.
     next_due: Instant,
     pending_bytes: usize,
+    /// When this pass of the loop began: a connection accepted since has not been polled yet, and is
+    /// never the one closed over a limit (it has had no chance to be served).
+    pass_start: Instant,
 }
 
 impl Parked {
@@ -215,6 +221,7 @@ pub(super) fn poll_loop(shared: &Arc<Shared>, listener: TcpListener, mut wake_rx
         waiting: Vec::new(),
         next_due: Instant::now() + POLL_TICK,
         pending_bytes: 0,
+        pass_start: Instant::now(),
     };
     let mut listener_paused_until: Option<Instant> = None;
     let mut logged = Logged::default();
@@ -223,6 +230,7 @@ pub(super) fn poll_loop(shared: &Arc<Shared>, listener: TcpListener, mut wake_rx
             parked.add(c, config);
         }
         let now = Instant::now();
+        parked.pass_start = now;
         if listener_paused_until.is_some_and(|t| now >= t) {
             listener_paused_until = None;
         }
@@ -285,12 +293,12 @@ struct AcceptPass<'a> {
 }
 
 impl AcceptPass<'_> {
-    /// Accepts every pending connection, keeping both limits after each one (so a burst from the listen
-    /// queue never holds more than the limit); an address over its limit loses its connection longest
-    /// without progress. Accept errors pause the listener.
+    /// Accepts pending connections (at most [`ACCEPTS_PER_PASS`]), keeping both limits after each one (so
+    /// a burst from the listen queue never holds more than the limit); an address over its limit loses
+    /// its connection longest without progress. Accept errors pause the listener.
     fn accept_all(&mut self, shared: &Arc<Shared>, listener: &TcpListener) {
         let config = &shared.config;
-        loop {
+        for _ in 0..ACCEPTS_PER_PASS {
             match listener.accept() {
                 Ok((stream, addr)) => {
                     if self.logged.accept_failing {
@@ -303,7 +311,8 @@ impl AcceptPass<'_> {
                     let _ = stream.set_nodelay(true);
                     let key = PeerKey::of(addr.ip());
                     let (slot, open) = PeerSlot::claim(&shared.peers, key);
-                    self.parked.add(park(Conn::new(stream, slot, Instant::now())), config);
+                    self.parked
+                        .add(park(Conn::new(stream, slot, Instant::now())), config);
                     if open > config.max_per_peer {
                         self.limit_peer(key, open, config);
                     }
@@ -330,7 +339,11 @@ impl AcceptPass<'_> {
         let excess = open - config.max_per_peer + config.max_per_peer / 32;
         close_stalest(self.parked, excess, Some(key));
         let now = Instant::now();
-        if self.logged.peer_at.is_none_or(|t| now >= t + PEER_LOG_EVERY) {
+        if self
+            .logged
+            .peer_at
+            .is_none_or(|t| now >= t + PEER_LOG_EVERY)
+        {
             eprintln!(
                 "nl6: http: {key} holds {} connections, the per-address limit: closing its oldest (at most one such line a minute)",
                 config.max_per_peer
@@ -341,13 +354,14 @@ impl AcceptPass<'_> {
 }
 
 /// Closes the `n` parked connections (of `key` only, when given) longest without progress: accepted or
-/// last answered longest ago, whatever they are doing. Returns how many were closed.
+/// last answered longest ago, whatever they are doing; never one accepted in this pass. Returns how many
+/// were closed.
 fn close_stalest(parked: &mut Parked, n: usize, key: Option<PeerKey>) -> usize {
     let mut order: Vec<(Instant, usize)> = parked
         .conns
         .iter()
         .enumerate()
-        .filter(|(_, c)| key.is_none_or(|k| c.peer.key == k))
+        .filter(|(_, c)| c.since < parked.pass_start && key.is_none_or(|k| c.peer.key == k))
         .map(|(i, c)| (c.since, i))
         .collect();
     let n = n.min(order.len());
