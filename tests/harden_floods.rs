@@ -313,6 +313,8 @@ fn post_loops_during_a_closing_flush_do_not_slow_get() {
     let (s, took) = closer.join().expect("closer");
     assert_eq!(s, 200);
     assert!(took < Duration::from_secs(25), "closing took {took:?}");
+    // The line is logged before the answer is written, but this test reads the log on another thread.
+    assert!(n.wait_for_log("[profiling] POST", Duration::from_secs(5)));
     assert_eq!(n.log_lines("[profiling] POST").len(), 1, "{}", n.stderr());
     figure(
         &format!("POST loops: 48 clients, {count} POSTs answered 409 (slowest {slowest_409:?}) during a {took:?} close"),
