@@ -95,6 +95,8 @@ fn posts_during_a_hanging_flush_answer_409_and_get_stays_fast() {
     assert_eq!(v["data"]["enabled"], false, "{v}");
     assert!(took < Duration::from_secs(25), "closing took {took:?}");
     // The refused POSTs changed nothing: the close is the only POST transition logged.
+    // The line is logged before the answer is written, but this test reads the log on another thread.
+    assert!(n.wait_for_log("[profiling] POST", Duration::from_secs(5)));
     assert_eq!(n.log_lines("[profiling] POST").len(), 1, "{}", n.stderr());
     eprintln!(
         "FIGURE busy gate: closing took {took:?}; worst GET {worst_get:?}; 15 POSTs answered 409"

@@ -9,95 +9,15 @@
 //! Throughout: at most 64 threads (`/proc/<pid>/status`), `GET /api/v1/profiling` answers 200 within 1 s,
 //! and memory stays flat. Each test prints its figures (`cargo test --test harden_serving -- --nocapture`).
 mod common;
+mod harden_support;
 
-use common::{boot, status_field, threads_of, Nl6};
+use common::{boot, threads_of};
+use harden_support::watch::{probe, rss_kib, Watch, MAX_THREADS};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-const MAX_THREADS: usize = 64;
-const GET_LIMIT: Duration = Duration::from_secs(1);
-
-fn rss_kib(pid: u32) -> u64 {
-    status_field(pid, "VmRSS:")
-}
-
-/// `GET /api/v1/profiling` on a fresh connection: (status, time taken). A failure to connect or read
-/// within 5 s is status 0.
-fn probe(addr: std::net::SocketAddr) -> (u16, Duration) {
-    let t = Instant::now();
-    let status = (|| -> std::io::Result<u16> {
-        let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-        s.set_read_timeout(Some(Duration::from_secs(5)))?;
-        s.write_all(b"GET /api/v1/profiling HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")?;
-        let mut head = [0u8; 12];
-        let mut got = 0;
-        while got < head.len() {
-            match s.read(&mut head[got..]) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(std::str::from_utf8(&head[9..got.max(9)])
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(0))
-    })()
-    .unwrap_or(0);
-    (status, t.elapsed())
-}
-
-/// Probes every 100 ms on its own thread until stopped; returns (probes, worst latency, failures), where a
-/// failure is a non-200 or an answer slower than 1 s. Also tracks the highest thread count seen.
-struct Watch {
-    stop: Arc<AtomicBool>,
-    handle: std::thread::JoinHandle<(u64, Duration, Vec<String>, usize)>,
-}
-
-impl Watch {
-    fn start(n: &Nl6) -> Watch {
-        let (addr, pid) = (n.addr, n.pid());
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let handle = std::thread::spawn(move || {
-            let (mut probes, mut worst, mut failures, mut max_threads) =
-                (0, Duration::ZERO, vec![], 0);
-            while !flag.load(Ordering::SeqCst) {
-                let (status, took) = probe(addr);
-                probes += 1;
-                worst = worst.max(took);
-                if status != 200 || took > GET_LIMIT {
-                    failures.push(format!("status {status} in {took:?}"));
-                }
-                max_threads = max_threads.max(threads_of(pid));
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            (probes, worst, failures, max_threads)
-        });
-        Watch { stop, handle }
-    }
-
-    /// Stops and asserts: every probe 200 within 1 s, threads ≤ 64. Returns (probes, worst, max threads).
-    fn finish(self, what: &str) -> (u64, Duration, usize) {
-        self.stop.store(true, Ordering::SeqCst);
-        let (probes, worst, failures, max_threads) = self.handle.join().expect("watch thread");
-        assert!(probes > 0, "{what}: no probe ran");
-        assert!(
-            failures.is_empty(),
-            "{what}: GET /api/v1/profiling failed {} of {probes} times: {failures:?}",
-            failures.len()
-        );
-        assert!(
-            max_threads <= MAX_THREADS,
-            "{what}: {max_threads} threads (limit {MAX_THREADS})"
-        );
-        (probes, worst, max_threads)
-    }
-}
 
 #[test]
 fn a_thousand_clients_sending_one_byte_per_second() {
@@ -122,7 +42,8 @@ fn a_thousand_clients_sending_one_byte_per_second() {
         }
         std::thread::sleep(Duration::from_secs(1).saturating_sub(tick.elapsed()));
     }
-    let (probes, worst, threads) = watch.finish("1000 slow senders");
+    let seen = watch.finish("1000 slow senders");
+    let (probes, worst, threads) = (seen.probes, seen.worst, seen.max_threads);
     // None of them got an answer: their heads are incomplete.
     for s in conns.iter_mut().take(50) {
         s.set_nonblocking(true).unwrap();
@@ -161,7 +82,8 @@ fn clients_that_never_read_a_cpu_profile() {
     }
     // While they sit there, and after the profile ends, the API answers (the watch checks every 100 ms).
     std::thread::sleep(Duration::from_millis(3500));
-    let (probes, worst, threads) = watch.finish("never-reading CPU profile clients");
+    let seen = watch.finish("never-reading CPU profile clients");
+    let (probes, worst, threads) = (seen.probes, seen.worst, seen.max_threads);
     // The sampler was released although nobody read the profile: a reading client gets the next one.
     let t = Instant::now();
     let (s, _, body) = n.http_with(
@@ -334,7 +256,8 @@ fn a_burst_of_ten_thousand_short_requests() {
     let threads_before = threads_of(pid);
     let watch = Watch::start(&n);
     let (bad, took) = burst(n.addr, 10_000, 4);
-    let (probes, worst, max_threads) = watch.finish("10 000-request burst");
+    let seen = watch.finish("10 000-request burst");
+    let (probes, worst, max_threads) = (seen.probes, seen.worst, seen.max_threads);
     assert_eq!(bad, 0, "unexpected statuses in the burst");
     // Closed connections are released; give the poll thread a moment.
     std::thread::sleep(Duration::from_millis(500));

@@ -118,7 +118,7 @@ fn wait_out(total: Duration, req: &Request, gate_open: GateOpen) -> Result<(), C
         if !gate_open() {
             return Err(Cut::GateClosed);
         }
-        if req.peer.is_gone() {
+        if req.client.gone() {
             return Err(Cut::ClientGone);
         }
         let left = end.saturating_duration_since(Instant::now());

@@ -285,7 +285,7 @@ fn a_delta_ends_when_its_client_is_gone() {
     let (server_side, _) = listener.accept().unwrap();
     drop(client);
     let mut req = Request::new("GET", "/debug/pprof/mutex?seconds=30");
-    req.peer = crate::http::Peer::watching(std::os::fd::AsRawFd::as_raw_fd(&server_side));
+    req.client = crate::http::ClientProbe::of(std::sync::Arc::new(server_side));
     let started = Instant::now();
     let surface = PullSurface::default();
     let r = surface.handle(PprofRoute::Profile(lookup("mutex").unwrap()), &req, &|| {

@@ -4,17 +4,18 @@
 //!
 //! A POST that finds another transition in progress (a closing push flushing to a slow collector can take
 //! up to 20 s) waits at most 1 s, then answers 409 `{"error":"a profiling transition is in progress;
-//! retry","data":<state>}` with nothing changed; GET never waits.
+//! retry","data":<state>}` with nothing changed; GET never waits. The wait holds no server worker: the
+//! POST's answer is a [`Deferred`] one that the server parks until the turn comes or the second is up.
 //!
 //! Parses the POST body strictly (unknown fields, wrong types and a missing `enabled` are 400s naming the
 //! field) and hands a [`PostRequest`] value to the gate. Never echoes credentials: the view has none.
 #![forbid(unsafe_code)]
 
-use crate::gate::control::{Gate, GateView, PostError, BUSY_MESSAGE};
+use crate::gate::control::{Gate, GateView, PendingPost, PostError, BUSY_MESSAGE};
 use crate::gate::duration::parse_go_duration;
 use crate::gate::rfc3339;
 use crate::gate::state::{AddressField, PostRequest};
-use crate::http::{Request, Response};
+use crate::http::{Deferred, Request, Response, Waker};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -116,7 +117,15 @@ pub fn post(gate: &Gate, req: &Request) -> Response {
         Ok(p) => p,
         Err(msg) => return error(400, &msg),
     };
-    match gate.post(&parsed) {
+    match gate.post_or_queue(parsed) {
+        Ok(outcome) => post_answer(outcome),
+        Err(pending) => Response::deferred(Box::new(QueuedPost(pending))),
+    }
+}
+
+/// The answer to a POST once the gate has taken it (or refused it).
+fn post_answer(outcome: Result<GateView, PostError>) -> Response {
+    match outcome {
         Ok(view) => json(200, &serde_json::json!({ "data": state_json(&view) })),
         Err(PostError::Invalid(msg)) => error(400, &msg),
         Err(PostError::PushFailed { message, view }) => json(
@@ -127,6 +136,24 @@ pub fn post(gate: &Gate, req: &Request) -> Response {
             409,
             &serde_json::json!({ "error": BUSY_MESSAGE, "data": state_json(&view) }),
         ),
+    }
+}
+
+/// A POST behind another transition, parked by the server until its turn comes or its second is up.
+struct QueuedPost(PendingPost);
+
+impl Deferred for QueuedPost {
+    fn deadline(&self) -> std::time::Instant {
+        self.0.deadline()
+    }
+    fn ready(&self) -> bool {
+        self.0.turn_is_free()
+    }
+    fn set_waker(&mut self, wake: Waker) {
+        self.0.wake_when_first(wake);
+    }
+    fn finish(self: Box<Self>) -> Response {
+        post_answer(self.0.finish())
     }
 }
 

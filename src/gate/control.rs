@@ -4,8 +4,10 @@
 //! Locks and threads:
 //! - `turns` ([`super::turn`]) serialises transitions, first come first served, and is held across a
 //!   push's bounded stop (up to 20 s against a hanging collector). A `POST` waits at most [`POST_WAIT`]
-//!   for its turn and otherwise gets [`PostError::Busy`] (409) with the state unchanged, so closing POSTs
-//!   never pile up in the server's workers; startup, shutdown and the revert timer wait for their turn.
+//!   for its turn and otherwise gets [`PostError::Busy`] (409) with the state unchanged. Served over
+//!   HTTP it waits on no thread: [`Gate::post_or_queue`] returns a [`PendingPost`] that the server parks
+//!   and finishes when woken or at its deadline, so POSTs behind a flush never take the server's workers;
+//!   startup, shutdown and the revert timer wait for their turn on their own threads.
 //!   `state` is locked only by the turn's holder. Readers take neither.
 //! - `published` holds an `Arc` of the state as of the last completed transition; [`Gate::view`] and
 //!   [`Gate::is_open`] clone it under a lock held for a pointer copy, so `GET` never waits behind a
@@ -29,7 +31,7 @@
 
 use super::port::{PushRun, PushStatus, Pusher};
 use super::state::{self, Action, GateState, Now, PostRequest, Startup, Transition, ADHOC_ENV};
-use super::turn::Turns;
+use super::turn::{Ticket, Turn, Turns, Wake};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant, SystemTime};
@@ -204,11 +206,36 @@ impl Gate {
     /// Applies a POST. The response is written after this returns (so after a closing push's flush).
     /// Waits at most [`POST_WAIT`] behind another transition, then answers [`PostError::Busy`].
     pub fn post(&self, req: &PostRequest) -> Result<GateView, PostError> {
-        let Some(turn) = self.inner.turns.take(Some(POST_WAIT)) else {
-            return Err(PostError::Busy {
-                view: Box::new(self.view()),
-            });
-        };
+        match self.inner.turns.take(Some(POST_WAIT)) {
+            Some(turn) => self.apply_post(turn, req),
+            None => Err(self.busy()),
+        }
+    }
+
+    /// Applies a POST at once when no transition runs or waits; otherwise queues it, without waiting, as
+    /// a [`PendingPost`] that keeps its place for at most [`POST_WAIT`].
+    pub fn post_or_queue(
+        &self,
+        req: PostRequest,
+    ) -> Result<Result<GateView, PostError>, PendingPost> {
+        match self.inner.turns.take_or_queue() {
+            Ok(turn) => Ok(self.apply_post(turn, &req)),
+            Err(ticket) => Err(PendingPost {
+                gate: self.clone(),
+                ticket: Some(ticket),
+                req,
+                deadline: Instant::now() + POST_WAIT,
+            }),
+        }
+    }
+
+    fn busy(&self) -> PostError {
+        PostError::Busy {
+            view: Box::new(self.view()),
+        }
+    }
+
+    fn apply_post(&self, turn: Turn<'_>, req: &PostRequest) -> Result<GateView, PostError> {
         let mut st = lock(&self.inner.state);
         let t = state::on_post(
             &st,
@@ -285,6 +312,61 @@ impl Gate {
     pub fn open_epoch(&self) -> Option<u64> {
         let closes = self.inner.closes.load(Ordering::SeqCst);
         (closes.is_multiple_of(2) && self.is_open()).then_some(closes)
+    }
+}
+
+/// A POST queued behind another transition ([`Gate::post_or_queue`]). It holds its place in the queue
+/// until [`PendingPost::finish`] runs it (or answers busy) or it is dropped; nothing waits meanwhile.
+pub struct PendingPost {
+    gate: Gate,
+    ticket: Option<Ticket>,
+    req: PostRequest,
+    deadline: Instant,
+}
+
+impl PendingPost {
+    /// When the POST stops waiting and answers [`PostError::Busy`].
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// True when [`PendingPost::finish`] would not wait behind a transition (its turn has come). Never
+    /// waits.
+    pub fn turn_is_free(&self) -> bool {
+        self.ticket
+            .as_ref()
+            .is_some_and(|t| self.gate.inner.turns.claimable(t))
+    }
+
+    /// Calls `wake` whenever the turn may have come (at once if it has).
+    pub fn wake_when_first(&self, wake: Wake) {
+        if let Some(t) = &self.ticket {
+            self.gate.inner.turns.wake_when_first(t, wake);
+        }
+    }
+
+    /// Runs the POST if its turn has come, else leaves the queue and answers [`PostError::Busy`]. Takes as
+    /// long as the transition (a closing push's flush); never waits for the turn.
+    pub fn finish(mut self) -> Result<GateView, PostError> {
+        let Some(ticket) = self.ticket.take() else {
+            return Err(self.gate.busy());
+        };
+        let turns = &self.gate.inner.turns;
+        match turns.claim(ticket) {
+            Ok(turn) => self.gate.apply_post(turn, &self.req),
+            Err(ticket) => {
+                turns.leave(ticket);
+                Err(self.gate.busy())
+            }
+        }
+    }
+}
+
+impl Drop for PendingPost {
+    fn drop(&mut self) {
+        if let Some(t) = self.ticket.take() {
+            self.gate.inner.turns.leave(t);
+        }
     }
 }
 

@@ -4,64 +4,55 @@
 //!
 //! Shape (why: tiny_http stops accepting for good on one accept error, grows a thread per busy connection
 //! and sets no timeouts; see ARCHITECTURE.md):
-//! - The **poll thread** watches the listener, a wake-up socket and every parked connection (idle
-//!   keep-alive sockets and sockets whose request has not fully arrived). A readable socket goes to the
-//!   work queue; a socket parked past its deadline (idle timeout, or the time allowed to receive a request)
-//!   is dropped. Accept errors (EMFILE, ENFILE, ENOBUFS, …) are logged once per burst and the listener is
-//!   left out of the poll set for a short pause; they are never fatal.
-//! - **Workers** (a fixed number) take a readable socket, read what is there without waiting (`httparse`
-//!   decides whether a request head is complete; bodies are `Content-Length` only, chunked bodies get 411),
-//!   and either answer or hand the socket back to be parked. A worker therefore never waits for a slow
-//!   sender. Writes have a deadline (the write timeout plus the handler's
-//!   [`Response::extra_write_time`]), enforced per `write` call, so a slow reader holds a worker for at most
-//!   that long.
+//! - Every socket is non-blocking. **A worker never waits on a client**: it reads what is there, answers
+//!   every complete request (`httparse` frames heads; bodies are `Content-Length` only), writes what the
+//!   socket takes, and hands the connection back to the poll thread for whatever is left: the rest of a
+//!   request, room to write the rest of an answer, or a [`super::Deferred`] answer that is not ready yet.
+//!   While an answer waits to be written (or to be ready), nothing more is read from that connection, so
+//!   a client that pipelines requests and never reads holds one answer in memory, not a worker.
+//! - The **poll thread** ([`poll`]) watches the listener, a wake-up socket and every parked connection,
+//!   queues the ready ones for the workers, closes those past their deadline (idle 10 s, a request that
+//!   takes over 10 s to arrive, an answer not taken within the write deadline), and keeps the limits
+//!   below. Accept errors (EMFILE, ENFILE, ENOBUFS, …) are logged once per burst and the listener is left
+//!   out of the poll set for a short pause; they are never fatal.
 //! - Thread count is `1 + workers`, whatever the number of connections.
-//! - **Memory is bounded by two limits**: a connection buffers at most one request head ([`MAX_HEAD`])
-//!   plus `max_body` (the binary sets it to the largest body a route accepts, 64 KiB), and the server
-//!   holds at most `max_connections` sockets waiting (parked or queued for a worker; default 4096). When
-//!   an accept takes it over the limit, the poll thread closes the oldest idle keep-alive connections
-//!   (clients reconnect transparently), and only when none is idle the ones whose request has waited
-//!   longest; it logs one line per burst (`nl6: http: … connections held, the limit: closing …`) and one
-//!   when back under the limit. New connections are never refused for it, so a flood of idle sockets
-//!   cannot lock a curl out. An idle socket keeps no buffer capacity.
+//! - **Limits** (each over-limit event is one log line per burst): at most `max_connections` held (default
+//!   4096) and `max_per_peer` per client address (default 1024; an IPv6 /64 counts as one address); over
+//!   either, the connections longest without progress (accepted or last answered longest ago) are closed
+//!   first, so a new client always gets its turn whatever state the old sockets are in. At most
+//!   `max_pending_output` bytes of answers (default 64 MiB) wait for slow readers; over it, the readers
+//!   that took nothing for longest are closed. A connection buffers at most one request head
+//!   ([`MAX_HEAD`]) plus `max_body`, and an idle one keeps no buffer.
 //!
 //! Never parses HTTP itself beyond framing (httparse reads heads), never spawns per connection, never
-//! blocks a worker on a read.
+//! blocks a worker on a socket.
 #![deny(unsafe_code)]
 
-use super::sys::{self, PollFd};
-use super::{Request, Response};
-use wire::{frame, write_response, Framed};
-pub use wire::{plain_refusal, reason, Refusal, MAX_HEAD};
-
-#[path = "server_wire.rs"]
-mod wire;
+use super::{sys, Request, Response};
+use conn::{Conn, Next};
 use std::collections::VecDeque;
-use std::io::{self, ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::io::{self, Write};
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+pub use wire::{plain_refusal, reason, Refusal, MAX_HEAD};
+
+#[path = "server_conn.rs"]
+mod conn;
+#[path = "server_poll.rs"]
+mod poll;
+#[path = "server_wire.rs"]
+mod wire;
 
 /// What a handler is: a request value in, a response value out. Shared by every worker.
 pub type Handler = dyn Fn(&Request) -> Response + Send + Sync;
 
-const READ_PEEK: Duration = Duration::from_millis(20);
-/// Most a worker reads and discards after a refusal before closing (Go discards up to 256 KiB too).
-const LINGER_BYTES: usize = 256 * 1024;
-/// Longest a worker lingers after a refusal.
-const LINGER_TIME: Duration = Duration::from_millis(200);
-/// How long the listener is left alone after an accept error.
-const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
-/// Longest the poll thread sleeps without looking at deadlines and the stop flag.
-const POLL_TICK: Duration = Duration::from_millis(500);
-
 /// Server limits. Defaults: 16 workers, 10 s idle, 10 s to receive a request, 30 s write, 1 MiB body,
-/// 4096 waiting connections.
+/// 4096 connections, 1024 per client address, 64 MiB of answers waiting for slow readers.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     workers: usize,
@@ -70,6 +61,8 @@ pub struct ServerConfig {
     write_timeout: Duration,
     max_body: usize,
     max_connections: usize,
+    max_per_peer: usize,
+    max_pending_output: usize,
     refusal: fn(&Refusal) -> Response,
 }
 
@@ -82,6 +75,8 @@ impl Default for ServerConfig {
             write_timeout: Duration::from_secs(30),
             max_body: 1024 * 1024,
             max_connections: 4096,
+            max_per_peer: 1024,
+            max_pending_output: 64 * 1024 * 1024,
             refusal: plain_refusal,
         }
     }
@@ -121,22 +116,25 @@ impl ServerConfig {
         self.refusal = f;
         self
     }
-    /// Most connections held waiting (parked idle or mid-request, or queued for a worker); beyond it the
-    /// oldest idle ones are closed (see the module notes). Defaults to 4096.
+    /// Most connections held (parked, or queued for a worker); beyond it the ones longest without
+    /// progress are closed (see the module notes). Defaults to 4096.
     pub fn max_connections(mut self, n: usize) -> Self {
         self.max_connections = n.max(1);
         self
     }
-}
-
-/// A socket and whatever part of its next request has arrived.
-struct Conn {
-    stream: TcpStream,
-    buf: Vec<u8>,
-    /// When the first byte of the pending request arrived (None: idle between requests).
-    request_started: Option<Instant>,
-    /// When the socket was last parked (idle deadline base).
-    parked_at: Instant,
+    /// Most connections open from one client address (an IPv6 /64 counts as one); beyond it that
+    /// address's connection longest without progress is closed. Defaults to 1024: a quarter of the
+    /// connection limit, far above what a browser (6) or a reverse proxy in front needs.
+    pub fn max_per_peer(mut self, n: usize) -> Self {
+        self.max_per_peer = n.max(1);
+        self
+    }
+    /// Most bytes of answers held for clients that do not read them; beyond it the connections that took
+    /// nothing for longest are closed. Defaults to 64 MiB.
+    pub fn max_pending_output(mut self, n: usize) -> Self {
+        self.max_pending_output = n;
+        self
+    }
 }
 
 /// State shared by the poll thread and the workers.
@@ -148,6 +146,7 @@ struct Shared {
     queue_ready: Condvar,
     returned: Mutex<Vec<Conn>>,
     wake_tx: UnixStream,
+    peers: Arc<poll::PeerTable>,
 }
 
 impl Shared {
@@ -182,6 +181,11 @@ impl Server {
         handler: Arc<Handler>,
     ) -> io::Result<Server> {
         listener.set_nonblocking(true)?;
+        // As long as the connection limit, so a burst waits for the poll thread instead of being dropped.
+        sys::set_listen_backlog(
+            listener.as_raw_fd(),
+            config.max_connections.min(65535) as i32,
+        )?;
         let local_addr = listener.local_addr()?;
         let (wake_tx, wake_rx) = UnixStream::pair()?;
         wake_tx.set_nonblocking(true)?;
@@ -195,6 +199,7 @@ impl Server {
             queue_ready: Condvar::new(),
             returned: Mutex::new(Vec::new()),
             wake_tx,
+            peers: Arc::default(),
         });
         let mut threads = Vec::with_capacity(workers + 1);
         for i in 0..workers {
@@ -209,7 +214,7 @@ impl Server {
         threads.push(
             std::thread::Builder::new()
                 .name("http-poll".to_string())
-                .spawn(move || poll_loop(&s, listener, wake_rx))?,
+                .spawn(move || poll::poll_loop(&s, listener, wake_rx))?,
         );
         Ok(Server {
             local_addr,
@@ -239,160 +244,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn poll_loop(shared: &Shared, listener: TcpListener, mut wake_rx: UnixStream) {
-    let config = &shared.config;
-    let mut parked: Vec<Conn> = Vec::new();
-    let mut listener_paused_until: Option<Instant> = None;
-    let mut accept_failing = false;
-    let mut over_limit = false;
-    let mut fds: Vec<PollFd> = Vec::new();
-    while !shared.stop.load(Ordering::SeqCst) {
-        parked.append(&mut lock(&shared.returned));
-        let now = Instant::now();
-        if listener_paused_until.is_some_and(|t| now >= t) {
-            listener_paused_until = None;
-        }
-        // Drop connections past their deadline.
-        parked.retain(|c| now < deadline(c, config));
-        let mut timeout = POLL_TICK;
-        for c in &parked {
-            timeout = timeout.min(deadline(c, config).saturating_duration_since(now));
-        }
-        if let Some(t) = listener_paused_until {
-            timeout = timeout.min(t.saturating_duration_since(now));
-        }
-        fds.clear();
-        fds.push(PollFd::readable(wake_rx.as_raw_fd()));
-        fds.push(PollFd::readable(if listener_paused_until.is_none() {
-            listener.as_raw_fd()
-        } else {
-            -1
-        }));
-        fds.extend(
-            parked
-                .iter()
-                .map(|c| PollFd::readable(c.stream.as_raw_fd())),
-        );
-        match sys::poll(&mut fds, timeout.max(Duration::from_millis(1))) {
-            Ok(0) => continue,
-            Ok(_) => {}
-            Err(e) => {
-                eprintln!("nl6: http: poll failed: {e}");
-                std::thread::sleep(ACCEPT_PAUSE);
-                continue;
-            }
-        }
-        if fds[0].is_ready() {
-            let mut sink = [0u8; 256];
-            while matches!(wake_rx.read(&mut sink), Ok(n) if n > 0) {}
-        }
-        let mut ready = Vec::new();
-        let mut still_parked = Vec::with_capacity(parked.len());
-        for (c, fd) in parked.drain(..).zip(&fds[2..]) {
-            if fd.is_ready() {
-                ready.push(c);
-            } else {
-                still_parked.push(c);
-            }
-        }
-        parked = still_parked;
-        if fds[1].is_ready() {
-            loop {
-                match listener.accept() {
-                    Ok((stream, _)) => {
-                        if accept_failing {
-                            eprintln!("nl6: http: accepting again");
-                            accept_failing = false;
-                        }
-                        if stream.set_nonblocking(false).is_err()
-                            || stream.set_read_timeout(Some(READ_PEEK)).is_err()
-                        {
-                            continue;
-                        }
-                        let _ = stream.set_nodelay(true);
-                        parked.push(Conn {
-                            stream,
-                            buf: Vec::new(),
-                            request_started: None,
-                            parked_at: Instant::now(),
-                        });
-                    }
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                    Err(e) if e.kind() == ErrorKind::ConnectionAborted => continue,
-                    Err(e) => {
-                        if !accept_failing {
-                            eprintln!("nl6: http: accept failed: {e}; retrying (logged once until it recovers)");
-                            accept_failing = true;
-                        }
-                        listener_paused_until = Some(Instant::now() + ACCEPT_PAUSE);
-                        break;
-                    }
-                }
-            }
-        }
-        let queued = {
-            let mut q = lock(&shared.queue);
-            q.extend(ready);
-            q.len()
-        };
-        if queued > 0 {
-            shared.queue_ready.notify_all();
-        }
-        let held = parked.len() + queued;
-        if held > config.max_connections {
-            let closed = close_oldest(&mut parked, held - config.max_connections);
-            if !over_limit {
-                eprintln!(
-                    "nl6: http: {held} connections held, the limit is {}: closing {closed} (oldest idle first; logged once until back under the limit)",
-                    config.max_connections
-                );
-                over_limit = true;
-            }
-        } else if over_limit && held < config.max_connections {
-            eprintln!("nl6: http: back under the connection limit ({held} held)");
-            over_limit = false;
-        }
-    }
-}
-
-/// Closes `n` parked connections: idle keep-alive ones first, oldest first, then those whose request
-/// started longest ago. Returns how many were closed (fewer when fewer are parked).
-fn close_oldest(parked: &mut Vec<Conn>, n: usize) -> usize {
-    let n = n.min(parked.len());
-    if n == 0 {
-        return 0;
-    }
-    // Idle (false) sorts before mid-request (true); within each, the oldest first.
-    let mut order: Vec<(bool, Instant, usize)> = parked
-        .iter()
-        .enumerate()
-        .map(|(i, c)| match c.request_started {
-            None => (false, c.parked_at, i),
-            Some(t) => (true, t, i),
-        })
-        .collect();
-    order.select_nth_unstable(n - 1);
-    let mut doomed = vec![false; parked.len()];
-    for &(_, _, i) in &order[..n] {
-        doomed[i] = true;
-    }
-    let mut i = 0;
-    parked.retain(|_| {
-        i += 1;
-        !doomed[i - 1]
-    });
-    n
-}
-
-fn deadline(c: &Conn, config: &ServerConfig) -> Instant {
-    match c.request_started {
-        Some(t) => t + config.request_timeout,
-        None => c.parked_at + config.idle_timeout,
-    }
-}
-
-fn worker_loop(shared: &Shared) {
+fn worker_loop(shared: &Arc<Shared>) {
     loop {
         let conn = {
             let mut q = lock(&shared.queue);
@@ -409,121 +261,16 @@ fn worker_loop(shared: &Shared) {
                     .unwrap_or_else(|e| e.into_inner());
             }
         };
-        if let Some(c) = serve_ready(shared, conn) {
-            lock(&shared.returned).push(park_after_serving(c));
-            shared.wake();
-        }
-    }
-}
-
-/// After a refusal: closes our side for writing, then reads and discards what the client is still sending
-/// (at most [`LINGER_BYTES`] or [`LINGER_TIME`]), so the close does not reset the connection before the
-/// client has read the answer (a socket closed with unread input sends RST, which can discard the reply).
-fn linger(stream: &mut TcpStream) {
-    let _ = stream.shutdown(std::net::Shutdown::Write);
-    let end = Instant::now() + LINGER_TIME;
-    let mut drained = 0;
-    let mut sink = [0u8; 8192];
-    while drained < LINGER_BYTES && Instant::now() < end {
-        match stream.read(&mut sink) {
-            Ok(0) => return,
-            Ok(n) => drained += n,
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
-            Err(_) => return,
-        }
-    }
-}
-
-/// Readies a served connection for parking: its idle deadline starts now, and an idle one gives back its
-/// buffer, so thousands of idle sockets cost no request-sized memory.
-fn park_after_serving(mut c: Conn) -> Conn {
-    c.parked_at = Instant::now();
-    if c.buf.is_empty() {
-        c.buf = Vec::new();
-    }
-    c
-}
-
-/// Reads what has arrived on a readable socket and serves every complete request in it. Returns the
-/// connection when it should be parked (idle, or waiting for the rest of a request); `None` closes it.
-fn serve_ready(shared: &Shared, mut c: Conn) -> Option<Conn> {
-    let mut chunk = [0u8; 8192];
-    loop {
-        match c.stream.read(&mut chunk) {
-            Ok(0) => return None,
-            Ok(n) => {
-                c.buf.extend_from_slice(&chunk[..n]);
-                break;
+        match conn::serve(shared, conn) {
+            Next::Park(c) => {
+                lock(&shared.returned).push(c);
+                shared.wake();
             }
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                return Some(c)
+            Next::Again(c) => {
+                lock(&shared.queue).push_back(c);
+                shared.queue_ready.notify_one();
             }
-            Err(_) => return None,
-        }
-    }
-    loop {
-        match frame(&c.buf, shared.config.max_body) {
-            Framed::Incomplete => {
-                if c.buf.is_empty() {
-                    c.request_started = None;
-                } else if c.request_started.is_none() {
-                    c.request_started = Some(Instant::now());
-                }
-                return Some(c);
-            }
-            Framed::Refused(refusal) => {
-                let resp = (shared.config.refusal)(&refusal);
-                let _ = write_response(
-                    &mut c.stream,
-                    &resp,
-                    false,
-                    false,
-                    Instant::now() + shared.config.write_timeout,
-                );
-                linger(&mut c.stream);
-                return None;
-            }
-            Framed::Complete {
-                request,
-                consumed,
-                keep_alive,
-            } => {
-                c.buf.drain(..consumed);
-                c.request_started = if c.buf.is_empty() {
-                    None
-                } else {
-                    Some(Instant::now())
-                };
-                // The handler may ask whether the client left (a timed profile ends early then).
-                let request = Request {
-                    peer: super::Peer::watching(c.stream.as_raw_fd()),
-                    ..request
-                };
-                let handler = &shared.handler;
-                let handled_at = Instant::now();
-                let resp =
-                    catch_unwind(AssertUnwindSafe(|| handler(&request))).unwrap_or_else(|_| {
-                        Response::new(
-                            500,
-                            "text/plain; charset=utf-8",
-                            "internal error: the handler panicked\n",
-                        )
-                    });
-                let head_only = request.method == "HEAD";
-                // Go 1.23+'s rule: the write deadline counts from the request, extended by the handler's
-                // own time (a CPU profile's seconds), so a slow reader gets the write timeout, not more.
-                let deadline = handled_at + shared.config.write_timeout + resp.extra_write_time;
-                if write_response(&mut c.stream, &resp, keep_alive, head_only, deadline).is_err()
-                    || !keep_alive
-                {
-                    return None;
-                }
-                if c.buf.is_empty() {
-                    return Some(c);
-                }
-            }
+            Next::Close => {}
         }
     }
 }
@@ -531,3 +278,8 @@ fn serve_ready(shared: &Shared, mut c: Conn) -> Option<Conn> {
 #[cfg(test)]
 #[path = "server_tests.rs"]
 mod tests;
+#[cfg(test)]
+use tests as tests_support;
+#[cfg(test)]
+#[path = "server_tests_more.rs"]
+mod tests_more;

@@ -1,6 +1,10 @@
 //! Framing, keep-alive, panics, idle drop, slow senders and slow readers, the connection limit, on a real
 //! loopback socket.
 use super::*;
+use std::io::{ErrorKind, Read};
+use std::net::{TcpListener, TcpStream};
+use std::time::Instant;
+use wire::{frame, Framed};
 
 fn complete(buf: &[u8]) -> (Request, usize, bool) {
     match frame(buf, 1024) {
@@ -27,7 +31,7 @@ fn frames_a_get_with_query() {
 
 #[test]
 fn frames_bodies_by_content_length() {
-    let head = b"POST /a HTTP/1.1\r\nContent-Length: 4\r\n\r\n";
+    let head = b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\n";
     let mut buf = head.to_vec();
     buf.extend_from_slice(b"ab");
     assert_eq!(frame(&buf, 1024), Framed::Incomplete);
@@ -76,12 +80,12 @@ fn refuses_what_it_cannot_frame() {
 
 #[test]
 fn connection_close_and_http10_end_keep_alive() {
-    assert!(!complete(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n").2);
+    assert!(!complete(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").2);
     assert!(!complete(b"GET / HTTP/1.0\r\n\r\n").2);
     assert!(complete(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").2);
 }
 
-fn echo_server(config: ServerConfig) -> Server {
+pub(super) fn echo_server(config: ServerConfig) -> Server {
     let h: Arc<Handler> = Arc::new(|r: &Request| {
         if r.path == "/panic" {
             panic!("handler panic for a test");
@@ -98,7 +102,7 @@ fn echo_server(config: ServerConfig) -> Server {
     Server::bind("127.0.0.1:0", config, h).unwrap()
 }
 
-fn roundtrip(s: &mut TcpStream, req: &[u8]) -> String {
+pub(super) fn roundtrip(s: &mut TcpStream, req: &[u8]) -> String {
     let head_only = req.starts_with(b"HEAD ");
     s.write_all(req).unwrap();
     let mut out = Vec::new();
@@ -133,18 +137,18 @@ fn serves_keep_alive_pipelined_and_survives_a_panic() {
     let server = echo_server(ServerConfig::default().workers(2));
     let mut s = TcpStream::connect(server.local_addr()).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let a = roundtrip(&mut s, b"GET /one HTTP/1.1\r\n\r\n");
+    let a = roundtrip(&mut s, b"GET /one HTTP/1.1\r\nHost: x\r\n\r\n");
     assert!(a.starts_with("HTTP/1.1 200 OK\r\n"), "{a}");
     assert!(a.contains("X-Content-Type-Options: nosniff\r\n"));
     assert!(a.ends_with("GET /one 0"));
     let b = roundtrip(
         &mut s,
-        b"POST /two HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc",
+        b"POST /two HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc",
     );
     assert!(b.ends_with("POST /two 3"), "{b}");
-    let p = roundtrip(&mut s, b"GET /panic HTTP/1.1\r\n\r\n");
+    let p = roundtrip(&mut s, b"GET /panic HTTP/1.1\r\nHost: x\r\n\r\n");
     assert!(p.starts_with("HTTP/1.1 500 "), "{p}");
-    let c = roundtrip(&mut s, b"HEAD /three HTTP/1.1\r\n\r\n");
+    let c = roundtrip(&mut s, b"HEAD /three HTTP/1.1\r\nHost: x\r\n\r\n");
     assert!(
         c.contains("Content-Length: 13\r\n") && c.ends_with("\r\n\r\n"),
         "{c}"
@@ -187,11 +191,11 @@ fn a_slow_sender_does_not_hold_a_worker() {
     let mut fast = TcpStream::connect(server.local_addr()).unwrap();
     fast.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let started = Instant::now();
-    let a = roundtrip(&mut fast, b"GET /fast HTTP/1.1\r\n\r\n");
+    let a = roundtrip(&mut fast, b"GET /fast HTTP/1.1\r\nHost: x\r\n\r\n");
     assert!(a.ends_with("GET /fast 0"), "{a}");
     assert!(started.elapsed() < Duration::from_secs(1));
     slow.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let b = roundtrip(&mut slow, b"TP/1.1\r\n\r\n");
+    let b = roundtrip(&mut slow, b"TP/1.1\r\nHost: x\r\n\r\n");
     assert!(b.ends_with("GET /slow 0"), "{b}");
     server.shutdown();
 }
@@ -204,12 +208,14 @@ fn a_slow_reader_holds_a_worker_only_until_the_write_deadline() {
     let server = echo_server(config);
     // Asks for 32 MiB and never reads: the kernel buffers fill and the write blocks.
     let mut stuck = TcpStream::connect(server.local_addr()).unwrap();
-    stuck.write_all(b"GET /big HTTP/1.1\r\n\r\n").unwrap();
+    stuck
+        .write_all(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
     std::thread::sleep(Duration::from_millis(100));
     let mut next = TcpStream::connect(server.local_addr()).unwrap();
     next.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let started = Instant::now();
-    let a = roundtrip(&mut next, b"GET /after HTTP/1.1\r\n\r\n");
+    let a = roundtrip(&mut next, b"GET /after HTTP/1.1\r\nHost: x\r\n\r\n");
     assert!(a.ends_with("GET /after 0"), "{a}");
     let waited = started.elapsed();
     assert!(
@@ -221,7 +227,7 @@ fn a_slow_reader_holds_a_worker_only_until_the_write_deadline() {
 }
 
 /// Reads until the server closes the connection (true) or `limit` passes (false).
-fn closed_within(s: &mut TcpStream, limit: Duration) -> bool {
+pub(super) fn closed_within(s: &mut TcpStream, limit: Duration) -> bool {
     s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
     let end = Instant::now() + limit;
     let mut b = [0u8; 64];
@@ -237,7 +243,7 @@ fn closed_within(s: &mut TcpStream, limit: Duration) -> bool {
     false
 }
 
-fn connect_and_settle(server: &Server) -> TcpStream {
+pub(super) fn connect_and_settle(server: &Server) -> TcpStream {
     let s = TcpStream::connect(server.local_addr()).unwrap();
     // Let the poll thread accept it, so connection order is parking order.
     std::thread::sleep(Duration::from_millis(60));
@@ -260,33 +266,40 @@ fn over_the_connection_limit_the_oldest_idle_connection_is_closed() {
     );
     for (i, s) in kept.iter_mut().enumerate() {
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let a = roundtrip(s, format!("GET /kept{i} HTTP/1.1\r\n\r\n").as_bytes());
+        let a = roundtrip(
+            s,
+            format!("GET /kept{i} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+        );
         assert!(a.ends_with(&format!("GET /kept{i} 0")), "{a}");
     }
     server.shutdown();
 }
 
 #[test]
-fn a_request_in_progress_outlives_idle_connections_at_the_limit() {
+fn over_the_limit_the_connection_longest_without_progress_goes_first_whatever_it_does() {
+    // Every held connection is mid-request (as a half-open flood makes them): the new client is not the
+    // one closed, the oldest is.
     let server = echo_server(ServerConfig::default().max_connections(2));
-    // The oldest connection is mid-request; the idle one is younger but goes first.
-    let mut slow = connect_and_settle(&server);
-    slow.write_all(b"GET /slow HT").unwrap();
+    let mut oldest = connect_and_settle(&server);
+    oldest.write_all(b"GET /slow HT").unwrap();
+    let mut second = connect_and_settle(&server);
+    second.write_all(b"GET /slow HT").unwrap();
     std::thread::sleep(Duration::from_millis(60));
-    let mut idle = connect_and_settle(&server);
     let mut newest = connect_and_settle(&server);
     assert!(
-        closed_within(&mut idle, Duration::from_secs(3)),
-        "the idle connection was kept over the limit"
+        closed_within(&mut oldest, Duration::from_secs(3)),
+        "the oldest connection was kept over the limit"
     );
-    slow.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let a = roundtrip(&mut slow, b"TP/1.1\r\n\r\n");
-    assert!(a.ends_with("GET /slow 0"), "{a}");
     newest
         .set_read_timeout(Some(Duration::from_secs(5)))
         .unwrap();
-    let b = roundtrip(&mut newest, b"GET /new HTTP/1.1\r\n\r\n");
+    let b = roundtrip(&mut newest, b"GET /new HTTP/1.1\r\nHost: x\r\n\r\n");
     assert!(b.ends_with("GET /new 0"), "{b}");
+    second
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let a = roundtrip(&mut second, b"TP/1.1\r\nHost: x\r\n\r\n");
+    assert!(a.ends_with("GET /slow 0"), "{a}");
     server.shutdown();
 }
 
@@ -294,26 +307,24 @@ fn a_request_in_progress_outlives_idle_connections_at_the_limit() {
 fn an_idle_connection_keeps_no_request_buffer() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let peers = Arc::new(poll::PeerTable::default());
+    let conn = |stream: TcpStream, buf: Vec<u8>| {
+        let key = poll::PeerKey::of(std::net::Ipv4Addr::LOCALHOST.into());
+        let mut c = Conn::new(stream, poll::PeerSlot::claim(&peers, key).0, Instant::now());
+        c.buf = buf;
+        c
+    };
     let mut buf = Vec::with_capacity(200 * 1024);
     buf.extend_from_slice(b"GET /next");
-    let mid_request = park_after_serving(Conn {
-        stream: stream.try_clone().unwrap(),
-        buf,
-        request_started: Some(Instant::now()),
-        parked_at: Instant::now(),
-    });
+    let mid_request = conn::park(conn(stream.try_clone().unwrap(), buf));
     assert_eq!(
         mid_request.buf, b"GET /next",
         "a partial request keeps its bytes"
     );
+    assert!(mid_request.request_started.is_some());
     let mut served = Vec::with_capacity(200 * 1024);
     served.extend_from_slice(b"a whole request");
     served.clear();
-    let idle = park_after_serving(Conn {
-        stream,
-        buf: served,
-        request_started: None,
-        parked_at: Instant::now(),
-    });
+    let idle = conn::park(conn(stream, served));
     assert_eq!(idle.buf.capacity(), 0, "an idle connection kept its buffer");
 }

@@ -1,12 +1,15 @@
 //! The wire side of [`super`]: framing one request out of received bytes with `httparse` (heads only;
-//! `Content-Length` bodies, chunked refused with 411) and writing a response by a deadline. Plain functions
-//! over byte slices and a stream; never owns a socket or a thread.
+//! `Content-Length` bodies, any `Transfer-Encoding` refused with 411) and serialising a response head.
+//! Plain functions over byte slices; never owns a socket or a thread.
+//!
+//! Framing refuses, and the server then closes, every shape that a proxy in front could frame differently
+//! (RFC 9112 §6.3 and §3.2): `Content-Length` given twice with different values, or not plain digits
+//! (`+0`, `0x10`, `1, 2`); `Transfer-Encoding` of any kind (so it never disagrees with a length); an
+//! HTTP/1.1 request without `Host`, or any request with two. Repeated identical lengths are one length,
+//! as in Go.
 #![deny(unsafe_code)]
 
 use crate::http::{Request, Response};
-use std::io::{self, ErrorKind, Write};
-use std::net::TcpStream;
-use std::time::Instant;
 
 /// Largest request head accepted (431 above it).
 pub const MAX_HEAD: usize = 16 * 1024;
@@ -79,7 +82,8 @@ pub(crate) fn frame(buf: &[u8], max_body: usize) -> Framed {
     let method = req.method.unwrap_or("").to_string();
     let target = req.path.unwrap_or("");
     let version = req.version.unwrap_or(1);
-    let mut content_length: usize = 0;
+    let mut content_length: Option<(usize, String)> = None;
+    let mut hosts = 0;
     let mut close = version == 0;
     let mut headers_out = Vec::with_capacity(req.headers.len());
     for h in req.headers.iter() {
@@ -93,22 +97,21 @@ pub(crate) fn frame(buf: &[u8], max_body: usize) -> Framed {
                     Some(target),
                 )
             }
-            "content-length" => match value.parse::<usize>() {
-                Ok(n) if n > max_body => {
-                    let kib = if max_body >= 1024 && max_body.is_multiple_of(1024) {
-                        format!(" ({} KiB)", max_body / 1024)
-                    } else {
-                        String::new()
-                    };
+            "content-length" => match &content_length {
+                Some((_, first)) if *first == value => {}
+                Some(_) => {
                     return refused(
-                        413,
-                        format!("request body is {n} bytes; the limit is {max_body}{kib}"),
+                        400,
+                        "Content-Length is given twice with different values",
                         Some(target),
-                    );
+                    )
                 }
-                Ok(n) => content_length = n,
-                Err(_) => return refused(400, "invalid Content-Length", Some(target)),
+                None => match body_length(&value, max_body) {
+                    Ok(n) => content_length = Some((n, value.clone())),
+                    Err(refusal) => return refused(refusal.0, refusal.1, Some(target)),
+                },
             },
+            "host" => hosts += 1,
             "connection" => {
                 let v = value.to_ascii_lowercase();
                 if v.split(',').any(|t| t.trim() == "close") {
@@ -121,6 +124,17 @@ pub(crate) fn frame(buf: &[u8], max_body: usize) -> Framed {
         }
         headers_out.push((name, value));
     }
+    if hosts > 1 {
+        return refused(400, "more than one Host header", Some(target));
+    }
+    if hosts == 0 && version == 1 {
+        return refused(
+            400,
+            "an HTTP/1.1 request needs a Host header; none was sent",
+            Some(target),
+        );
+    }
+    let content_length = content_length.map_or(0, |(n, _)| n);
     if !target.starts_with('/') {
         return refused(400, "request target must be an absolute path", None);
     }
@@ -137,12 +151,36 @@ pub(crate) fn frame(buf: &[u8], max_body: usize) -> Framed {
         query,
         headers: headers_out,
         body: buf[head_len..head_len + content_length].to_vec(),
-        peer: Default::default(),
+        client: Default::default(),
     };
     Framed::Complete {
         request,
         consumed: head_len + content_length,
         keep_alive: !close,
+    }
+}
+
+/// A `Content-Length` value: plain digits (RFC 9110 §8.6: no sign, no list), at most `max_body`. The
+/// refusal is (status, message).
+fn body_length(value: &str, max_body: usize) -> Result<usize, (u16, String)> {
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return Err((400, "invalid Content-Length: digits only".to_string()));
+    }
+    match value.parse::<usize>() {
+        Ok(n) if n <= max_body => Ok(n),
+        // Too many digits for usize is over any limit too.
+        parsed => {
+            let shown = parsed.map_or_else(|_| value.to_string(), |n| n.to_string());
+            let kib = if max_body >= 1024 && max_body.is_multiple_of(1024) {
+                format!(" ({} KiB)", max_body / 1024)
+            } else {
+                String::new()
+            };
+            Err((
+                413,
+                format!("request body is {shown} bytes; the limit is {max_body}{kib}"),
+            ))
+        }
     }
 }
 
@@ -165,15 +203,11 @@ pub fn reason(status: u16) -> &'static str {
     }
 }
 
-/// Serialises a response (head, then body unless HEAD) and writes it by `deadline`.
-pub(crate) fn write_response(
-    stream: &mut TcpStream,
-    resp: &Response,
-    keep_alive: bool,
-    head_only: bool,
-    deadline: Instant,
-) -> io::Result<()> {
-    let mut out = Vec::with_capacity(256 + if head_only { 0 } else { resp.body.len() });
+/// The response head: status line, the handler's headers (less the framing ones the server owns),
+/// `X-Content-Type-Options`, `Content-Length` and `Connection`. The body is written after it unless the
+/// request was `HEAD`.
+pub(crate) fn response_head(resp: &Response, keep_alive: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
     out.extend_from_slice(
         format!("HTTP/1.1 {} {}\r\n", resp.status, reason(resp.status)).as_bytes(),
     );
@@ -194,26 +228,5 @@ pub(crate) fn write_response(
         )
         .as_bytes(),
     );
-    if !head_only {
-        out.extend_from_slice(&resp.body);
-    }
-    write_all_by(stream, &out, deadline)
-}
-
-/// `write_all` with one deadline for the whole buffer: each `write` gets the time that is left.
-fn write_all_by(stream: &mut TcpStream, mut data: &[u8], deadline: Instant) -> io::Result<()> {
-    while !data.is_empty() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(io::Error::new(ErrorKind::TimedOut, "write deadline passed"));
-        }
-        stream.set_write_timeout(Some(left))?;
-        match stream.write(data) {
-            Ok(0) => return Err(io::Error::new(ErrorKind::WriteZero, "peer closed")),
-            Ok(n) => data = &data[n..],
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
+    out
 }

@@ -1,5 +1,6 @@
-//! The few system calls the server needs that std does not offer: `poll(2)` over many sockets and
-//! raising `RLIMIT_NOFILE`. Thin wrappers only; no policy lives here.
+//! The few system calls the server needs that std does not offer: `poll(2)` over many sockets, asking
+//! whether a socket's peer has gone, a longer accept queue, and raising `RLIMIT_NOFILE`. Thin wrappers
+//! only; no policy lives here.
 //!
 //! This is the one `unsafe` file of the HTTP layer: each call passes memory it owns for the call's duration.
 #![allow(unsafe_code)]
@@ -11,7 +12,7 @@ use std::time::Duration;
 /// Readable (or hung up / errored: all mean "a read will not block").
 pub const READABLE: i16 = libc::POLLIN | libc::POLLHUP | libc::POLLERR | libc::POLLNVAL;
 
-/// One descriptor to watch for readability, and what poll saw.
+/// One descriptor to watch, and what poll saw.
 #[derive(Debug, Clone, Copy)]
 #[repr(transparent)]
 pub struct PollFd(libc::pollfd);
@@ -19,20 +20,43 @@ pub struct PollFd(libc::pollfd);
 impl PollFd {
     /// Watches `fd` for input.
     pub fn readable(fd: RawFd) -> PollFd {
+        PollFd::watch(fd, libc::POLLIN)
+    }
+
+    /// Watches `fd` for room to write.
+    pub fn writable(fd: RawFd) -> PollFd {
+        PollFd::watch(fd, libc::POLLOUT)
+    }
+
+    fn watch(fd: RawFd, events: i16) -> PollFd {
         PollFd(libc::pollfd {
             fd,
-            events: libc::POLLIN,
+            events,
             revents: 0,
         })
     }
 
-    /// True when the last poll reported `fd` ready to read (data, end of stream or an error).
+    /// True when the last poll reported `fd` ready for what it was watched for, hung up or errored: in
+    /// each case the next read or write will not block. Never true for a negative `fd` (not watched).
     pub fn is_ready(&self) -> bool {
-        self.0.revents & READABLE != 0
+        self.0.revents != 0
     }
 }
 
-/// Waits until one of `fds` is readable or `timeout` passes. EINTR is returned as `Ok(0)` (a spurious
+/// True when the peer of socket `fd` has closed, reset or shut down its sending side (`POLLRDHUP`), or
+/// `fd` is not open. Never waits.
+pub fn peer_gone(fd: RawFd) -> bool {
+    let mut fds = [PollFd::watch(fd, libc::POLLRDHUP)];
+    match poll(&mut fds, Duration::ZERO) {
+        Ok(_) => {
+            fds[0].0.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR | libc::POLLNVAL)
+                != 0
+        }
+        Err(_) => false,
+    }
+}
+
+/// Waits until one of `fds` is ready or `timeout` passes. EINTR is returned as `Ok(0)` (a spurious
 /// wake-up the caller's loop absorbs), so a profiler's signal never looks like an error.
 pub fn poll(fds: &mut [PollFd], timeout: Duration) -> io::Result<usize> {
     let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
@@ -55,19 +79,15 @@ pub fn poll(fds: &mut [PollFd], timeout: Duration) -> io::Result<usize> {
     Ok(n as usize)
 }
 
-/// True when the peer of the connected socket `fd` has closed its side (FIN: `POLLRDHUP`) or the
-/// connection is reset or broken (`POLLHUP`, `POLLERR`); unread input alone is not. Never blocks (zero
-/// timeout); a descriptor that is no longer open counts as gone (`POLLNVAL`).
-pub fn peer_closed(fd: RawFd) -> bool {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN | libc::POLLRDHUP,
-        revents: 0,
-    };
-    // SAFETY: one pollfd we own for the call; a zero timeout never blocks.
-    let n = unsafe { libc::poll(&mut p, 1, 0) };
-    let gone = libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR | libc::POLLNVAL;
-    n > 0 && p.revents & gone != 0
+/// Sets the accept queue of listening socket `fd` to `backlog` connections (the kernel caps it at
+/// `net.core.somaxconn`); std listens with 128, which a burst of connections overflows, and a client whose
+/// handshake is dropped retries only after a second.
+pub fn set_listen_backlog(fd: RawFd, backlog: i32) -> io::Result<()> {
+    // SAFETY: listen(2) on a descriptor the caller owns; no memory is passed.
+    if unsafe { libc::listen(fd, backlog) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit and returns `(old_soft, new_soft)`.
@@ -111,31 +131,30 @@ mod tests {
     }
 
     #[test]
-    fn peer_closed_sees_a_close_and_a_half_close_but_not_unread_input() {
-        use std::net::{Shutdown, TcpListener, TcpStream};
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let mut client = TcpStream::connect(addr).unwrap();
+    fn peer_gone_sees_a_close_and_a_half_close() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (server, _) = listener.accept().unwrap();
-        assert!(!peer_closed(server.as_raw_fd()));
-        client.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
-        std::thread::sleep(Duration::from_millis(50));
-        assert!(
-            !peer_closed(server.as_raw_fd()),
-            "unread input is not a close"
-        );
-        drop(client);
-        std::thread::sleep(Duration::from_millis(50));
-        assert!(peer_closed(server.as_raw_fd()));
+        client.write_all(b"unread input is not a hang-up").unwrap();
+        assert!(!peer_gone(server.as_raw_fd()));
+        client.shutdown(std::net::Shutdown::Write).unwrap();
+        assert!(poll_until(|| peer_gone(server.as_raw_fd())));
+        let (other, _) = {
+            let _c = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            listener.accept().unwrap()
+        };
+        assert!(poll_until(|| peer_gone(other.as_raw_fd())));
+    }
 
-        let half = TcpStream::connect(addr).unwrap();
-        let (server, _) = listener.accept().unwrap();
-        half.shutdown(Shutdown::Write).unwrap();
-        std::thread::sleep(Duration::from_millis(50));
-        assert!(
-            peer_closed(server.as_raw_fd()),
-            "a half-close ends the request, as in Go"
-        );
+    fn poll_until(cond: impl Fn() -> bool) -> bool {
+        let end = std::time::Instant::now() + Duration::from_secs(5);
+        while std::time::Instant::now() < end {
+            if cond() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        false
     }
 
     #[test]

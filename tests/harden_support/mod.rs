@@ -1,8 +1,11 @@
 //! Shared by the hardening tests: a deterministic seeded generator of hostile inputs (no crates) and a
-//! TCP listener that resets a connection mid-body (`/proc` readers and `wait_until` are in tests/common).
+//! TCP listener that resets a connection mid-body, and ([`watch`]) a probe of the binary under a flood
+//! (`/proc` readers and `wait_until` are in tests/common).
 //!
 //! Only loopback; every loop is bounded; nothing here kills a process.
 #![allow(dead_code)]
+
+pub mod watch;
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener};
