@@ -248,12 +248,12 @@ unsafe extern "C" fn on_stacks_signal(_sig: c_int, _info: *mut libc::siginfo_t, 
         // SAFETY: ctx is the kernel's ucontext for this handler.
         let regs = unsafe { unwind::regs_from_ucontext(ctx) };
         data.label = labels::current_index();
-        let top = match unwind::stack_top_in_handler() {
-            unwind::Top::Known(top) => top,
-            unwind::Top::Unknown(_) => 0,
+        let bounds = match unwind::bounds_in_handler() {
+            unwind::Bounds::Known(low, high) => Some((low, high)),
+            unwind::Bounds::Unknown(_) => None,
         };
         data.depth = match regs {
-            Some(r) => unwind::unwind_interrupted(r, top, &mut data.frames) as u16,
+            Some(r) => unwind::unwind_interrupted(r, bounds, &mut data.frames) as u16,
             None => 0,
         };
     });
@@ -269,7 +269,7 @@ fn thread_name(tid: i32) -> String {
 /// `timeout` are reported with an empty stack. Sorted by tid.
 pub fn capture_all(timeout: Duration) -> Vec<ThreadStack> {
     let _serial = CAPTURE.lock().unwrap_or_else(|e| e.into_inner());
-    unwind::learn_text();
+    unwind::learn_code();
     let me = signal::gettid();
     let tids = super::cpu::list_tids().unwrap_or_default();
     let mut out = Vec::with_capacity(tids.len());

@@ -131,16 +131,16 @@ unsafe extern "C" fn on_sigprof(_sig: c_int, info: *mut libc::siginfo_t, ctx: *m
     let Some(regs) = regs else { return };
     let weight = overrun.saturating_add(1);
     let label = labels::current_index();
-    let (top, unknown_tid) = match unwind::stack_top_in_handler() {
-        unwind::Top::Known(top) => (top, 0),
-        unwind::Top::Unknown(tid) => (0, tid),
+    let (bounds, unknown_tid) = match unwind::bounds_in_handler() {
+        unwind::Bounds::Known(low, high) => (Some((low, high)), 0),
+        unwind::Bounds::Unknown(tid) => (None, tid),
     };
     let written = RING.push(|slot| {
         slot.weight = weight;
         slot.label = label;
         slot.unknown_tid = unknown_tid;
         slot.rsp = regs.rsp;
-        slot.depth = unwind::unwind_interrupted(regs, top, &mut slot.frames) as u16;
+        slot.depth = unwind::unwind_interrupted(regs, bounds, &mut slot.frames) as u16;
     });
     if written {
         SIGNALS.fetch_add(1, Ordering::Relaxed);
@@ -261,9 +261,10 @@ impl Window {
     }
 }
 
-/// Publishes stack tops for threads the handler could not bound, from `/proc/self/maps`, for tids that
-/// still have a timer only: one whose timer is gone was forgotten already (and its thread may be too), so
-/// learning it now would leave an entry nothing forgets (contract in `unwind`).
+/// Publishes stack bounds for threads the handler could not bound (the mapping holding the sample's
+/// `RSP` in `/proc/self/maps`), for tids that still have a timer only: one whose timer is gone was
+/// forgotten already (and its thread may be too), so learning it now would leave an entry nothing
+/// forgets (contract in `unwind`).
 fn learn_stack_tops(unknown: &[(i32, u64)], armed: impl Fn(i32) -> bool) {
     let unknown: Vec<&(i32, u64)> = unknown.iter().filter(|(tid, _)| armed(*tid)).collect();
     if unknown.is_empty() {
@@ -273,8 +274,8 @@ fn learn_stack_tops(unknown: &[(i32, u64)], armed: impl Fn(i32) -> bool) {
         return;
     };
     for (tid, rsp) in unknown {
-        if let Some(end) = unwind::mapping_end(&maps, *rsp) {
-            unwind::set_foreign_top(*tid, end);
+        if let Some((low, high)) = unwind::mapping_bounds(&maps, *rsp) {
+            unwind::set_foreign_bounds(*tid, low, high);
         }
     }
 }
@@ -318,7 +319,7 @@ fn start_inner(hz: u32) -> Result<CpuSession, CpuError> {
     let period_ns = 1_000_000_000 / effective_hz(hz) as u64;
     signal::install(signal::CPU_SIGNAL, on_sigprof).map_err(CpuError::Os)?;
     unwind::init_thread_bounds();
-    unwind::learn_text();
+    unwind::learn_code();
     // Discard anything a handler published after the previous session ended.
     Window::new().drain_ring();
     let shared = Arc::new(Shared {
