@@ -19,7 +19,7 @@
 #![forbid(unsafe_code)]
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{compiler_fence, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// How many distinct label values a process can hold (built-ins plus [`Subsystem::custom`] ones).
@@ -157,17 +157,30 @@ pub fn current_index() -> u16 {
     CURRENT.with(Cell::get)
 }
 
+/// Stores the calling thread's label index between two compiler fences. Only a signal handler on this
+/// same thread reads the value while it is set, which the compiler cannot see: without the fences, a
+/// `with` around a closure that does not touch the label has both stores deleted at -O (the second
+/// overwrites the first, and nothing the compiler knows of reads in between) or moved across the
+/// closure's code. The fences are a signal fence (no instruction is emitted): the stores happen where
+/// they are written, in program order, as the handler sees it.
+#[inline(always)]
+fn store_label(index: u16) {
+    compiler_fence(Ordering::SeqCst);
+    CURRENT.with(|c| c.set(index));
+    compiler_fence(Ordering::SeqCst);
+}
+
 /// Sets the calling thread's label for the rest of its life (or until the next `set_thread`).
 /// Use at the top of a long-lived loop in a thread nl6 did not spawn with [`spawn`].
 #[inline]
 pub fn set_thread(label: Subsystem) {
-    CURRENT.with(|c| c.set(label.0));
+    store_label(label.0);
 }
 
 /// Clears the calling thread's label.
 #[inline]
 pub fn clear_thread() {
-    CURRENT.with(|c| c.set(0));
+    store_label(0);
 }
 
 /// Restores the previous label when dropped, so a scope ends correctly on return and on unwind.
@@ -176,21 +189,22 @@ struct Restore(u16);
 impl Drop for Restore {
     #[inline]
     fn drop(&mut self) {
-        CURRENT.with(|c| c.set(self.0));
+        store_label(self.0);
     }
 }
 
 /// Runs `f` with the calling thread labelled `label`, then restores the label the thread had before (also
 /// if `f` panics). Nested scopes: the innermost wins inside it; after it returns, the outer label is back.
 /// When the thread already carries `label`, nothing is written at all. Costs two thread-local stores and
-/// allocates nothing.
+/// allocates nothing. Correct whatever `f` does: the stores are fenced (see `store_label`), so a pure
+/// computation in `f` is sampled under `label` even when the compiler can see that `f` never reads it.
 #[inline]
 pub fn with<R>(label: Subsystem, f: impl FnOnce() -> R) -> R {
     let before = current_index();
     if before == label.0 {
         return f();
     }
-    CURRENT.with(|c| c.set(label.0));
+    store_label(label.0);
     let _restore = Restore(before);
     f()
 }
@@ -221,7 +235,7 @@ where
 {
     let inherited = current_index();
     crate::profiling::threads::spawn_recorded(name, move || {
-        CURRENT.with(|c| c.set(inherited));
+        store_label(inherited);
         f()
     })
 }

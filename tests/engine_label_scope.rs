@@ -1,0 +1,58 @@
+//! A label scope around pure computation is really in force while it runs: `labels::with` around an
+//! `#[inline(never)]` arithmetic closure that never touches the label, read back from CPU samples.
+//!
+//! What it guards: the label lives in a thread-local that only the signal handler reads, so at -O the
+//! compiler may delete the scope's two stores (nothing it can see reads the value in between). The
+//! stores are fenced against that (`labels::store_label`). The deletion only happens in optimised
+//! code: `scripts/test.sh` also runs this test with `--release`, where it fails without the fences.
+use nl6::profiling::labels::{self, Subsystem};
+use nl6::profiling::symbols::symbolize;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+/// Pure arithmetic: reads and writes no memory the compiler cannot see.
+#[inline(never)]
+fn pure_spin(mut x: u64, rounds: u64) -> u64 {
+    for _ in 0..rounds {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+    }
+    x
+}
+
+#[test]
+fn a_scope_around_a_pure_closure_labels_its_samples() {
+    let label = Subsystem::custom("pure-scope-test");
+    let session = nl6::profiling::cpu::start(250).expect("CPU profiler");
+    let worker = nl6::profiling::threads::spawn_recorded("pure-scope", move || {
+        let end = Instant::now() + Duration::from_millis(1500);
+        let mut x = 1u64;
+        while Instant::now() < end {
+            x = labels::with(label, || pure_spin(x, 2_000_000));
+        }
+        black_box(x)
+    })
+    .unwrap();
+    worker.join().unwrap();
+    let profile = session.stop();
+    let (mut inside, mut labelled) = (0u64, 0u64);
+    for s in &profile.samples {
+        let in_spin = s
+            .stack
+            .iter()
+            .take(2)
+            .filter_map(|a| symbolize(*a))
+            .any(|n| n.contains("pure_spin"));
+        if in_spin {
+            inside += s.count;
+            labelled += u64::from(s.label == label.index()) * s.count;
+        }
+    }
+    eprintln!("FIGURE pure scope: {labelled} of {inside} samples in pure_spin carry the scope's label");
+    assert!(inside >= 50, "pure_spin was sampled ({inside} samples)");
+    assert!(
+        labelled * 100 >= inside * 95,
+        "only {labelled} of {inside} samples inside the scope carry its label"
+    );
+}
