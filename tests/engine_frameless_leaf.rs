@@ -60,17 +60,19 @@ fn is_rust_name(name: &str) -> bool {
 fn the_rust_caller_of_a_frameless_libc_leaf_is_kept() {
     let label = Subsystem::custom("frameless-leaf-test");
     let session = nl6::profiling::cpu::start(250).expect("CPU profiler");
-    let worker = labels::spawn(label, "frameless-work", || {
-        let src = vec![7u8; 8 << 20];
-        let mut dst = vec![0u8; 8 << 20];
+    // The buffers are made and freed outside the labelled thread: only the two known functions run
+    // libc code under the label.
+    let (src, mut dst) = (vec![7u8; 8 << 20], vec![0u8; 8 << 20]);
+    let worker = labels::spawn(label, "frameless-work", move || {
         let end = Instant::now() + Duration::from_millis(2500);
         while Instant::now() < end {
             free_big_blocks(200);
             copy_big_buffer(&src, &mut dst);
         }
+        (src, dst)
     })
     .unwrap();
-    worker.join().unwrap();
+    drop(worker.join().unwrap());
     let profile = session.stop();
     let (lo, hi) = exe_code_range();
     let (mut libc_leaf, mut kept, mut lost) = (0u64, 0u64, Vec::new());
