@@ -10,7 +10,7 @@
 //!   restores the label the thread had before, also when the closure unwinds. The innermost scope wins;
 //! - [`current`] reads it.
 //!
-//! Values are the [`Subsystem`] constants (snmp, trap, syslog, flow, gnmi, gnmi-dialout, scenario) or a
+//! Values are the [`Subsystem`] constants (snmp, trap, syslog, flow, gnmi, gnmi-dialout, scenario, scheduler) or a
 //! free-form value registered once with [`Subsystem::custom`] (e.g. `interop-probe`).
 //!
 //! What this module never does: allocate or lock on [`with`] / [`current`] / [`set_thread`] (a scope is two
@@ -31,7 +31,7 @@ pub const MAX_LABELS: usize = 64;
 pub struct Subsystem(u16);
 
 /// The built-in values, in index order (index 0 is "no label").
-const BUILTIN: [&str; 8] = [
+const BUILTIN: [&str; 9] = [
     "",
     "snmp",
     "trap",
@@ -40,6 +40,7 @@ const BUILTIN: [&str; 8] = [
     "gnmi",
     "gnmi-dialout",
     "scenario",
+    "scheduler",
 ];
 
 static CUSTOM: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
@@ -64,9 +65,11 @@ impl Subsystem {
     pub const GNMI_DIALOUT: Subsystem = Subsystem(6);
     /// Scenario orchestration.
     pub const SCENARIO: Subsystem = Subsystem(7);
+    /// The lab scheduler's own bookkeeping between jobs (each job runs under its own subsystem).
+    pub const SCHEDULER: Subsystem = Subsystem(8);
 
     /// Every built-in value, for tables and tests.
-    pub const ALL_BUILTIN: [Subsystem; 7] = [
+    pub const ALL_BUILTIN: [Subsystem; 8] = [
         Subsystem::SNMP,
         Subsystem::TRAP,
         Subsystem::SYSLOG,
@@ -74,6 +77,7 @@ impl Subsystem {
         Subsystem::GNMI,
         Subsystem::GNMI_DIALOUT,
         Subsystem::SCENARIO,
+        Subsystem::SCHEDULER,
     ];
 
     /// The value for `name`: a built-in one, or a free-form one registered on first use (the name is leaked
