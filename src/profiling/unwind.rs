@@ -193,7 +193,7 @@ pub(crate) fn unwind_interrupted(regs: Regs, bounds: Option<(u64, u64)>, out: &m
         !c.keeps_frame_pointer(regs.rip) || !mem.plausible_frame(&c, regs.rbp, lo)
     });
     let (scanned, fp) = match code {
-        Some(c) if frameless => scan::scan_from_rsp(&c, regs.rbp, &mem, rest),
+        Some(c) if frameless => scan::scan_from_rsp(&c, regs.rip, regs.rbp, &mem, rest),
         _ => (0, regs.rbp),
     };
     let rest = rest.get_mut(scanned..).unwrap_or(&mut []);

@@ -84,11 +84,54 @@ impl Code {
     /// with `a >= lo` and `a + 8 <= hi`.
     #[inline]
     pub(crate) fn is_return_address(&self, w: u64, read8: impl Fn(u64) -> u64) -> bool {
-        if w < self.lo.saturating_add(8) || w > self.hi {
-            return false;
-        }
-        ends_with_call(read8(w - 8).to_le_bytes())
+        self.call_before(w, read8).is_some()
     }
+
+    /// The call that `w` returns from, if `w` is a return address into the executable (see
+    /// [`Code::is_return_address`]).
+    #[inline]
+    pub(crate) fn call_before(&self, w: u64, read8: impl Fn(u64) -> u64) -> Option<Call> {
+        if w < self.lo.saturating_add(8) || w > self.hi {
+            return None;
+        }
+        decode_call(w, read8(w - 8).to_le_bytes())
+    }
+}
+
+/// A `call` instruction ending at a return address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Call {
+    /// `call rel32` to this target.
+    Direct(u64),
+    /// `call r/m64`: the target is not in the instruction.
+    Indirect,
+}
+
+/// Largest distance from a direct call's target to an address inside the callee (or a function it
+/// tail-jumps to) that still counts as "this call leads there".
+pub(crate) const MAX_CALLEE_SPAN: u64 = 128 << 10;
+
+impl Call {
+    /// True when this call can lead to code at `pc`: always for an indirect call; for a direct one,
+    /// when `pc` lies at most [`MAX_CALLEE_SPAN`] after the target.
+    #[inline]
+    pub(crate) fn leads_to(self, pc: u64) -> bool {
+        match self {
+            Call::Direct(target) => target <= pc && pc - target <= MAX_CALLEE_SPAN,
+            Call::Indirect => true,
+        }
+    }
+}
+
+/// The call ending at return address `w`, given the 8 bytes before it.
+fn decode_call(w: u64, b: [u8; 8]) -> Option<Call> {
+    if ends_with_ff_call(b) {
+        return Some(Call::Indirect);
+    }
+    (b[3] == 0xe8).then(|| {
+        let rel = i32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+        Call::Direct(w.wrapping_add(rel as i64 as u64))
+    })
 }
 
 /// Length of an `ff /2` (`call r/m64`) instruction from its ModRM byte and the byte after it (the SIB
@@ -111,9 +154,10 @@ fn ff_call_len(modrm: u8, sib: u8) -> usize {
 /// True when the 8 bytes before a return address end with a `call`: `e8 rel32`, or `ff /2` of any
 /// addressing form whose length ends exactly there.
 pub(crate) fn ends_with_call(b: [u8; 8]) -> bool {
-    if b[3] == 0xe8 {
-        return true;
-    }
+    b[3] == 0xe8 || ends_with_ff_call(b)
+}
+
+fn ends_with_ff_call(b: [u8; 8]) -> bool {
     [2usize, 3, 4, 6, 7].iter().any(|&len| {
         let at = 8 - len;
         let modrm = b[at + 1];
@@ -332,6 +376,13 @@ mod tests {
         assert!(!ends_with_call(before(&[0xff, 0xe0])), "jmp rax is not a call");
         assert!(!ends_with_call(before(&[0xff, 0x50])), "a disp8 form cut short");
         assert!(!ends_with_call(before(&[0xe9, 1, 2, 3, 4])), "jmp rel32");
+        // A direct call's target: return address + rel32.
+        let b = before(&[0xe8, 0xf0, 0xff, 0xff, 0xff]);
+        assert_eq!(decode_call(0x1000, b), Some(Call::Direct(0x1000 - 16)));
+        assert!(Call::Direct(0x1000).leads_to(0x1010));
+        assert!(!Call::Direct(0x1000).leads_to(0x0ff0), "before the target");
+        assert!(!Call::Direct(0x1000).leads_to(0x1000 + MAX_CALLEE_SPAN + 1));
+        assert!(Call::Indirect.leads_to(0));
     }
 
     #[test]

@@ -4,7 +4,10 @@
 //! assembly — does not link itself into the `RBP` chain, and may use `RBP` as a general register. When the
 //! interrupted `RIP` is such code (or `RBP` is not a plausible frame), [`scan_from_rsp`] walks the stack
 //! words above `RSP` (at most [`SCAN_WORDS`]) for **validated return addresses**: inside the executable's
-//! code, with a `call` instruction ending just before them. Each one found is a caller, innermost first;
+//! code, with a `call` instruction ending just before them, and — for a direct call — whose target lies
+//! at most [`MAX_CALLEE_SPAN`] below the code found so far (the callee, or a function it tail-jumps to):
+//! a stale return address left in a frameless function's uninitialised locals by an earlier call
+//! elsewhere fails that. Each one found is a caller, innermost first;
 //! frameless callers (`__libc_free` above `__munmap`) are recorded and the scan goes on; the first caller
 //! that keeps a frame pointer ends the scan: its frame is `RBP` if that is still a plausible frame above the
 //! word found (frameless code that never touched `RBP`), else the first plausible frame record above it.
@@ -15,6 +18,8 @@
 //! a stale return address left in a frameless function's uninitialised locals can add one wrong frame
 //! (a `call` must precede it, which makes that rare).
 use super::code::Code;
+#[cfg(doc)]
+use super::code::MAX_CALLEE_SPAN;
 
 /// Words above `RSP` a scan may read.
 pub(crate) const SCAN_WORDS: u64 = 256;
@@ -50,6 +55,7 @@ impl<S: Fn(u64) -> u64, C: Fn(u64) -> u64> Mem<S, C> {
 /// frame pointer to continue the walk from (0 = none found: the stack ends with the scanned callers).
 pub(crate) fn scan_from_rsp<S, C>(
     code: &Code,
+    rip: u64,
     rbp: u64,
     mem: &Mem<S, C>,
     out: &mut [u64],
@@ -64,16 +70,23 @@ where
         .saturating_add(SCAN_WORDS * 8)
         .min(mem.hi.saturating_sub(8));
     let mut p = mem.lo;
+    // The innermost code so far: a caller's direct call must lead there (its target at most
+    // MAX_CALLEE_SPAN below it). Outside the executable (libc.so, the vdso) no target is checked.
+    let mut pc = rip;
     while p < end && n < MAX_SCANNED.min(out.len()) {
         let w = (mem.stack)(p);
         p += 8;
-        if !code.is_return_address(w, &mem.code) {
+        let Some(call) = code.call_before(w, &mem.code) else {
+            continue;
+        };
+        if code.contains(pc) && !call.leads_to(pc) {
             continue;
         }
         if let Some(slot) = out.get_mut(n) {
             *slot = w;
             n += 1;
         }
+        pc = w;
         if !code.keeps_frame_pointer(w) {
             continue;
         }
@@ -107,13 +120,21 @@ mod tests {
         }
     }
 
+    /// Code bytes: every address `w` with `w % 16 == 5` follows a `call rel32` to 0x1000.
+    fn code_byte(x: u64) -> u8 {
+        let w = x - x % 16 + 5;
+        let rel = (0x1000i64 - w as i64) as i32;
+        match x % 16 {
+            0 => 0xe8,
+            k @ 1..=4 => rel.to_le_bytes()[k as usize - 1],
+            _ => 0x90,
+        }
+    }
+
     fn read_code(a: u64) -> u64 {
-        // Byte i of the 8 at `a` is at address a+i: 0xe8 where that address is ≡ 0 (mod 16).
-        let mut b = [0x90u8; 8];
+        let mut b = [0u8; 8];
         for (i, byte) in b.iter_mut().enumerate() {
-            if (a + i as u64) % 16 == 0 {
-                *byte = 0xe8;
-            }
+            *byte = code_byte(a + i as u64);
         }
         u64::from_le_bytes(b)
     }
@@ -146,13 +167,13 @@ mod tests {
         };
         let mut out = [0u64; 8];
         // RBP clobbered by libc (a small integer): the frame record is found by scanning.
-        let (n, fp) = scan_from_rsp(&code(), 7, &mem, &mut out);
+        let (n, fp) = scan_from_rsp(&code(), 0x2500, 7, &mem, &mut out);
         assert_eq!((&out[..n], fp), (&[0x2105, 0x1205][..], at(9)));
         // RBP untouched (still F's frame): used as is.
-        let (n, fp) = scan_from_rsp(&code(), at(9), &mem, &mut out);
+        let (n, fp) = scan_from_rsp(&code(), 0x2500, at(9), &mem, &mut out);
         assert_eq!((n, fp), (2, at(9)));
         // RBP pointing below the return into F is not F's frame: scan instead.
-        let (_, fp) = scan_from_rsp(&code(), at(2), &mem, &mut out);
+        let (_, fp) = scan_from_rsp(&code(), 0x2500, at(2), &mem, &mut out);
         assert_eq!(fp, at(9));
     }
 
@@ -170,7 +191,7 @@ mod tests {
             code: read_code,
         };
         let mut out = [0u64; 8];
-        assert_eq!(scan_from_rsp(&code(), 0, &mem, &mut out), (0, 0));
+        assert_eq!(scan_from_rsp(&code(), 0x2500, 0, &mem, &mut out), (0, 0));
         // Nothing but frameless return addresses: at most MAX_SCANNED callers.
         let (base, w) = stack(&[0x2105; 64]);
         let read = |a: u64| w[((a - base) / 8) as usize];
@@ -181,6 +202,6 @@ mod tests {
             code: read_code,
         };
         let mut out = [0u64; 64];
-        assert_eq!(scan_from_rsp(&code(), 0, &mem, &mut out), (MAX_SCANNED, 0));
+        assert_eq!(scan_from_rsp(&code(), 0x2500, 0, &mem, &mut out), (MAX_SCANNED, 0));
     }
 }
