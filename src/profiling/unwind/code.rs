@@ -153,6 +153,7 @@ fn ff_call_len(modrm: u8, sib: u8) -> usize {
 
 /// True when the 8 bytes before a return address end with a `call`: `e8 rel32`, or `ff /2` of any
 /// addressing form whose length ends exactly there.
+#[cfg(test)]
 pub(crate) fn ends_with_call(b: [u8; 8]) -> bool {
     b[3] == 0xe8 || ends_with_ff_call(b)
 }
