@@ -7,14 +7,16 @@
 //! signal handler unwinds the interrupted context, reads the thread's label and writes one slot of a static
 //! lock-free [`ring`]. A collector thread (`nl6-cpu-collect`, unlabelled, sampled like any other) drains the
 //! ring every 100 ms into a `(stack, label) → count` map and keeps the timers in step with the threads:
-//! each tick it lists `/proc/self/task`, arming timers for new threads and deleting those of dead ones
-//! (timers belong to the process and would leak).
+//! each tick it compares the process's thread count with the one it knows and, when they differ (or
+//! every 5 s), lists `/proc/self/task`, arming timers for new threads and deleting those of dead ones
+//! (timers belong to the process and would leak). A tick allocates nothing and costs the same whatever
+//! the number of threads.
 //!
 //! Coverage limit: every thread alive at [`start`] is armed before it returns, and a thread spawned
 //! through `threads::spawn_recorded` (so `labels::spawn`) arms itself at birth. Any other thread started
 //! during a profile (`std::thread::spawn`, a C library's thread) is armed by the collector's next tick:
-//! its first **up to 100 ms** of CPU are not sampled, and a thread that lives less than that may not
-//! appear at all. Waking more often would cost every profile CPU on the 2-core targets; spawn through the
+//! its first **up to 100 ms** of CPU are not sampled (up to 5 s when another thread exited in the same
+//! tick, leaving the count unchanged), and a thread that lives less than that may not appear at all. Waking more often would cost every profile CPU on the 2-core targets; spawn through the
 //! helper instead.
 //!
 //! Rates: the kernel checks CPU timers on its tick, so a thread receives at most `CONFIG_HZ` signals a
@@ -26,6 +28,7 @@
 //! allocates, locks or panics in the handler; runs two sessions at once ([`CpuError::Busy`]); restores the
 //! default SIGPROF action (see [`super::signal`]).
 mod ring;
+mod tasks;
 mod timers;
 
 use super::signal::{self, ErrnoGuard};
@@ -38,7 +41,7 @@ use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
-pub(crate) use timers::list_tids;
+pub(crate) use tasks::list_tids;
 use timers::Timers;
 
 /// Default sampling rate, as Go's.
@@ -185,7 +188,7 @@ pub(crate) fn arm_current_thread() {
         return;
     }
     if let Some(t) = timers().as_mut() {
-        let _ = t.arm(signal::gettid());
+        let _ = t.arm_newborn(signal::gettid());
     }
 }
 
@@ -330,10 +333,7 @@ fn start_inner(hz: u32) -> Result<CpuSession, CpuError> {
     ACTIVE.store(true, Ordering::SeqCst);
     {
         let mut slot = timers();
-        let t = slot.insert(Timers {
-            by_tid: HashMap::new(),
-            period_ns,
-        });
+        let t = slot.insert(Timers::new(period_ns));
         t.sync()
             .map_err(|e| CpuError::Os(format!("timer_create: {e}")))?;
     }
@@ -351,10 +351,12 @@ fn start_inner(hz: u32) -> Result<CpuSession, CpuError> {
 
 /// The collector loop: rescan, drain, sleep; on stop delete every timer.
 ///
-/// `start` has just armed every thread, so the loop sleeps first. Each tick lists `/proc/self/task`
-/// (about 16 µs with a handful of threads: 0.02 % of a core at 10 Hz). A cheaper test first — the
-/// thread count from one `stat` of that directory, 5 µs — was tried and dropped: a thread that exits
-/// while another starts leaves the count unchanged, and the new thread then went unsampled for long.
+/// `start` has just armed every thread, so the loop sleeps first. Each tick compares the process's
+/// thread count (`/proc/self/stat`) with the known one and lists `/proc/self/task` only when they differ
+/// or every `FULL_LIST_EVERY` ticks (`Timers::rescan`): a tick costs the same for 20 threads or 10 000
+/// and allocates nothing. Threads nl6 spawns arm themselves at birth and count themselves in, so they
+/// never need a listing; a foreign thread born in the same tick another thread exits leaves the count
+/// unchanged and waits for the periodic listing (at most 5 s).
 fn collect(shared: Arc<Shared>) {
     unwind::init_thread_bounds();
     let mut stop = shared.stop.lock().unwrap_or_else(|e| e.into_inner());
@@ -377,7 +379,7 @@ fn collect(shared: Arc<Shared>) {
         // Rescan first: learning then sees the timers as they are after this tick's deaths (and
         // forgets), under the same lock, so nothing is learnt for a tid the rescan just dropped.
         if let Some(t) = timers().as_mut() {
-            let _ = t.sync();
+            let _ = t.rescan();
             learn_stack_tops(&unknown, |tid| t.is_armed(tid));
         }
         stop = shared.stop.lock().unwrap_or_else(|e| e.into_inner());
