@@ -1,10 +1,14 @@
 //! Finding the process's threads without allocating: the thread count from `/proc/self/stat`, and the
 //! thread ids from `/proc/self/task` read with `getdents64` into buffers the caller keeps.
 //!
-//! The collector checks the count every tick (one small read, whatever the number of threads) and lists
-//! the ids only when the count differs from what it knows, or every [`super::timers::FULL_LIST_EVERY`]
-//! ticks; see `Timers::rescan`. Never: allocates once the caller's buffers have grown to fit; runs in a
-//! signal handler.
+//! The collector checks every tick, whatever the number of threads: the count, and the last pid the
+//! kernel handed out in our pid namespace (`/proc/sys/kernel/ns_last_pid`). The count alone misses a
+//! thread born in the same tick another one exited; the last pid does not: every id handed out since the
+//! previous tick is probed (`/proc/self/task/<id>` exists?), so a new thread of ours is found while the
+//! cost follows the machine's process-creation rate, not our thread count. The ids are listed only when
+//! something of ours changed, when too many ids were handed out to probe, or every
+//! [`super::timers::FULL_LIST_EVERY`] ticks; see `Timers::rescan`. Never: allocates once the caller's
+//! buffers have grown to fit; runs in a signal handler.
 use std::io;
 use std::os::raw::c_int;
 
@@ -40,12 +44,36 @@ pub(crate) fn num_threads_of(stat: &[u8]) -> Option<usize> {
 
 /// The process's current thread count, from one read of `/proc/self/stat` into a stack buffer.
 pub(crate) fn thread_count() -> Option<usize> {
-    let fd = Fd::open(c"/proc/self/stat", 0).ok()?;
     let mut buf = [0u8; 1024];
+    num_threads_of(read_small(c"/proc/self/stat", &mut buf)?)
+}
+
+/// Reads a small /proc file into `buf`; returns the bytes read.
+fn read_small<'a>(path: &std::ffi::CStr, buf: &'a mut [u8]) -> Option<&'a [u8]> {
+    let fd = Fd::open(path, 0).ok()?;
     // SAFETY: reading at most buf.len() bytes into our buffer.
     let n = unsafe { libc::read(fd.0, buf.as_mut_ptr().cast(), buf.len()) };
-    let n = usize::try_from(n).ok()?;
-    num_threads_of(buf.get(..n)?)
+    buf.get(..usize::try_from(n).ok()?)
+}
+
+/// The last process or thread id the kernel handed out in our pid namespace (None if unreadable).
+pub(crate) fn last_pid() -> Option<i32> {
+    let mut buf = [0u8; 32];
+    let text = read_small(c"/proc/sys/kernel/ns_last_pid", &mut buf)?;
+    std::str::from_utf8(text).ok()?.trim().parse().ok()
+}
+
+/// True when `tid` is a thread of this process right now (`/proc/self/task/<tid>` exists). No
+/// allocation: the path is formatted into a stack buffer.
+pub(crate) fn is_our_thread(tid: i32) -> bool {
+    use std::io::Write;
+    let mut path = [0u8; 40];
+    let mut w = &mut path[..];
+    if write!(w, "/proc/self/task/{tid}\0").is_err() {
+        return false;
+    }
+    // SAFETY: a NUL-terminated path in our buffer.
+    unsafe { libc::access(path.as_ptr().cast(), libc::F_OK) == 0 }
 }
 
 /// Appends the thread ids named by the `linux_dirent64` records in `buf` to `out` (pure).
@@ -125,6 +153,8 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(200));
         });
         let other = rx.recv().unwrap();
+        assert!(is_our_thread(other) && !is_our_thread(i32::MAX));
+        assert!(last_pid().is_some_and(|p| p >= other), "ns_last_pid");
         list_tids_into(&mut buf, &mut tids).unwrap();
         assert!(tids.contains(&other) && tids.contains(&crate::profiling::signal::gettid()));
         assert!(tids.windows(2).all(|w| w[0] < w[1]), "sorted");

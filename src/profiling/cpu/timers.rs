@@ -124,6 +124,10 @@ fn delete_timer(id: c_int) {
 /// on how long a foreign thread born in the same tick another thread died goes unsampled.
 pub(crate) const FULL_LIST_EVERY: u32 = 50;
 
+/// Ids handed out by the kernel since the last tick above which the rescan lists instead of probing
+/// each one.
+const MAX_PROBED_IDS: i64 = 128;
+
 /// The timers of one session, by tid, and what the rescan knows of the process's threads.
 pub(super) struct Timers {
     pub(super) by_tid: HashMap<i32, c_int>,
@@ -132,6 +136,8 @@ pub(super) struct Timers {
     known: usize,
     /// Ticks since the last listing.
     since_list: u32,
+    /// The namespace's last pid when last checked (every id above it is new since).
+    last_pid: Option<i32>,
     /// Reused buffers: directory records, live tids, tids to delete.
     dirents: Vec<u8>,
     live: Vec<i32>,
@@ -145,6 +151,7 @@ impl Timers {
             period_ns,
             known: 0,
             since_list: 0,
+            last_pid: None,
             dirents: Vec::new(),
             live: Vec::new(),
             gone: Vec::new(),
@@ -168,20 +175,36 @@ impl Timers {
         Ok(())
     }
 
-    /// The collector's tick: when the process's thread count equals the known one (and a full listing
-    /// is not due), nothing changed that needs a listing — one read of `/proc/self/stat`, no allocation,
-    /// the same cost for 20 threads or 10 000. Otherwise [`Timers::sync`]. Returns how many were armed.
+    /// The collector's tick. Nothing to do when the thread count equals the known one and none of the
+    /// ids handed out since the last tick is a thread of ours (each probed: see [`tasks`]); otherwise,
+    /// or when a listing is due, [`Timers::sync`]. No allocation, and the same cost for 20 threads or
+    /// 10 000. Returns how many timers were armed.
     pub(super) fn rescan(&mut self) -> Result<usize, std::io::Error> {
         self.since_list += 1;
-        if self.since_list < FULL_LIST_EVERY && tasks::thread_count() == Some(self.known) {
-            return Ok(0);
+        if self.since_list >= FULL_LIST_EVERY || tasks::thread_count() != Some(self.known) {
+            return self.sync();
         }
-        self.sync()
+        let (Some(before), Some(now)) = (self.last_pid, tasks::last_pid()) else {
+            return self.sync();
+        };
+        // Ids are handed out upwards until they wrap at pid_max; a wrap or a burst lists instead.
+        let handed_out = i64::from(now) - i64::from(before);
+        if !(0..=MAX_PROBED_IDS).contains(&handed_out) {
+            return self.sync();
+        }
+        if (before + 1..=now).any(tasks::is_our_thread) {
+            return self.sync();
+        }
+        self.last_pid = Some(now);
+        Ok(0)
     }
 
     /// Lists the threads, arms new ones and deletes timers of dead ones. Returns how many were armed.
     /// Allocates only when the buffers must grow or the timer map gains entries.
     pub(super) fn sync(&mut self) -> Result<usize, std::io::Error> {
+        // Read the last pid first: a thread born after this read has a higher id and is probed next
+        // tick even if the listing below missed it.
+        self.last_pid = tasks::last_pid();
         tasks::list_tids_into(&mut self.dirents, &mut self.live)?;
         self.since_list = 0;
         self.known = self.live.len();
