@@ -107,6 +107,19 @@ fn main() {
         })
         .map(|s| s.count)
         .sum();
+    if std::env::var_os("NL6_BENCH_VERBOSE").is_some() {
+        for s in &profile.samples {
+            let names: Vec<String> = s
+                .stack
+                .iter()
+                .take(8)
+                .map(|a| symbolize(*a).unwrap_or_else(|| format!("{a:#x}")))
+                .collect();
+            if !names.iter().any(|n| n.contains("spin")) {
+                println!("{} {names:?}", s.count);
+            }
+        }
+    }
     let share = |cpu: Duration, wall: Duration| 100.0 * cpu.as_secs_f64() / wall.as_secs_f64();
     println!(
         "idle_threads: {n} idle threads, {secs} s windows: beyond the worker, {:.2} % of a core without \

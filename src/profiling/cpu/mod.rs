@@ -7,16 +7,17 @@
 //! signal handler unwinds the interrupted context, reads the thread's label and writes one slot of a static
 //! lock-free [`ring`]. A collector thread (`nl6-cpu-collect`, unlabelled, sampled like any other) drains the
 //! ring every 100 ms into a `(stack, label) → count` map and keeps the timers in step with the threads:
-//! each tick it compares the process's thread count with the one it knows and, when they differ (or
-//! every 5 s), lists `/proc/self/task`, arming timers for new threads and deleting those of dead ones
+//! each tick it compares the process's thread count with the one it knows and probes the ids the kernel
+//! handed out since the last tick; only when one of them says something changed (or every 30 s) does
+//! it list `/proc/self/task`, arming timers for new threads and deleting those of dead ones
 //! (timers belong to the process and would leak). A tick allocates nothing and costs the same whatever
 //! the number of threads.
 //!
 //! Coverage limit: every thread alive at [`start`] is armed before it returns, and a thread spawned
 //! through `threads::spawn_recorded` (so `labels::spawn`) arms itself at birth. Any other thread started
 //! during a profile (`std::thread::spawn`, a C library's thread) is armed by the collector's next tick:
-//! its first **up to 100 ms** of CPU are not sampled (up to 5 s when another thread exited in the same
-//! tick, leaving the count unchanged), and a thread that lives less than that may not appear at all. Waking more often would cost every profile CPU on the 2-core targets; spawn through the
+//! its first **up to 100 ms** of CPU are not sampled, and a thread that lives less than that may not
+//! appear at all. Waking more often would cost every profile CPU on the 2-core targets; spawn through the
 //! helper instead.
 //!
 //! Rates: the kernel checks CPU timers on its tick, so a thread receives at most `CONFIG_HZ` signals a
@@ -355,10 +356,12 @@ fn start_inner(hz: u32) -> Result<CpuSession, CpuError> {
 /// thread count (`/proc/self/stat`) with the known one and lists `/proc/self/task` only when they differ
 /// or every `FULL_LIST_EVERY` ticks (`Timers::rescan`): a tick costs the same for 20 threads or 10 000
 /// and allocates nothing. Threads nl6 spawns arm themselves at birth and count themselves in, so they
-/// never need a listing; a foreign thread born in the same tick another thread exits leaves the count
-/// unchanged and waits for the periodic listing (at most 5 s).
+/// never need a listing; a foreign thread born in the same tick another one exits leaves the count
+/// unchanged but is found by probing the ids handed out since the last tick (`cpu/tasks.rs`).
 fn collect(shared: Arc<Shared>) {
     unwind::init_thread_bounds();
+    // Counted in at birth like threads nl6 spawns, so the first tick need not list every thread.
+    arm_current_thread();
     let mut stop = shared.stop.lock().unwrap_or_else(|e| e.into_inner());
     loop {
         // Spurious wakeups and EINTR only shorten one sleep.

@@ -120,9 +120,9 @@ fn delete_timer(id: c_int) {
     }
 }
 
-/// Ticks after which the collector lists the threads even though their count did not change: the bound
-/// on how long a foreign thread born in the same tick another thread died goes unsampled.
-pub(crate) const FULL_LIST_EVERY: u32 = 50;
+/// Ticks (30 s) after which the collector lists the threads even though nothing said they changed: a
+/// safety net only (the count and the probe of new ids find every change the kernel reports).
+pub(crate) const FULL_LIST_EVERY: u32 = 300;
 
 /// Ids handed out by the kernel since the last tick above which the rescan lists instead of probing
 /// each one.
