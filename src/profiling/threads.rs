@@ -354,7 +354,17 @@ pub fn threadcreate_stacks() -> Vec<Stack> {
         .clone()
 }
 
-/// Spawns a named thread, recording the spawning stack for `threadcreate`.
+/// Deletes a spawned thread's CPU timer when its closure ends (returns or unwinds).
+struct DisarmAtEnd;
+
+impl Drop for DisarmAtEnd {
+    fn drop(&mut self) {
+        super::cpu::disarm_current_thread();
+    }
+}
+
+/// Spawns a named thread, recording the spawning stack for `threadcreate`; the thread learns its stack
+/// bounds, arms its CPU timer at birth (if a profile runs) and deletes it at its end.
 pub fn spawn_recorded<F, T>(name: &str, f: F) -> std::io::Result<std::thread::JoinHandle<T>>
 where
     F: FnOnce() -> T + Send + 'static,
@@ -373,6 +383,7 @@ where
         .spawn(move || {
             unwind::init_thread_bounds();
             super::cpu::arm_current_thread();
+            let _disarm = DisarmAtEnd;
             f()
         })
 }

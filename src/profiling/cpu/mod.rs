@@ -193,6 +193,18 @@ pub(crate) fn arm_current_thread() {
     }
 }
 
+/// Deletes the calling thread's timer as it ends (called by `threads::spawn_recorded` after the thread's
+/// closure, also on unwind) and counts it out, so its exit does not make the next rescan list every
+/// thread.
+pub(crate) fn disarm_current_thread() {
+    if !ACTIVE.load(Ordering::Acquire) {
+        return;
+    }
+    if let Some(t) = timers().as_mut() {
+        t.disarm_ending(signal::gettid());
+    }
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Sessions.
 

@@ -175,6 +175,15 @@ impl Timers {
         Ok(())
     }
 
+    /// A thread nl6 spawned, about to end: its timer is deleted and it is counted out.
+    pub(super) fn disarm_ending(&mut self, tid: i32) {
+        if let Some(id) = self.by_tid.remove(&tid) {
+            delete_timer(id);
+            self.known = self.known.saturating_sub(1);
+        }
+        unwind::forget_foreign(tid);
+    }
+
     /// The collector's tick. Nothing to do when the thread count equals the known one and none of the
     /// ids handed out since the last tick is a thread of ours (each probed: see [`tasks`]); otherwise,
     /// or when a listing is due, [`Timers::sync`]. No allocation, and the same cost for 20 threads or
