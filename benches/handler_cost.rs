@@ -9,8 +9,8 @@
 //! - ns per signal with nl6's handler and a running session (`cpu::start(1)`: its own 1 Hz timers add
 //!   nothing measurable). The difference is the handler's cost; the median over rounds is printed.
 //!
-//! Wall time on a loaded machine is noisy; for instruction counts run the bench binary under callgrind,
-//! counting only inside the handler (command printed at the end).
+//! Wall time on a loaded machine is noisy; for instruction counts run the bench binary under callgrind
+//! and read the handler's inclusive count (command printed at the end).
 use nl6::profiling::cpu;
 use std::hint::black_box;
 use std::os::raw::c_int;
@@ -79,10 +79,15 @@ fn main() {
     let mut session = cpu::start(1).expect("cpu profile");
     let taken0 = cpu::signals_taken();
     let mut with = Vec::with_capacity(rounds);
-    let mut lost = 0;
+    let (mut lost, mut frames, mut samples) = (0, 0u64, 0u64);
     for _ in 0..rounds {
         with.push(round());
-        lost += session.take_window().lost;
+        let w = session.take_window();
+        lost += w.lost;
+        for s in &w.samples {
+            frames += s.stack.len() as u64 * s.count;
+            samples += s.count;
+        }
     }
     let taken = cpu::signals_taken() - taken0;
     drop(session);
@@ -90,12 +95,14 @@ fn main() {
     let with = median(with);
     println!(
         "handler_cost: {rounds} rounds of {BATCH} self-signals at depth {DEPTH}: empty handler {empty:.0} ns, \
-         nl6 handler {with:.0} ns per signal => handler {:.0} ns per sample ({taken} samples, {lost} lost)",
-        with - empty
+         nl6 handler {with:.0} ns per signal => handler {:.0} ns per sample ({taken} samples, {lost} lost, \
+         {:.1} frames per sample)",
+        with - empty,
+        frames as f64 / samples.max(1) as f64
     );
     println!(
-        "instructions: valgrind --tool=callgrind --toggle-collect='*on_sigprof*' <this binary>, \
-         NL6_BENCH_ROUNDS=20; Ir / {} signals",
-        20 * BATCH
+        "instructions: NL6_BENCH_ROUNDS=5 valgrind --tool=callgrind <this binary>, then \
+         callgrind_annotate --inclusive=yes: on_sigprof's Ir / {} signals",
+        5 * BATCH
     );
 }
