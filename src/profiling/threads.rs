@@ -354,6 +354,13 @@ pub fn threadcreate_stacks() -> Vec<Stack> {
         .clone()
 }
 
+/// Learns the calling thread's stack bounds for the samplers' handlers (which never ask libc). Threads
+/// spawned through [`spawn_recorded`] do it at birth; the binary's `main` calls it for the main thread.
+/// Other threads get their bounds from the CPU collector after their first sample.
+pub fn learn_own_stack() {
+    unwind::init_thread_bounds();
+}
+
 /// Deletes a spawned thread's CPU timer when its closure ends (returns or unwinds).
 struct DisarmAtEnd;
 
