@@ -81,7 +81,8 @@ fn the_rust_caller_of_a_frameless_libc_leaf_is_kept() {
             continue;
         };
         let leaf_name = symbolize(leaf);
-        let in_libc = !(lo..hi).contains(&leaf) || leaf_name.as_deref().is_some_and(|n| !is_rust_name(n));
+        let in_libc =
+            !(lo..hi).contains(&leaf) || leaf_name.as_deref().is_some_and(|n| !is_rust_name(n));
         if !in_libc {
             continue;
         }
@@ -101,7 +102,9 @@ fn the_rust_caller_of_a_frameless_libc_leaf_is_kept() {
             lost.push((leaf_name, names));
         }
     }
-    eprintln!("FIGURE frameless leaves: {kept} of {libc_leaf} libc-leaf samples keep their Rust caller");
+    eprintln!(
+        "FIGURE frameless leaves: {kept} of {libc_leaf} libc-leaf samples keep their Rust caller"
+    );
     assert!(
         libc_leaf >= 50,
         "the workload ran in libc ({libc_leaf} samples with a libc leaf)"

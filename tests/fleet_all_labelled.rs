@@ -48,9 +48,23 @@ fn every_lab_sample_is_labelled_under_a_load_of_every_subsystem() {
     while Instant::now() < end && walks < 200 {
         let out = run(
             "snmpbulkwalk",
-            &["-v2c", "-c", "public", "-t", "1", "-r", "1", &target, ".1.3.6.1.2.1"],
+            &[
+                "-v2c",
+                "-c",
+                "public",
+                "-t",
+                "1",
+                "-r",
+                "1",
+                &target,
+                ".1.3.6.1.2.1",
+            ],
         );
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         walks += 1;
     }
     let profile = session.stop();

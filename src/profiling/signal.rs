@@ -267,14 +267,12 @@ mod tests {
     fn handler_code_calls_only_the_listed_libc_items() {
         let defs: Vec<(String, String, &str)> = HANDLER_SOURCES
             .iter()
-            .flat_map(|(file, src)| {
-                functions(src)
-                    .into_iter()
-                    .map(move |(n, b)| (n, b, *file))
-            })
+            .flat_map(|(file, src)| functions(src).into_iter().map(move |(n, b)| (n, b, *file)))
             .collect();
         // Names shared with std methods the handlers call on std types (not our functions).
-        let std_names = ["new", "get", "with", "from", "map", "load", "store", "set", "min", "max"];
+        let std_names = [
+            "new", "get", "with", "from", "map", "load", "store", "set", "min", "max",
+        ];
         let mut reached: Vec<&str> = vec!["on_sigprof", "on_stacks_signal"];
         let mut i = 0;
         while let Some(name) = reached.get(i).copied() {
@@ -290,15 +288,36 @@ mod tests {
                 }
             }
         }
-        for must in ["unwind_interrupted", "bounds_in_handler", "scan_from_rsp", "foreign_bounds"] {
-            assert!(reached.contains(&must), "the call graph misses {must}: {reached:?}");
+        for must in [
+            "unwind_interrupted",
+            "bounds_in_handler",
+            "scan_from_rsp",
+            "foreign_bounds",
+        ] {
+            assert!(
+                reached.contains(&must),
+                "the call graph misses {must}: {reached:?}"
+            );
         }
         let forbidden = [
-            "pthread_", "Box::", "Vec::", "vec!", "format!", ".lock()", "String", "to_vec", "std::fs",
-            "to_string", "println!", "eprintln!",
+            "pthread_",
+            "Box::",
+            "Vec::",
+            "vec!",
+            "format!",
+            ".lock()",
+            "String",
+            "to_vec",
+            "std::fs",
+            "to_string",
+            "println!",
+            "eprintln!",
         ];
         let mut broken = Vec::new();
-        for (name, body, file) in defs.iter().filter(|(n, _, _)| reached.contains(&n.as_str())) {
+        for (name, body, file) in defs
+            .iter()
+            .filter(|(n, _, _)| reached.contains(&n.as_str()))
+        {
             for (at, _) in body.match_indices("libc::") {
                 let item: String = body[at + 6..]
                     .chars()
@@ -312,6 +331,10 @@ mod tests {
                 broken.push(format!("{file}: {name} contains `{f}`"));
             }
         }
-        assert!(broken.is_empty(), "handler contract broken:\n{}", broken.join("\n"));
+        assert!(
+            broken.is_empty(),
+            "handler contract broken:\n{}",
+            broken.join("\n")
+        );
     }
 }

@@ -175,7 +175,8 @@ pub(crate) fn unwind_interrupted(regs: Regs, bounds: Option<(u64, u64)>, out: &m
         return 0;
     };
     *first = regs.rip;
-    let Some((lo, hi)) = bounds.and_then(|(low, high)| bounds::walk_range(regs.rsp, low, high)) else {
+    let Some((lo, hi)) = bounds.and_then(|(low, high)| bounds::walk_range(regs.rsp, low, high))
+    else {
         return 1;
     };
     compiler_fence(std::sync::atomic::Ordering::SeqCst);
@@ -369,8 +370,15 @@ mod tests {
         );
         let stale = high + MAX_STACK_SPAN + 4096;
         assert_eq!(unwind_interrupted(regs, Some((low, stale)), &mut out), 1);
-        assert_eq!(unwind_interrupted(regs, Some((low, regs.rsp - 8)), &mut out), 1);
-        assert_eq!(unwind_interrupted(regs, Some((at(1), high)), &mut out), 1, "RSP below low");
+        assert_eq!(
+            unwind_interrupted(regs, Some((low, regs.rsp - 8)), &mut out),
+            1
+        );
+        assert_eq!(
+            unwind_interrupted(regs, Some((at(1), high)), &mut out),
+            1,
+            "RSP below low"
+        );
         assert_eq!(unwind_interrupted(regs, None, &mut out), 1);
         assert_eq!(out[0], leaf);
         drop(stack);

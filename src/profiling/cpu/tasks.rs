@@ -108,14 +108,7 @@ pub(crate) fn list_tids_into(buf: &mut Vec<u8>, out: &mut Vec<i32>) -> io::Resul
     let dir = Fd::open(c"/proc/self/task", libc::O_DIRECTORY)?;
     loop {
         // SAFETY: getdents64 writes at most buf.len() bytes of records into our buffer.
-        let n = unsafe {
-            libc::syscall(
-                libc::SYS_getdents64,
-                dir.0,
-                buf.as_mut_ptr(),
-                buf.len(),
-            )
-        };
+        let n = unsafe { libc::syscall(libc::SYS_getdents64, dir.0, buf.as_mut_ptr(), buf.len()) };
         match usize::try_from(n) {
             Ok(0) => break,
             Ok(n) => parse_dirents(buf.get(..n).unwrap_or(&[]), out),
@@ -143,7 +136,11 @@ mod tests {
         list_tids_into(&mut buf, &mut tids).unwrap();
         let n = thread_count().expect("thread count");
         // Test threads come and go: the two readings agree within a few.
-        assert!(n >= 1 && n.abs_diff(tids.len()) <= 4, "{n} vs {}", tids.len());
+        assert!(
+            n >= 1 && n.abs_diff(tids.len()) <= 4,
+            "{n} vs {}",
+            tids.len()
+        );
     }
 
     #[test]

@@ -165,10 +165,16 @@ mod tests {
                     6000-9000 r-xp 00001000 08:01 12 /bin/nl6\n\
                     7000000-7100000 rw-p 00000000 00:00 0 \n\
                     7ff0000000-7ff8000000 rw-p 00000000 00:00 0 [stack]\n";
-        assert_eq!(mapping_bounds(maps, 0x7080000), Some((0x7000000, 0x7100000)));
+        assert_eq!(
+            mapping_bounds(maps, 0x7080000),
+            Some((0x7000000, 0x7100000))
+        );
         let (lo, hi) = mapping_bounds(maps, 0x7ff4000000).unwrap();
         assert_eq!(hi, 0x7ff8000000);
-        assert!(lo <= 0x7ff0000000, "the main stack may grow below its mapping");
+        assert!(
+            lo <= 0x7ff0000000,
+            "the main stack may grow below its mapping"
+        );
         assert_eq!(mapping_bounds(maps, 0x6500), None, "code is not a stack");
     }
 
@@ -176,7 +182,11 @@ mod tests {
     fn rsp_must_lie_inside_both_bounds() {
         let (lo, hi) = (0x7f00_0000_0000u64, 0x7f00_0010_0000u64);
         assert_eq!(walk_range(lo + 64, lo, hi), Some((lo + 64, hi)));
-        assert_eq!(walk_range(lo - 8, lo, hi), None, "below the stack: sigaltstack");
+        assert_eq!(
+            walk_range(lo - 8, lo, hi),
+            None,
+            "below the stack: sigaltstack"
+        );
         assert_eq!(walk_range(hi, lo, hi), None, "at the top: nothing to walk");
         assert_eq!(walk_range(hi + 4096, lo, hi), None, "above: another stack");
         let far = hi - MAX_STACK_SPAN - 8;

@@ -263,12 +263,7 @@ pub(crate) fn learn_code() {
 }
 
 /// Reads the executable's function symbols and classifies each by its first bytes in memory.
-fn classify_functions(
-    exe: &std::path::Path,
-    base: u64,
-    lo: u64,
-    hi: u64,
-) -> Option<Vec<Range>> {
+fn classify_functions(exe: &std::path::Path, base: u64, lo: u64, hi: u64) -> Option<Vec<Range>> {
     use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
     let file = MappedFile::open(exe)?;
     let obj = object::File::parse(file.bytes()).ok()?;
@@ -282,7 +277,8 @@ fn classify_functions(
             let end = start.saturating_add(s.size());
             let inside = start >= lo && start.saturating_add(8) <= hi;
             // SAFETY: `start..start+8` lies in the executable's mapped, readable code.
-            let first = inside.then(|| unsafe { std::ptr::read_unaligned(start as *const [u8; 8]) });
+            let first =
+                inside.then(|| unsafe { std::ptr::read_unaligned(start as *const [u8; 8]) });
             first.map(|b| (start, end.min(hi), sets_up_frame(b)))
         })
         .collect();
@@ -367,15 +363,33 @@ mod tests {
         assert!(ends_with_call(before(&[0xe8, 1, 2, 3, 4])), "call rel32");
         assert!(ends_with_call(before(&[0xff, 0xd0])), "call rax");
         assert!(ends_with_call(before(&[0x41, 0xff, 0xd3])), "call r11");
-        assert!(ends_with_call(before(&[0xff, 0x15, 1, 2, 3, 4])), "call [rip+d32]");
+        assert!(
+            ends_with_call(before(&[0xff, 0x15, 1, 2, 3, 4])),
+            "call [rip+d32]"
+        );
         assert!(ends_with_call(before(&[0xff, 0x10])), "call [rax]");
         assert!(ends_with_call(before(&[0xff, 0x50, 0x18])), "call [rax+d8]");
-        assert!(ends_with_call(before(&[0xff, 0x54, 0x24, 0x08])), "call [rsp+d8]");
-        assert!(ends_with_call(before(&[0xff, 0x90, 1, 2, 3, 4])), "call [rax+d32]");
-        assert!(ends_with_call(before(&[0xff, 0x14, 0xc5, 1, 2, 3, 4])), "call [rax*8+d32]");
+        assert!(
+            ends_with_call(before(&[0xff, 0x54, 0x24, 0x08])),
+            "call [rsp+d8]"
+        );
+        assert!(
+            ends_with_call(before(&[0xff, 0x90, 1, 2, 3, 4])),
+            "call [rax+d32]"
+        );
+        assert!(
+            ends_with_call(before(&[0xff, 0x14, 0xc5, 1, 2, 3, 4])),
+            "call [rax*8+d32]"
+        );
         assert!(!ends_with_call(before(&[])), "nops");
-        assert!(!ends_with_call(before(&[0xff, 0xe0])), "jmp rax is not a call");
-        assert!(!ends_with_call(before(&[0xff, 0x50])), "a disp8 form cut short");
+        assert!(
+            !ends_with_call(before(&[0xff, 0xe0])),
+            "jmp rax is not a call"
+        );
+        assert!(
+            !ends_with_call(before(&[0xff, 0x50])),
+            "a disp8 form cut short"
+        );
         assert!(!ends_with_call(before(&[0xe9, 1, 2, 3, 4])), "jmp rel32");
         // A direct call's target: return address + rel32.
         let b = before(&[0xe8, 0xf0, 0xff, 0xff, 0xff]);
@@ -389,8 +403,13 @@ mod tests {
     #[test]
     fn prologues_and_ranges() {
         assert!(sets_up_frame([0x55, 0x48, 0x89, 0xe5, 0, 0, 0, 0]));
-        assert!(sets_up_frame([0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0x48, 0x89, 0xe5]));
-        assert!(!sets_up_frame([0x48, 0x83, 0xec, 0x18, 0, 0, 0, 0]), "sub rsp");
+        assert!(sets_up_frame([
+            0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0x48, 0x89, 0xe5
+        ]));
+        assert!(
+            !sets_up_frame([0x48, 0x83, 0xec, 0x18, 0, 0, 0, 0]),
+            "sub rsp"
+        );
         let r = fp_ranges(vec![
             (0x2c0, 0x300, true),
             (0x100, 0x140, true),

@@ -42,12 +42,10 @@ impl<S: Fn(u64) -> u64, C: Fn(u64) -> u64> Mem<S, C> {
     /// A frame record at `fp` (at or above `floor`): a validated return address above it and a saved
     /// link that is 0 or a higher record inside the stack.
     pub(crate) fn plausible_frame(&self, code: &Code, fp: u64, floor: u64) -> bool {
-        self.in_stack(fp, floor)
-            && code.is_return_address((self.stack)(fp + 8), &self.code)
-            && {
-                let link = (self.stack)(fp);
-                link == 0 || (link > fp && self.in_stack(link, floor))
-            }
+        self.in_stack(fp, floor) && code.is_return_address((self.stack)(fp + 8), &self.code) && {
+            let link = (self.stack)(fp);
+            link == 0 || (link > fp && self.in_stack(link, floor))
+        }
     }
 }
 
@@ -202,6 +200,9 @@ mod tests {
             code: read_code,
         };
         let mut out = [0u64; 64];
-        assert_eq!(scan_from_rsp(&code(), 0x2500, 0, &mem, &mut out), (MAX_SCANNED, 0));
+        assert_eq!(
+            scan_from_rsp(&code(), 0x2500, 0, &mem, &mut out),
+            (MAX_SCANNED, 0)
+        );
     }
 }
