@@ -27,7 +27,7 @@ fn install_empty_handler() {
     // SAFETY: a zeroed sigaction with a valid SA_SIGINFO handler, same flags as nl6's.
     unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = empty_handler as usize;
+        action.sa_sigaction = empty_handler as *const () as usize;
         action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
         libc::sigemptyset(&mut action.sa_mask);
         assert_eq!(

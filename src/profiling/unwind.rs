@@ -201,7 +201,7 @@ pub(crate) fn unwind_interrupted(regs: Regs, bounds: Option<(u64, u64)>, out: &m
     if fp == 0 {
         return 1 + scanned;
     }
-    1 + scanned + walk(None, fp, lo, hi, 0, rest, &mem.stack)
+    1 + scanned + walk(None, fp, lo, hi, 0, rest, mem.stack)
 }
 
 /// Writes the calling thread's return addresses (the caller of `current_stack` first), skipping `skip`
