@@ -4,7 +4,10 @@
 //! [`capture_all`] lists `/proc/self/task`, gives each other thread a preallocated slot, sends it
 //! [`signal::stacks_signal`] with `tgkill`, and waits (bounded) while each handler unwinds its interrupted
 //! context into its slot with the label it had at that instant. The calling thread records its own stack
-//! directly. A thread that blocks the signal or does not run in time is reported with an empty stack. Each
+//! directly. A thread that blocks the signal or does not run in time is reported with an empty stack. A
+//! thread whose stack bounds nobody learnt (one nl6 did not spawn, outside a CPU profile) answers with
+//! its leaf only (handlers never ask libc for bounds); the capture then learns its bounds from the
+//! answer's RSP and `/proc/self/maps`, asks it once more, and forgets those entries before returning. Each
 //! capture has a generation carried in every slot's state word; a slot whose handler is still writing
 //! when the capture gives up is quarantined — skipped by later captures until that handler publishes —
 //! so a late handler can never tear or mislabel another capture's stack (protocol at `state_word`).

@@ -48,9 +48,9 @@ mod foreign;
 mod scan;
 pub(crate) use bounds::{bounds_in_handler, init_thread_bounds, mapping_bounds, Bounds};
 pub(crate) use code::learn_code;
+pub(crate) use foreign::{foreign_bounds, forget_foreign, set_foreign_bounds};
 #[cfg(test)]
 pub(crate) use foreign::{foreign_top, set_foreign_top};
-pub(crate) use foreign::{foreign_bounds, forget_foreign, set_foreign_bounds};
 
 /// Deepest stack recorded; deeper stacks are truncated at the root end.
 pub(crate) const MAX_DEPTH: usize = 64;
