@@ -262,9 +262,11 @@ pub(crate) fn learn_code() {
     TEXT_HI.store(hi, Ordering::Release);
 }
 
-/// Reads the executable's function symbols and classifies each by its first bytes in memory.
+/// Reads the executable's function symbols and classifies each by its first bytes, read from the file
+/// mapped for the parse (not from the running code: touching every page of it would keep them all in
+/// nl6's resident set, while the file's pages leave it when the parse unmaps it).
 fn classify_functions(exe: &std::path::Path, base: u64, lo: u64, hi: u64) -> Option<Vec<Range>> {
-    use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
+    use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
     let file = MappedFile::open(exe)?;
     let obj = object::File::parse(file.bytes()).ok()?;
     let first_vaddr = obj.segments().map(|s| s.address()).min()? & !0xfff;
@@ -275,11 +277,12 @@ fn classify_functions(exe: &std::path::Path, base: u64, lo: u64, hi: u64) -> Opt
         .filter_map(|s| {
             let start = s.address().wrapping_add(bias);
             let end = start.saturating_add(s.size());
-            let inside = start >= lo && start.saturating_add(8) <= hi;
-            // SAFETY: `start..start+8` lies in the executable's mapped, readable code.
-            let first =
-                inside.then(|| unsafe { std::ptr::read_unaligned(start as *const [u8; 8]) });
-            first.map(|b| (start, end.min(hi), sets_up_frame(b)))
+            if start < lo || start.saturating_add(8) > hi {
+                return None;
+            }
+            let section = obj.section_by_index(s.section_index()?).ok()?;
+            let first: [u8; 8] = section.data_range(s.address(), 8).ok()??.try_into().ok()?;
+            Some((start, end.min(hi), sets_up_frame(first)))
         })
         .collect();
     (!funcs.is_empty()).then(|| fp_ranges(funcs))
