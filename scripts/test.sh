@@ -20,6 +20,8 @@ echo "== tests (host build)"
 # Benches are measurements, not tests (run them with `cargo bench`); here they are only compiled.
 cargo build --benches --quiet
 cargo test --lib --bins --tests --examples --no-fail-fast -- --test-threads=2
+# A label scope's stores are deleted only by the optimiser: this test can fail only in a release build.
+cargo test --release --test engine_label_scope
 
 echo "== tests (static musl build)"
 # The engine, the pull surface and the push again, now from the static binary and static test programs.

@@ -7,7 +7,7 @@
 //! | `trap-inform-reader`, `trap-inform-retry` (INFORM mode) | `trap` | match responses, resend |
 //! | `syslog-tcp` (TCP target) | `syslog` | the reconnect loop draining the send queue |
 //! | `flow-ticker` (flow target) | `flow` | every `-flow-interval`, one export per device |
-//! | `lab-scheduler` (trap or syslog target) | none | periodic syslog (jittered) and link toggles; the funnels label themselves |
+//! | `lab-scheduler` (trap or syslog target) | `scheduler` | periodic syslog (jittered) and link toggles; each job runs under its subsystem (`syslog`, `trap`) for its whole iteration |
 //! | `scenario-<id>` | `scenario` | a running scenario (see `scenario.rs`) |
 //! | `lab-traffic` (`-traffic`) | `scenario` | the built-in load (see `traffic.rs`); funnels label themselves |
 //!
@@ -437,10 +437,9 @@ impl Fleet {
         }
         if sh.trap.is_some() || sh.syslog.is_some() {
             let s = sh.clone();
-            sh.keep(crate::profiling::threads::spawn_recorded(
-                "lab-scheduler",
-                move || run_scheduler(&s),
-            )?);
+            sh.spawn(Subsystem::SCHEDULER, "lab-scheduler", move || {
+                run_scheduler(&s)
+            })?;
         }
         if let Some(period) = sh.config.traffic() {
             super::traffic::spawn(sh, period)?;
@@ -589,8 +588,10 @@ fn run_scheduler(sh: &Shared) {
             return;
         }
         round += 1;
-        match job {
-            Job::Syslog(d) => {
+        // The whole iteration runs under the job's subsystem: the device state it advances and the text
+        // it formats are that job's work; only the heap and the waiting stay `scheduler`.
+        let next = match job {
+            Job::Syslog(d) => labels::with(Subsystem::SYSLOG, || {
                 let up = sh.devices[d]
                     .advance(Instant::now())
                     .interfaces
@@ -599,16 +600,16 @@ fn run_scheduler(sh: &Shared) {
                     .count();
                 let text = format!("periodic status: {up}/{INTERFACES_PER_DEVICE} interfaces up");
                 sh.emit_syslog(d, syslog::SEVERITY_INFO, "STATUS", &text);
-                let next = syslog_every.mul_f64(0.9 + 0.2 * jitter(d, round));
-                heap.push(Reverse((due + next, n + 1, job)));
-            }
-            Job::Link(d) => {
+                syslog_every.mul_f64(0.9 + 0.2 * jitter(d, round))
+            }),
+            Job::Link(d) => labels::with(Subsystem::TRAP, || {
                 let if_index = (d % INTERFACES_PER_DEVICE) as u32 + 1;
                 let up = !sh.devices[d].advance(Instant::now()).interfaces[if_index as usize - 1]
                     .oper_up;
                 sh.set_link(d, if_index, up);
-                heap.push(Reverse((due + trap_every, n + 1, job)));
-            }
-        }
+                trap_every
+            }),
+        };
+        heap.push(Reverse((due + next, n + 1, job)));
     }
 }

@@ -509,7 +509,9 @@ fn timestamp() -> u64 {
 // ---------------------------------------------------------------------------------------------------------
 // Thread exit marker.
 
-static EXIT_KEY: std::sync::OnceLock<libc::pthread_key_t> = std::sync::OnceLock::new();
+/// The key whose destructor marks a thread as exiting; None when `pthread_key_create` failed (then no
+/// thread is marked, and allocations during thread teardown may be sampled).
+static EXIT_KEY: std::sync::OnceLock<Option<libc::pthread_key_t>> = std::sync::OnceLock::new();
 
 extern "C" fn thread_exiting(_value: *mut libc::c_void) {
     EXITING.with(|e| e.set(true));
@@ -525,11 +527,14 @@ fn mark_thread_exit() {
     let key = *EXIT_KEY.get_or_init(|| {
         let mut key: libc::pthread_key_t = 0;
         // SAFETY: `key` is a valid out-pointer; the destructor is a plain extern "C" fn.
-        unsafe { libc::pthread_key_create(&mut key, Some(thread_exiting)) };
-        key
+        let rc = unsafe { libc::pthread_key_create(&mut key, Some(thread_exiting)) };
+        // On failure `key` holds nothing of ours (0 may be another library's key): never use it.
+        (rc == 0).then_some(key)
     });
-    // SAFETY: the key was created above; a non-null value makes the destructor run at thread exit.
-    unsafe { libc::pthread_setspecific(key, std::ptr::dangling::<libc::c_void>()) };
+    if let Some(key) = key {
+        // SAFETY: the key was created above; a non-null value makes the destructor run at thread exit.
+        unsafe { libc::pthread_setspecific(key, std::ptr::dangling::<libc::c_void>()) };
+    }
 }
 
 #[cfg(test)]

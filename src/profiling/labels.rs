@@ -10,7 +10,7 @@
 //!   restores the label the thread had before, also when the closure unwinds. The innermost scope wins;
 //! - [`current`] reads it.
 //!
-//! Values are the [`Subsystem`] constants (snmp, trap, syslog, flow, gnmi, gnmi-dialout, scenario) or a
+//! Values are the [`Subsystem`] constants (snmp, trap, syslog, flow, gnmi, gnmi-dialout, scenario, scheduler) or a
 //! free-form value registered once with [`Subsystem::custom`] (e.g. `interop-probe`).
 //!
 //! What this module never does: allocate or lock on [`with`] / [`current`] / [`set_thread`] (a scope is two
@@ -19,7 +19,7 @@
 #![forbid(unsafe_code)]
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{compiler_fence, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// How many distinct label values a process can hold (built-ins plus [`Subsystem::custom`] ones).
@@ -31,7 +31,7 @@ pub const MAX_LABELS: usize = 64;
 pub struct Subsystem(u16);
 
 /// The built-in values, in index order (index 0 is "no label").
-const BUILTIN: [&str; 8] = [
+const BUILTIN: [&str; 9] = [
     "",
     "snmp",
     "trap",
@@ -40,6 +40,7 @@ const BUILTIN: [&str; 8] = [
     "gnmi",
     "gnmi-dialout",
     "scenario",
+    "scheduler",
 ];
 
 static CUSTOM: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
@@ -64,9 +65,11 @@ impl Subsystem {
     pub const GNMI_DIALOUT: Subsystem = Subsystem(6);
     /// Scenario orchestration.
     pub const SCENARIO: Subsystem = Subsystem(7);
+    /// The lab scheduler's own bookkeeping between jobs (each job runs under its own subsystem).
+    pub const SCHEDULER: Subsystem = Subsystem(8);
 
     /// Every built-in value, for tables and tests.
-    pub const ALL_BUILTIN: [Subsystem; 7] = [
+    pub const ALL_BUILTIN: [Subsystem; 8] = [
         Subsystem::SNMP,
         Subsystem::TRAP,
         Subsystem::SYSLOG,
@@ -74,6 +77,7 @@ impl Subsystem {
         Subsystem::GNMI,
         Subsystem::GNMI_DIALOUT,
         Subsystem::SCENARIO,
+        Subsystem::SCHEDULER,
     ];
 
     /// The value for `name`: a built-in one, or a free-form one registered on first use (the name is leaked
@@ -157,17 +161,30 @@ pub fn current_index() -> u16 {
     CURRENT.with(Cell::get)
 }
 
+/// Stores the calling thread's label index between two compiler fences. Only a signal handler on this
+/// same thread reads the value while it is set, which the compiler cannot see: without the fences, a
+/// `with` around a closure that does not touch the label has both stores deleted at -O (the second
+/// overwrites the first, and nothing the compiler knows of reads in between) or moved across the
+/// closure's code. The fences are a signal fence (no instruction is emitted): the stores happen where
+/// they are written, in program order, as the handler sees it.
+#[inline(always)]
+fn store_label(index: u16) {
+    compiler_fence(Ordering::SeqCst);
+    CURRENT.with(|c| c.set(index));
+    compiler_fence(Ordering::SeqCst);
+}
+
 /// Sets the calling thread's label for the rest of its life (or until the next `set_thread`).
 /// Use at the top of a long-lived loop in a thread nl6 did not spawn with [`spawn`].
 #[inline]
 pub fn set_thread(label: Subsystem) {
-    CURRENT.with(|c| c.set(label.0));
+    store_label(label.0);
 }
 
 /// Clears the calling thread's label.
 #[inline]
 pub fn clear_thread() {
-    CURRENT.with(|c| c.set(0));
+    store_label(0);
 }
 
 /// Restores the previous label when dropped, so a scope ends correctly on return and on unwind.
@@ -176,21 +193,22 @@ struct Restore(u16);
 impl Drop for Restore {
     #[inline]
     fn drop(&mut self) {
-        CURRENT.with(|c| c.set(self.0));
+        store_label(self.0);
     }
 }
 
 /// Runs `f` with the calling thread labelled `label`, then restores the label the thread had before (also
 /// if `f` panics). Nested scopes: the innermost wins inside it; after it returns, the outer label is back.
 /// When the thread already carries `label`, nothing is written at all. Costs two thread-local stores and
-/// allocates nothing.
+/// allocates nothing. Correct whatever `f` does: the stores are fenced (see `store_label`), so a pure
+/// computation in `f` is sampled under `label` even when the compiler can see that `f` never reads it.
 #[inline]
 pub fn with<R>(label: Subsystem, f: impl FnOnce() -> R) -> R {
     let before = current_index();
     if before == label.0 {
         return f();
     }
-    CURRENT.with(|c| c.set(label.0));
+    store_label(label.0);
     let _restore = Restore(before);
     f()
 }
@@ -221,7 +239,7 @@ where
 {
     let inherited = current_index();
     crate::profiling::threads::spawn_recorded(name, move || {
-        CURRENT.with(|c| c.set(inherited));
+        store_label(inherited);
         f()
     })
 }

@@ -10,9 +10,16 @@
 //!
 //! # The handler contract
 //! A handler may touch only: atomics, slots preallocated before the signal can arrive (statics), the
-//! `const`-initialised, destructor-free thread-locals (the subsystem label, the cached stack top), the
-//! interrupted `ucontext`, memory inside the interrupted thread's stack bounds (frame-pointer walk), and
-//! async-signal-safe syscalls (`gettid`).
+//! `const`-initialised, destructor-free thread-locals (the subsystem label, the cached stack bounds), the
+//! interrupted `ucontext`, memory inside the interrupted thread's stack bounds `[RSP, high)` once `RSP` is
+//! checked against both bounds (frame-pointer walk, return-address scan), the executable's mapped code
+//! (to validate a return address), and exactly these libc items: [`HANDLER_LIBC`] — `__errno_location`
+//! (save/restore `errno`), `syscall(SYS_gettid)`, and the `ucontext`/`siginfo` types and register indices.
+//! No other libc function: not `pthread_getattr_np` (a lock and /proc on glibc, an `mremap` probe loop on
+//! musl), not `malloc`, not stdio. Stack bounds are learnt outside handlers (see `unwind`).
+//! `handler_code_calls_only_the_listed_libc_items` enforces the list: it follows the handlers' call graph
+//! through the sources of the profiling modules and fails on any other `libc::` item, and on allocation,
+//! locking or formatting tokens.
 //! It must never: allocate or free, take a lock (a normal path could hold it), panic (no unchecked
 //! indexing: `get` and wrapping arithmetic only), initialise anything lazily, format, or wait for another
 //! thread. A full buffer drops the sample and counts it rather than waits.
@@ -34,6 +41,22 @@
 use std::ffi::c_void;
 use std::os::raw::c_int;
 use std::sync::Mutex;
+
+/// The only `libc` items code reachable from a signal handler may name (functions, types, constants).
+/// Read by the contract test only; the list is the written contract.
+#[allow(dead_code)]
+pub(crate) const HANDLER_LIBC: &[&str] = &[
+    "__errno_location",
+    "syscall",
+    "SYS_gettid",
+    "c_int",
+    "c_void",
+    "siginfo_t",
+    "ucontext_t",
+    "REG_RIP",
+    "REG_RBP",
+    "REG_RSP",
+];
 
 /// The CPU sampler's signal.
 pub(crate) const CPU_SIGNAL: c_int = libc::SIGPROF;
@@ -171,5 +194,149 @@ mod tests {
     fn stacks_signal_is_a_free_realtime_signal() {
         let s = stacks_signal();
         assert!(s >= 35 + 2 && s <= libc::SIGRTMAX(), "{s}");
+    }
+
+    /// Sources of every module a handler's code lives in (test-only, for the contract check).
+    const HANDLER_SOURCES: &[(&str, &str)] = &[
+        ("signal.rs", include_str!("signal.rs")),
+        ("cpu/mod.rs", include_str!("cpu/mod.rs")),
+        ("cpu/ring.rs", include_str!("cpu/ring.rs")),
+        ("threads.rs", include_str!("threads.rs")),
+        ("labels.rs", include_str!("labels.rs")),
+        ("unwind.rs", include_str!("unwind.rs")),
+        ("unwind/bounds.rs", include_str!("unwind/bounds.rs")),
+        ("unwind/code.rs", include_str!("unwind/code.rs")),
+        ("unwind/scan.rs", include_str!("unwind/scan.rs")),
+        ("unwind/foreign.rs", include_str!("unwind/foreign.rs")),
+    ];
+
+    /// `name → bodies` of every non-test `fn` in `src` (brace matching from the first `{`).
+    fn functions(src: &str) -> Vec<(String, String)> {
+        let src = src.split("#[cfg(test)]\nmod tests").next().unwrap_or(src);
+        let mut out = Vec::new();
+        let mut rest = src;
+        while let Some(at) = rest.find("fn ") {
+            let after = &rest[at + 3..];
+            let preceded_ok = at == 0 || !rest.as_bytes()[at - 1].is_ascii_alphanumeric();
+            let name: String = after
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            rest = after;
+            let (Some(open), true) = (after.find('{'), preceded_ok && !name.is_empty()) else {
+                continue;
+            };
+            if after[..open].contains(';') {
+                continue; // a declaration without a body
+            }
+            let mut depth = 0;
+            let body_end = after[open..]
+                .char_indices()
+                .find_map(|(i, c)| {
+                    depth += i32::from(c == '{') - i32::from(c == '}');
+                    (depth == 0).then_some(open + i + 1)
+                })
+                .unwrap_or(after.len());
+            out.push((name, after[open..body_end].to_string()));
+        }
+        out
+    }
+
+    /// Identifiers immediately followed by `(` or `::<` (calls and method calls).
+    fn called(body: &str) -> Vec<String> {
+        let b = body.as_bytes();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < b.len() {
+            if b[i].is_ascii_alphabetic() || b[i] == b'_' {
+                let start = i;
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                    i += 1;
+                }
+                if body[i..].starts_with('(') || body[i..].starts_with("::<") {
+                    out.push(body[start..i].to_string());
+                }
+            } else {
+                i += 1;
+            }
+        }
+        out
+    }
+
+    /// The handlers' call graph, followed through the profiling sources: every reachable function may
+    /// name only [`HANDLER_LIBC`] items and must not allocate, lock or format.
+    #[test]
+    fn handler_code_calls_only_the_listed_libc_items() {
+        let defs: Vec<(String, String, &str)> = HANDLER_SOURCES
+            .iter()
+            .flat_map(|(file, src)| functions(src).into_iter().map(move |(n, b)| (n, b, *file)))
+            .collect();
+        // Names shared with std methods the handlers call on std types (not our functions).
+        let std_names = [
+            "new", "get", "with", "from", "map", "load", "store", "set", "min", "max",
+        ];
+        let mut reached: Vec<&str> = vec!["on_sigprof", "on_stacks_signal"];
+        let mut i = 0;
+        while let Some(name) = reached.get(i).copied() {
+            i += 1;
+            for (_, body, _) in defs.iter().filter(|(n, _, _)| n == name) {
+                for callee in called(body) {
+                    if std_names.contains(&callee.as_str()) || reached.contains(&callee.as_str()) {
+                        continue;
+                    }
+                    if let Some((n, _, _)) = defs.iter().find(|(n, _, _)| *n == callee) {
+                        reached.push(n);
+                    }
+                }
+            }
+        }
+        for must in [
+            "unwind_interrupted",
+            "bounds_in_handler",
+            "scan_from_rsp",
+            "foreign_bounds",
+        ] {
+            assert!(
+                reached.contains(&must),
+                "the call graph misses {must}: {reached:?}"
+            );
+        }
+        let forbidden = [
+            "pthread_",
+            "Box::",
+            "Vec::",
+            "vec!",
+            "format!",
+            ".lock()",
+            "String",
+            "to_vec",
+            "std::fs",
+            "to_string",
+            "println!",
+            "eprintln!",
+        ];
+        let mut broken = Vec::new();
+        for (name, body, file) in defs
+            .iter()
+            .filter(|(n, _, _)| reached.contains(&n.as_str()))
+        {
+            for (at, _) in body.match_indices("libc::") {
+                let item: String = body[at + 6..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if !HANDLER_LIBC.contains(&item.as_str()) {
+                    broken.push(format!("{file}: {name} names libc::{item}"));
+                }
+            }
+            for f in forbidden.iter().filter(|f| body.contains(*f)) {
+                broken.push(format!("{file}: {name} contains `{f}`"));
+            }
+        }
+        assert!(
+            broken.is_empty(),
+            "handler contract broken:\n{}",
+            broken.join("\n")
+        );
     }
 }

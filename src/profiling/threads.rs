@@ -4,7 +4,10 @@
 //! [`capture_all`] lists `/proc/self/task`, gives each other thread a preallocated slot, sends it
 //! [`signal::stacks_signal`] with `tgkill`, and waits (bounded) while each handler unwinds its interrupted
 //! context into its slot with the label it had at that instant. The calling thread records its own stack
-//! directly. A thread that blocks the signal or does not run in time is reported with an empty stack. Each
+//! directly. A thread that blocks the signal or does not run in time is reported with an empty stack. A
+//! thread whose stack bounds nobody learnt (one nl6 did not spawn, outside a CPU profile) answers with
+//! its leaf only (handlers never ask libc for bounds); the capture then learns its bounds from the
+//! answer's RSP and `/proc/self/maps`, asks it once more, and forgets those entries before returning. Each
 //! capture has a generation carried in every slot's state word; a slot whose handler is still writing
 //! when the capture gives up is quarantined — skipped by later captures until that handler publishes —
 //! so a late handler can never tear or mislabel another capture's stack (protocol at `state_word`).
@@ -68,6 +71,8 @@ const fn state_word(generation: u64, phase: u64) -> u64 {
 struct Captured {
     label: u16,
     depth: u16,
+    /// The interrupted RSP when the thread's stack bounds were unknown (leaf only), else 0.
+    unbounded_rsp: u64,
     frames: [u64; MAX_DEPTH],
 }
 
@@ -90,6 +95,8 @@ enum Answer {
     Stack {
         label: u16,
         frames: Stack,
+        /// The RSP of a thread whose bounds the handler did not know, else 0.
+        unbounded_rsp: u64,
     },
     /// The handler never claimed the slot (the thread did not run in time, or blocks the signal).
     Unanswered,
@@ -105,6 +112,7 @@ impl Slot {
             data: UnsafeCell::new(Captured {
                 label: 0,
                 depth: 0,
+                unbounded_rsp: 0,
                 frames: [0; MAX_DEPTH],
             }),
         }
@@ -185,6 +193,7 @@ impl Slot {
         let answer = Answer::Stack {
             label: d.label,
             frames: d.frames.get(..d.depth as usize).unwrap_or(&[]).to_vec(),
+            unbounded_rsp: d.unbounded_rsp,
         };
         self.state
             .store(state_word(generation, IDLE), Ordering::Release);
@@ -248,12 +257,16 @@ unsafe extern "C" fn on_stacks_signal(_sig: c_int, _info: *mut libc::siginfo_t, 
         // SAFETY: ctx is the kernel's ucontext for this handler.
         let regs = unsafe { unwind::regs_from_ucontext(ctx) };
         data.label = labels::current_index();
-        let top = match unwind::stack_top_in_handler() {
-            unwind::Top::Known(top) => top,
-            unwind::Top::Unknown(_) => 0,
+        let bounds = match unwind::bounds_in_handler() {
+            unwind::Bounds::Known(low, high) => Some((low, high)),
+            unwind::Bounds::Unknown(_) => None,
+        };
+        data.unbounded_rsp = match (bounds, regs) {
+            (None, Some(r)) => r.rsp,
+            _ => 0,
         };
         data.depth = match regs {
-            Some(r) => unwind::unwind_interrupted(r, top, &mut data.frames) as u16,
+            Some(r) => unwind::unwind_interrupted(r, bounds, &mut data.frames) as u16,
             None => 0,
         };
     });
@@ -271,23 +284,26 @@ fn thread_name(tid: i32) -> String {
         .unwrap_or_default()
 }
 
-/// Signals every thread of the process and collects its stack; threads that do not answer within
-/// `timeout` are reported with an empty stack. Sorted by tid.
-pub fn capture_all(timeout: Duration) -> Vec<ThreadStack> {
-    let _serial = CAPTURE.lock().unwrap_or_else(|e| e.into_inner());
-    unwind::learn_text();
-    let me = signal::gettid();
-    let tids = super::cpu::list_tids().unwrap_or_default();
-    let mut out = Vec::with_capacity(tids.len());
-    let others: Vec<i32> = tids.iter().copied().filter(|t| *t != me).collect();
+/// One thread's reply to a capture round: its label and stack (empty when it did not answer in time),
+/// and its RSP when the handler did not know its stack bounds.
+struct Reply {
+    tid: i32,
+    label: u16,
+    stack: Stack,
+    unbounded_rsp: u64,
+}
+
+/// One round: signals each of `tids` (none of them the caller) and collects the replies; threads that
+/// exited meanwhile are left out, threads that do not answer within `timeout` reply with an empty stack.
+fn capture_round(tids: &[i32], timeout: Duration) -> Vec<Reply> {
     let can_signal = signal::install(signal::stacks_signal(), on_stacks_signal).is_ok();
     let generation = GENERATION.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
     let armed = if can_signal {
-        arm_slots(&SLOTS.slots, &others, generation)
+        arm_slots(&SLOTS.slots, tids, generation)
     } else {
         Vec::new()
     };
-    let (signalled, unslotted) = others.split_at(armed.len());
+    let (signalled, unslotted) = tids.split_at(armed.len());
     let slots: Vec<&Slot> = armed.iter().filter_map(|i| SLOTS.slots.get(*i)).collect();
     SLOTS
         .used
@@ -315,29 +331,93 @@ pub fn capture_all(timeout: Duration) -> Vec<ThreadStack> {
         std::thread::sleep(Duration::from_micros(200));
     }
 
+    let mut out = Vec::with_capacity(tids.len());
     for ((slot, tid), gone) in slots.iter().zip(signalled).zip(&gone) {
-        let (label, stack) = match slot.take_back(generation, Duration::from_millis(100)) {
-            Answer::Stack { label, frames } => (label, frames),
-            _ if *gone => continue,
-            Answer::Unanswered | Answer::Quarantined => (0, Vec::new()),
-        };
-        out.push(ThreadStack {
+        let (label, stack, unbounded_rsp) =
+            match slot.take_back(generation, Duration::from_millis(100)) {
+                Answer::Stack {
+                    label,
+                    frames,
+                    unbounded_rsp,
+                } => (label, frames, unbounded_rsp),
+                _ if *gone => continue,
+                Answer::Unanswered | Answer::Quarantined => (0, Vec::new(), 0),
+            };
+        out.push(Reply {
             tid: *tid,
-            name: thread_name(*tid),
             label,
             stack,
+            unbounded_rsp,
         });
     }
     SLOTS.used.store(0, Ordering::Release);
-    for tid in unslotted {
-        out.push(ThreadStack {
-            tid: *tid,
-            name: thread_name(*tid),
-            label: 0,
-            stack: Vec::new(),
-        });
-    }
+    out.extend(unslotted.iter().map(|tid| Reply {
+        tid: *tid,
+        label: 0,
+        stack: Vec::new(),
+        unbounded_rsp: 0,
+    }));
+    out
+}
 
+/// For replies whose handler did not know the thread's stack bounds: learns them from `/proc/self/maps`
+/// (the mapping holding the reply's RSP) into the foreign table, for tids that have no entry yet.
+/// Returns those tids: the caller asks them again, then forgets the entries (contract in `unwind`).
+fn learn_bounds_of(replies: &[Reply]) -> Vec<i32> {
+    if replies.iter().all(|r| r.unbounded_rsp == 0) {
+        return Vec::new();
+    }
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return Vec::new();
+    };
+    replies
+        .iter()
+        .filter(|r| r.unbounded_rsp != 0 && unwind::foreign_bounds(r.tid).is_none())
+        .filter(|r| {
+            unwind::mapping_bounds(&maps, r.unbounded_rsp)
+                .is_some_and(|(low, high)| unwind::set_foreign_bounds(r.tid, low, high))
+        })
+        .map(|r| r.tid)
+        .collect()
+}
+
+/// Signals every thread of the process and collects its stack; threads that do not answer within
+/// `timeout` are reported with an empty stack. Sorted by tid.
+///
+/// A thread whose stack bounds nobody learnt yet (one nl6 did not spawn, outside a CPU profile) answers
+/// with its leaf only; its bounds are then learnt from that answer's RSP and it is asked once more, and
+/// the learnt entries are forgotten when the capture ends.
+pub fn capture_all(timeout: Duration) -> Vec<ThreadStack> {
+    let _serial = CAPTURE.lock().unwrap_or_else(|e| e.into_inner());
+    unwind::learn_code();
+    let me = signal::gettid();
+    let others: Vec<i32> = super::cpu::list_tids()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|t| *t != me)
+        .collect();
+    let mut replies = capture_round(&others, timeout);
+    let learnt = learn_bounds_of(&replies);
+    if !learnt.is_empty() {
+        for again in capture_round(&learnt, timeout) {
+            let first = replies.iter_mut().find(|r| r.tid == again.tid);
+            if let Some(first) = first.filter(|_| !again.stack.is_empty()) {
+                *first = again;
+            }
+        }
+        for tid in learnt {
+            unwind::forget_foreign(tid);
+        }
+    }
+    let mut out: Vec<ThreadStack> = replies
+        .into_iter()
+        .map(|r| ThreadStack {
+            tid: r.tid,
+            name: thread_name(r.tid),
+            label: r.label,
+            stack: r.stack,
+        })
+        .collect();
     let mut own = [0u64; MAX_DEPTH];
     let n = unwind::current_stack(0, &mut own);
     out.push(ThreadStack {
@@ -360,7 +440,24 @@ pub fn threadcreate_stacks() -> Vec<Stack> {
         .clone()
 }
 
-/// Spawns a named thread, recording the spawning stack for `threadcreate`.
+/// Learns the calling thread's stack bounds for the samplers' handlers (which never ask libc). Threads
+/// spawned through [`spawn_recorded`] do it at birth; the binary's `main` calls it for the main thread.
+/// Other threads get their bounds from the CPU collector after their first sample.
+pub fn learn_own_stack() {
+    unwind::init_thread_bounds();
+}
+
+/// Deletes a spawned thread's CPU timer when its closure ends (returns or unwinds).
+struct DisarmAtEnd;
+
+impl Drop for DisarmAtEnd {
+    fn drop(&mut self) {
+        super::cpu::disarm_current_thread();
+    }
+}
+
+/// Spawns a named thread, recording the spawning stack for `threadcreate`; the thread learns its stack
+/// bounds, arms its CPU timer at birth (if a profile runs) and deletes it at its end.
 pub fn spawn_recorded<F, T>(name: &str, f: F) -> std::io::Result<std::thread::JoinHandle<T>>
 where
     F: FnOnce() -> T + Send + 'static,
@@ -379,6 +476,7 @@ where
         .spawn(move || {
             unwind::init_thread_bounds();
             super::cpu::arm_current_thread();
+            let _disarm = DisarmAtEnd;
             f()
         })
 }
@@ -404,7 +502,41 @@ mod tests {
         Answer::Stack {
             label: 3,
             frames: vec![frame],
+            unbounded_rsp: 0,
         }
+    }
+
+    #[inline(never)]
+    fn parked_foreign(rx: std::sync::mpsc::Receiver<()>) {
+        std::hint::black_box(rx.recv()).ok();
+    }
+
+    /// A thread nl6 did not spawn, outside any CPU profile: nobody learnt its stack bounds, yet the
+    /// capture returns its whole stack (learnt from its first, leaf-only answer) and keeps no entry.
+    #[test]
+    fn a_foreign_thread_gets_its_whole_stack_and_no_entry_is_left() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let h = std::thread::spawn(move || {
+            tid_tx.send(signal::gettid()).unwrap();
+            parked_foreign(rx);
+        });
+        let tid = tid_rx.recv().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let stacks = capture_all(Duration::from_secs(2));
+        let t = stacks.iter().find(|t| t.tid == tid).expect("the thread");
+        let names: Vec<String> = t
+            .stack
+            .iter()
+            .filter_map(|a| crate::profiling::symbols::symbolize(a.saturating_sub(1)))
+            .collect();
+        assert!(
+            names.iter().any(|n| n.contains("parked_foreign")),
+            "{names:#?}"
+        );
+        assert!(unwind::foreign_bounds(tid).is_none(), "entry left behind");
+        tx.send(()).unwrap();
+        h.join().unwrap();
     }
 
     #[test]

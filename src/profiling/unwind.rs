@@ -1,61 +1,64 @@
 //! Frame-pointer unwinding, from an interrupted signal context or from the current frame.
 //!
-//! Every nl6 build carries frame pointers (`-C force-frame-pointers=yes`, .cargo/config.toml), so a stack is
-//! the chain `rbp → [saved rbp, return address]`. A CPU sample starts with the **interrupted instruction
-//! itself** (`RIP` from the `ucontext`) as the leaf, then follows the chain.
+//! Every nl6 build carries frame pointers (`-C force-frame-pointers=yes`, .cargo/config.toml), so most of a
+//! stack is the chain `rbp → [saved rbp, return address]`. A CPU sample starts with the **interrupted
+//! instruction itself** (`RIP` from the `ucontext`) as the leaf, then:
+//! - leaf in a function of the executable that keeps a frame pointer ([`code`]) and `RBP` a plausible
+//!   frame: the chain from `RBP`;
+//! - otherwise — a frameless leaf (musl's `libc.a` in the static binary, glibc's `libc.so`, hand-written
+//!   assembly, the vdso) or an implausible `RBP` — the callers are found by scanning the stack above
+//!   `RSP` for validated return addresses up to the first frame-pointer caller, whose frame record
+//!   continues the chain ([`scan`]). The decision and its costs are in ARCHITECTURE.md ("The unwind").
 //!
-//! Safety of the walk: a frame pointer is read only if it is 8-byte aligned, at or above the interrupted
-//! `RSP`, below the thread's stack top, and strictly above the previous frame. Code without frame pointers —
-//! musl's `libc.a`, hand-written assembly — may use `RBP` as a general register; those checks turn a bogus
-//! `RBP` into an early stop, never into a read outside the live stack. What is lost, and accepted:
-//! interrupted in a function's prologue (before `push rbp; mov rbp, rsp`) or inside a libc function that
-//! keeps no frame, the direct caller of the leaf is missing (the chain resumes at the caller's caller);
-//! when `RBP` is not a plausible frame at all, [`chain_start`] scans a few hundred bytes above `RSP` for a
-//! saved frame pointer (bounded, within the stack, checked against the binary's code range) to resume the
-//! chain, so a thread blocked inside libc still shows its Rust callers.
+//! Safety of the walk: the handler reads stack memory only inside `[RSP, high)` after checking that
+//! `RSP` lies inside the thread's own stack bounds `[low, high)` ([`bounds`]): a sample taken on the
+//! sigaltstack or on a coroutine's stack yields the leaf only. Bounds are learnt outside handlers — by
+//! the thread itself for threads nl6 spawns (and the profile's starter), by the CPU collector for others
+//! ([`foreign`]'s table, from `/proc/self/maps`); a handler never calls libc for them. A frame pointer is
+//! followed only if 8-aligned, inside those bounds and strictly above the previous frame, so a bogus `RBP`
+//! ends the walk, never reads outside the live stack. Code bytes (to validate a return address) are read
+//! only inside the executable's mapped code range. Stack and code words are loaded with one `mov` in
+//! inline assembly: the words belong to frames the compiler knows nothing of, possibly never written
+//! (a frameless function's locals), which a Rust load would make undefined behaviour; a machine load of
+//! mapped memory is defined.
 //!
-//! Stack bounds: the stack top of each thread is cached in a `const` thread-local without destructor. A
-//! thread fills it outside any handler (at birth through `threads::spawn_recorded`, on its first
-//! [`current_stack`], when it starts a CPU profile). On musl, `pthread_getattr_np` is pure arithmetic for
-//! spawned threads and `mremap` probing for the main thread — no lock, no allocation — so a handler fills
-//! the cache on first use and every thread, even one nl6 did not spawn, gets full stacks. glibc's version
-//! takes a lock and reads /proc for the main thread, so there a handler never calls it: a thread with no
-//! cached top yields the leaf only, plus its tid and `RSP`; the CPU collector then looks that `RSP` up in
-//! `/proc/self/maps` and publishes the end of its mapping as the thread's top in a lock-free `tid → top`
-//! table, so later samples get full stacks. (That end can lie past the real stack top when the kernel merged
-//! the stack with an adjacent read-write mapping; a bogus `RBP` pointing there is still mapped memory at
-//! the time. The shipped musl build never uses the table.)
+//! What is lost, and accepted: interrupted in a frame-pointer function's prologue (before `push rbp; mov
+//! rbp, rsp`) or epilogue, the direct caller of the leaf is missing (the chain resumes at the caller's
+//! caller); on glibc, frames inside libc.so between the leaf and the executable are skipped (return
+//! addresses outside the executable are not recognised); the first sample of a foreign thread is its leaf
+//! only (its bounds are learnt from it).
 //!
 //! The foreign table's contract. An entry is valid only for the thread that had the tid when it was
 //! learnt; Linux reuses tids, so an entry outliving its thread would bound a new thread's walk by another
-//! stack's top. Hence: (1) the collector learns tops only for tids whose timer is armed, and **every tid
-//! whose timer is deleted is forgotten** — at each rescan for threads gone, and for all of them when the
-//! session ends — so no entry survives its thread by more than one rescan, nor any session. (Clearing the
-//! whole table at session start instead was rejected: between sessions the stack-capture handler still
-//! reads the table and no rescan notices deaths, so stale entries would be used there.) (2) Each entry is
-//! **one `AtomicU64`** packing tid and top (stored with Release, read with one Acquire load), so a handler
-//! reading while the collector inserts or forgets sees the whole old entry, the whole new one, or
-//! none — never one thread's tid with another's top. Forgetting writes a tombstone (probing goes on past
-//! it). Writers (collector, session stop) are serialised by a mutex no handler takes. (3) The walk itself
-//! trusts no top blindly: one below `RSP` or more than [`MAX_STACK_SPAN`] above it is treated as unknown
-//! (leaf only), so even a wrong entry cannot send a walk across unmapped pages far away.
+//! stack. Hence: (1) the collector learns bounds only for tids whose timer is armed, and **every tid whose
+//! timer is deleted is forgotten** — when the rescan notices its thread gone, and for all of them when the
+//! session ends — so no entry survives its thread by more than one rescan, nor any session. (2) Entries
+//! are read with atomic loads only and each word carries its tid (protocol in [`foreign`]), so a handler
+//! reading while the collector inserts or forgets sees the whole old entry, the whole new one, or none.
+//! Writers (collector, session stop) are serialised by a mutex no handler takes. (3) The walk trusts no
+//! bound blindly: `RSP` outside `[low, high)` or more than [`MAX_STACK_SPAN`] below `high` yields the leaf
+//! only.
 //!
 //! This module never allocates, locks or panics on the walking paths.
-use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::compiler_fence;
 
+mod bounds;
+mod code;
 mod foreign;
-pub(crate) use foreign::{foreign_top, forget_foreign, set_foreign_top};
+mod scan;
+pub(crate) use bounds::{bounds_in_handler, init_thread_bounds, mapping_bounds, Bounds};
+pub(crate) use code::learn_code;
+pub(crate) use foreign::{foreign_bounds, forget_foreign, set_foreign_bounds};
+#[cfg(test)]
+pub(crate) use foreign::{foreign_top, set_foreign_top};
 
 /// Deepest stack recorded; deeper stacks are truncated at the root end.
 pub(crate) const MAX_DEPTH: usize = 64;
 
-thread_local! {
-    /// The calling thread's stack top (highest address + 1); 0 = not known yet, 1 = could not be known.
-    static STACK_TOP: Cell<usize> = const { Cell::new(0) };
-    /// Set while this thread asks libc for its bounds (a nested allocation must not re-enter).
-    static FILLING: Cell<bool> = const { Cell::new(false) };
-}
+/// Largest `high - RSP` a walk trusts: far above any thread stack nl6 or a library sets up (8 MiB by
+/// default, the main thread's `RLIMIT_STACK`), far below the distance to an unrelated mapping a stale bound
+/// would put in the range.
+pub(crate) const MAX_STACK_SPAN: u64 = 64 << 20;
 
 /// The three registers a walk starts from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,227 +142,66 @@ pub(crate) fn walk(
     n
 }
 
-/// Reads one word of the live stack.
+/// Loads one 8-byte word at `addr` with a single machine load, outside Rust's abstract machine (see the
+/// module doc: the word may never have been written by anyone).
 ///
 /// # Safety
-/// `addr` must be 8-aligned and inside a mapped, readable region (the walk checks stack bounds first).
+/// `addr..addr+8` must be mapped and readable (the callers check stack bounds or the code range first).
 #[inline(always)]
-unsafe fn read_word(addr: u64) -> u64 {
-    // SAFETY: the caller guarantees the address; volatile because the memory belongs to another frame.
-    unsafe { std::ptr::read_volatile(addr as usize as *const u64) }
-}
-
-/// Asks libc for the calling thread's stack top (0 on failure).
-fn query_stack_top() -> usize {
-    // SAFETY: pthread_self is always valid; attr is initialised by pthread_getattr_np before use and
-    // destroyed after; pthread_attr_getstack writes two out-values we own.
-    unsafe {
-        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
-        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
-            return 0;
+unsafe fn load_word(addr: u64) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let v: u64;
+        // SAFETY: the caller guarantees the address is mapped; a load has no other effect.
+        unsafe {
+            std::arch::asm!("mov {v}, qword ptr [{a}]", a = in(reg) addr, v = out(reg) v,
+                options(nostack, preserves_flags, readonly));
         }
-        let mut addr: *mut libc::c_void = std::ptr::null_mut();
-        let mut size: libc::size_t = 0;
-        let rc = libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
-        libc::pthread_attr_destroy(&mut attr);
-        if rc != 0 || addr.is_null() {
-            return 0;
-        }
-        (addr as usize).wrapping_add(size)
+        v
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        // SAFETY: as above.
+        unsafe { std::ptr::read_volatile(addr as usize as *const u64) }
     }
 }
 
-/// Fills the calling thread's cached stack top (outside any signal handler) and returns it (0 if it
-/// cannot be known). Cheap after the first call.
-pub(crate) fn init_thread_bounds() -> usize {
-    let top = STACK_TOP.with(Cell::get);
-    if top > 1 {
-        return top;
-    }
-    if top == 1 || FILLING.with(|f| f.replace(true)) {
+/// Unwinds an interrupted context: the interrupted `RIP` first, then its callers (see the module doc),
+/// reading only `[RSP, high)` once `RSP` is inside the thread's bounds `[low, high)`; otherwise the leaf
+/// only. Async-signal-safe.
+#[inline]
+pub(crate) fn unwind_interrupted(regs: Regs, bounds: Option<(u64, u64)>, out: &mut [u64]) -> usize {
+    let Some(first) = out.first_mut() else {
         return 0;
-    }
-    let found = query_stack_top();
-    STACK_TOP.with(|t| t.set(if found == 0 { 1 } else { found }));
-    FILLING.with(|f| f.set(false));
-    found
-}
-
-/// The end of the readable-writable mapping containing `addr`, from `/proc/self/maps` text (pure).
-pub(crate) fn mapping_end(maps: &str, addr: u64) -> Option<u64> {
-    maps.lines().find_map(|line| {
-        let mut parts = line.split_ascii_whitespace();
-        let (range, perms) = (parts.next()?, parts.next()?);
-        let (lo, hi) = range.split_once('-')?;
-        let (lo, hi) = (
-            u64::from_str_radix(lo, 16).ok()?,
-            u64::from_str_radix(hi, 16).ok()?,
-        );
-        (perms.starts_with("rw") && lo <= addr && addr < hi).then_some(hi)
-    })
-}
-
-/// Where a handler found the stack top of its thread.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Top {
-    /// Known: walk up to here.
-    Known(usize),
-    /// Unknown for this thread (`tid`): walk nothing; the collector may learn it from the sample's `RSP`.
-    Unknown(i32),
-}
-
-/// The calling thread's stack top for use inside a signal handler.
-#[inline]
-pub(crate) fn stack_top_in_handler() -> Top {
-    let top = STACK_TOP.with(Cell::get);
-    if top > 1 {
-        return Top::Known(top);
-    }
-    if top == 0 && cfg!(target_env = "musl") {
-        // musl's pthread_getattr_np is async-signal-safe in practice (see module doc); never on glibc.
-        let found = query_stack_top();
-        STACK_TOP.with(|t| t.set(if found == 0 { 1 } else { found }));
-        if found != 0 {
-            return Top::Known(found);
-        }
-    }
-    let tid = super::signal::gettid();
-    match foreign_top(tid) {
-        0 => Top::Unknown(tid),
-        top => Top::Known(top as usize),
-    }
-}
-
-/// Words above `RSP` searched for a saved frame pointer when `RBP` is not one.
-const SCAN_WORDS: u64 = 256;
-
-/// The executable's code range `[lo, hi)` (0, 0 = unknown), learnt outside handlers by [`learn_text`].
-static TEXT: (AtomicU64, AtomicU64) = (AtomicU64::new(0), AtomicU64::new(0));
-
-/// Records the address range of this binary's executable mappings (call outside any handler; cheap to
-/// repeat). Return addresses outside it are not trusted when a walk has to resynchronise.
-pub(crate) fn learn_text() {
-    if TEXT.1.load(Ordering::Relaxed) != 0 {
-        return;
-    }
-    let (Ok(maps), Ok(exe)) = (
-        std::fs::read_to_string("/proc/self/maps"),
-        std::fs::read_link("/proc/self/exe"),
-    ) else {
-        return;
     };
-    if let Some((lo, hi)) = text_range(&maps, &exe.to_string_lossy()) {
-        TEXT.0.store(lo, Ordering::Relaxed);
-        TEXT.1.store(hi, Ordering::Release);
-    }
-}
-
-/// The span of `exe`'s executable mappings in `/proc/self/maps` text (pure).
-pub(crate) fn text_range(maps: &str, exe: &str) -> Option<(u64, u64)> {
-    let mut range: Option<(u64, u64)> = None;
-    for line in maps.lines() {
-        let mut parts = line.split_ascii_whitespace();
-        let (Some(r), Some(perms)) = (parts.next(), parts.next()) else {
-            continue;
-        };
-        if !perms.contains('x') || parts.nth(3) != Some(exe) {
-            continue;
-        }
-        let Some((lo, hi)) = r.split_once('-') else {
-            continue;
-        };
-        let (Ok(lo), Ok(hi)) = (u64::from_str_radix(lo, 16), u64::from_str_radix(hi, 16)) else {
-            continue;
-        };
-        range = Some(range.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
-    }
-    range
-}
-
-/// Where the frame chain of an interrupted context starts: `(return address of the leaf's caller if it
-/// had to be found by scanning, first frame pointer)`.
-///
-/// Normally `RBP` is the leaf's (or its caller's) frame. When it is not a plausible frame — code without
-/// frame pointers (musl's libc.a) uses it as a general register — scan up to [`SCAN_WORDS`] words above
-/// `RSP` for a saved frame pointer: a word `w` with `rsp < w`, a whole frame below `hi`, a return address
-/// in `text` at `w + 8`, and a saved link that is 0 or above `w`. The first code address met on the way is
-/// kept as the return into the leaf's caller. Reads only 8-aligned words in `[rsp, hi)`.
-pub(crate) fn chain_start(
-    rbp: u64,
-    rsp: u64,
-    hi: u64,
-    text: (u64, u64),
-    read: impl Fn(u64) -> u64,
-) -> (Option<u64>, u64) {
-    let in_stack = |a: u64| a.is_multiple_of(8) && a >= rsp && hi >= 16 && a <= hi - 16;
-    let in_text = |a: u64| text.1 == 0 || (text.0 <= a && a < text.1);
-    let plausible = |fp: u64| {
-        in_stack(fp) && in_text(read(fp + 8)) && {
-            let link = read(fp);
-            link == 0 || (link > fp && in_stack(link))
-        }
+    *first = regs.rip;
+    let Some((lo, hi)) = bounds.and_then(|(low, high)| bounds::walk_range(regs.rsp, low, high))
+    else {
+        return 1;
     };
-    if plausible(rbp) || text.1 == 0 || !rsp.is_multiple_of(8) {
-        return (None, rbp);
+    compiler_fence(std::sync::atomic::Ordering::SeqCst);
+    let rest = out.get_mut(1..).unwrap_or(&mut []);
+    // SAFETY (readers): stack words only in [rsp, high), inside the thread's own live stack (it is
+    // stopped in our handler); code words only inside the executable's mapped code (`Code` checks).
+    let mem = scan::Mem {
+        lo,
+        hi,
+        stack: |a| unsafe { load_word(a) },
+        code: |a| unsafe { load_word(a) },
+    };
+    let code = code::Code::load();
+    let frameless = code.is_some_and(|c| {
+        !c.keeps_frame_pointer(regs.rip) || !mem.plausible_frame(&c, regs.rbp, lo)
+    });
+    let (scanned, fp) = match code {
+        Some(c) if frameless => scan::scan_from_rsp(&c, regs.rip, regs.rbp, &mem, rest),
+        _ => (0, regs.rbp),
+    };
+    let rest = rest.get_mut(scanned..).unwrap_or(&mut []);
+    if fp == 0 {
+        return 1 + scanned;
     }
-    let mut caller_ret = None;
-    let mut p = rsp;
-    let end = rsp.saturating_add(SCAN_WORDS * 8).min(hi.saturating_sub(8));
-    while p < end {
-        let w = read(p);
-        if w > p && plausible(w) {
-            return (caller_ret, w);
-        }
-        if caller_ret.is_none() && in_text(w) {
-            caller_ret = Some(w);
-        }
-        p += 8;
-    }
-    (None, rbp)
-}
-
-/// Largest `top - RSP` a walk trusts: far above any thread stack nl6 or a library sets up (8 MiB by
-/// default, the main thread's `RLIMIT_STACK`), far below the distance to an unrelated mapping a stale top
-/// would put in the range.
-pub(crate) const MAX_STACK_SPAN: u64 = 64 << 20;
-
-/// `stack_top` if it can bound a walk from `rsp` — above `rsp` by at most [`MAX_STACK_SPAN`] — else 0
-/// (unknown: leaf only). A top that fails this is not this thread's (stale or wrong), and walking up to it
-/// could read unmapped pages.
-#[inline]
-pub(crate) fn trusted_top(rsp: u64, stack_top: u64) -> u64 {
-    if rsp < stack_top && stack_top - rsp <= MAX_STACK_SPAN {
-        stack_top
-    } else {
-        0
-    }
-}
-
-/// Unwinds an interrupted context: the interrupted `RIP` first, then the frame chain (see
-/// [`chain_start`]), within `[regs.rsp, stack_top)`; an implausible `stack_top` (see [`trusted_top`])
-/// yields the leaf only. Async-signal-safe.
-#[inline]
-pub(crate) fn unwind_interrupted(regs: Regs, stack_top: usize, out: &mut [u64]) -> usize {
-    let text = (
-        TEXT.0.load(Ordering::Relaxed),
-        TEXT.1.load(Ordering::Acquire),
-    );
-    let hi = trusted_top(regs.rsp, stack_top as u64);
-    if hi == 0 {
-        return walk(Some(regs.rip), 0, 1, 0, 0, out, |_| 0);
-    }
-    // SAFETY (both closures): reads only 8-aligned words inside [rsp, stack_top), the live stack of the
-    // interrupted thread (it is stopped in our handler, so its stack stays mapped).
-    let (caller, fp) = chain_start(regs.rbp, regs.rsp, hi, text, |a| unsafe { read_word(a) });
-    let mut n = 0;
-    for pc in [Some(regs.rip), caller].into_iter().flatten() {
-        if let Some(slot) = out.get_mut(n) {
-            *slot = pc;
-            n += 1;
-        }
-    }
-    let rest = out.get_mut(n..).unwrap_or(&mut []);
-    n + walk(None, fp, regs.rsp, hi, 0, rest, |a| unsafe { read_word(a) })
+    1 + scanned + walk(None, fp, lo, hi, 0, rest, mem.stack)
 }
 
 /// Writes the calling thread's return addresses (the caller of `current_stack` first), skipping `skip`
@@ -381,7 +223,7 @@ pub(crate) fn current_stack(skip: usize, out: &mut [u64]) -> usize {
         }
         // SAFETY: as in `unwind_interrupted`; our own stack between sp and its top is live.
         walk(None, fp, sp, top as u64, skip, out, |a| unsafe {
-            read_word(a)
+            load_word(a)
         })
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -496,95 +338,77 @@ mod tests {
         );
     }
 
+    /// A well-formed stack with real return addresses; bounds that do not hold `RSP` (a sample on the
+    /// sigaltstack, a stale or foreign top) yield the leaf only.
     #[test]
-    fn resynchronises_when_rbp_is_not_a_frame() {
-        let text = (0x1000, 0x2000);
-        let mut s = fake(32);
-        // The leaf (libc) saved the caller's frame pointer at word 3 and returns to 0x1500 (word 5).
-        let (rsp, f) = (s.at(0), s.at(10));
-        s.words[1] = 0x42;
-        s.words[3] = f;
-        s.words[5] = 0x1500;
-        s.frame(10, s.at(20), 0x1600);
-        s.frame(20, 0, 0x1700);
-        assert_eq!(chain_start(5, rsp, s.hi(), text, |a| s.read(a)), (None, f));
-        // Put a code address below the saved frame pointer: it is the return into the leaf's caller.
-        s.words[2] = 0x1400;
-        assert_eq!(
-            chain_start(5, rsp, s.hi(), text, |a| s.read(a)),
-            (Some(0x1400), f)
-        );
-        // A plausible RBP is used as is; unknown text range means no scanning.
-        assert_eq!(chain_start(f, rsp, s.hi(), text, |a| s.read(a)), (None, f));
-        assert_eq!(
-            chain_start(5, rsp, s.hi(), (0, 0), |a| s.read(a)),
-            (None, 5)
-        );
-        // Nothing plausible within the stack: keep RBP (the walk then stops at once).
-        let empty = fake(8);
-        assert_eq!(
-            chain_start(5, empty.base, empty.hi(), text, |a| empty.read(a)),
-            (None, 5)
-        );
-    }
-
-    #[test]
-    fn parses_maps_for_text_and_stack_mappings() {
-        let maps = "5555-6000 r--p 00000000 08:01 12 /bin/nl6\n\
-                    6000-9000 r-xp 00001000 08:01 12 /bin/nl6\n\
-                    9000-a000 r-xp 00000000 08:01 13 /lib/other.so\n\
-                    7ff0000-7ff8000 rw-p 00000000 00:00 0 [stack]\n";
-        assert_eq!(text_range(maps, "/bin/nl6"), Some((0x6000, 0x9000)));
-        assert_eq!(text_range(maps, "/bin/none"), None);
-        assert_eq!(mapping_end(maps, 0x7ff4000), Some(0x7ff8000));
-        assert_eq!(mapping_end(maps, 0x6500), None, "code is not a stack");
-    }
-
-    #[test]
-    fn a_top_is_trusted_only_just_above_rsp() {
-        let rsp = 0x7f00_0000_0000;
-        assert_eq!(trusted_top(rsp, rsp + 4096), rsp + 4096);
-        assert_eq!(trusted_top(rsp, rsp + MAX_STACK_SPAN), rsp + MAX_STACK_SPAN);
-        assert_eq!(
-            trusted_top(rsp, rsp + MAX_STACK_SPAN + 8),
-            0,
-            "too far above"
-        );
-        assert_eq!(trusted_top(rsp, rsp), 0, "no stack left");
-        assert_eq!(trusted_top(rsp, rsp - 4096), 0, "below rsp");
-        assert_eq!(trusted_top(rsp, 0), 0);
-    }
-
-    /// A stale top far above a real, well-formed stack: the walk must not go past the leaf (it would
-    /// cross whatever lies between the two on a real thread).
-    #[test]
-    fn an_implausible_top_yields_the_leaf_only() {
-        let code = a_top_is_trusted_only_just_above_rsp as *const () as u64;
+    fn rsp_outside_the_bounds_yields_the_leaf_only() {
+        learn_code();
+        let mut real = [0u64; MAX_DEPTH];
+        let n = marker(&mut real);
+        assert!(n >= 2);
+        let (ret_in_marker, ret_in_test) = (real[0], real[1]);
         let mut stack = vec![0u64; 64];
         let base = stack.as_ptr() as u64;
         let at = |i: usize| base + 8 * i as u64;
         stack[8] = at(16);
-        stack[9] = code + 16;
+        stack[9] = ret_in_marker;
         stack[16] = 0;
-        stack[17] = code + 32;
+        stack[17] = ret_in_test;
+        let leaf = marker as *const () as u64 + 8;
         let regs = Regs {
-            rip: code + 8,
+            rip: leaf,
             rbp: at(8),
             rsp: at(0),
         };
         let mut out = [0u64; 8];
-        let real_top = at(64);
-        let n = unwind_interrupted(regs, real_top as usize, &mut out);
+        let (low, high) = (base, at(64));
+        let n = unwind_interrupted(regs, Some((low, high)), &mut out);
         assert_eq!(
             &out[..n],
-            &[code + 8, code + 16, code + 32],
-            "the real top walks the chain"
+            &[leaf, ret_in_marker, ret_in_test],
+            "the real bounds walk the chain"
         );
-        let stale = real_top + MAX_STACK_SPAN + 4096;
-        let n = unwind_interrupted(regs, stale as usize, &mut out);
-        assert_eq!(&out[..n], &[code + 8]);
-        let n = unwind_interrupted(regs, (regs.rsp - 8) as usize, &mut out);
-        assert_eq!(&out[..n], &[code + 8]);
+        let stale = high + MAX_STACK_SPAN + 4096;
+        assert_eq!(unwind_interrupted(regs, Some((low, stale)), &mut out), 1);
+        assert_eq!(
+            unwind_interrupted(regs, Some((low, regs.rsp - 8)), &mut out),
+            1
+        );
+        assert_eq!(
+            unwind_interrupted(regs, Some((at(1), high)), &mut out),
+            1,
+            "RSP below low"
+        );
+        assert_eq!(unwind_interrupted(regs, None, &mut out), 1);
+        assert_eq!(out[0], leaf);
+        drop(stack);
+    }
+
+    /// A leaf outside the executable (libc.so, or frameless code) with `RBP` clobbered: the caller comes
+    /// from a validated return address, then the frame chain.
+    #[test]
+    fn a_frameless_leaf_keeps_its_frame_pointer_caller() {
+        learn_code();
+        let mut real = [0u64; MAX_DEPTH];
+        let n = marker(&mut real);
+        assert!(n >= 3);
+        let mut stack = vec![0u64; 64];
+        let base = stack.as_ptr() as u64;
+        let at = |i: usize| base + 8 * i as u64;
+        stack[1] = 0x1234;
+        stack[2] = real[0];
+        stack[6] = at(12);
+        stack[7] = real[1];
+        stack[12] = 0;
+        stack[13] = real[2];
+        let regs = Regs {
+            rip: 0x10,
+            rbp: 3,
+            rsp: at(0),
+        };
+        let mut out = [0u64; 8];
+        let n = unwind_interrupted(regs, Some((base, at(64))), &mut out);
+        assert_eq!(&out[..n], &[0x10, real[0], real[1], real[2]]);
         drop(stack);
     }
 

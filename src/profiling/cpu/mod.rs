@@ -7,8 +7,11 @@
 //! signal handler unwinds the interrupted context, reads the thread's label and writes one slot of a static
 //! lock-free [`ring`]. A collector thread (`nl6-cpu-collect`, unlabelled, sampled like any other) drains the
 //! ring every 100 ms into a `(stack, label) → count` map and keeps the timers in step with the threads:
-//! each tick it lists `/proc/self/task`, arming timers for new threads and deleting those of dead ones
-//! (timers belong to the process and would leak).
+//! each tick it compares the process's thread count with the one it knows and probes the ids the kernel
+//! handed out since the last tick; only when one of them says something changed (or every 30 s) does
+//! it list `/proc/self/task`, arming timers for new threads and deleting those of dead ones
+//! (timers belong to the process and would leak). A tick allocates nothing and costs the same whatever
+//! the number of threads.
 //!
 //! Coverage limit: every thread alive at [`start`] is armed before it returns, and a thread spawned
 //! through `threads::spawn_recorded` (so `labels::spawn`) arms itself at birth. Any other thread started
@@ -31,6 +34,7 @@
 //! allocates, locks or panics in the handler; runs two sessions at once ([`CpuError::Busy`]); restores the
 //! default SIGPROF action (see [`super::signal`]).
 mod ring;
+mod tasks;
 mod timers;
 
 use super::signal::{self, ErrnoGuard};
@@ -43,7 +47,7 @@ use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
-pub(crate) use timers::list_tids;
+pub(crate) use tasks::list_tids;
 use timers::Timers;
 
 /// Default sampling rate, as Go's.
@@ -140,16 +144,16 @@ unsafe extern "C" fn on_sigprof(_sig: c_int, info: *mut libc::siginfo_t, ctx: *m
     let Some(regs) = regs else { return };
     let weight = overrun.saturating_add(1);
     let label = labels::current_index();
-    let (top, unknown_tid) = match unwind::stack_top_in_handler() {
-        unwind::Top::Known(top) => (top, 0),
-        unwind::Top::Unknown(tid) => (0, tid),
+    let (bounds, unknown_tid) = match unwind::bounds_in_handler() {
+        unwind::Bounds::Known(low, high) => (Some((low, high)), 0),
+        unwind::Bounds::Unknown(tid) => (None, tid),
     };
     let written = RING.push(|slot| {
         slot.weight = weight;
         slot.label = label;
         slot.unknown_tid = unknown_tid;
         slot.rsp = regs.rsp;
-        slot.depth = unwind::unwind_interrupted(regs, top, &mut slot.frames) as u16;
+        slot.depth = unwind::unwind_interrupted(regs, bounds, &mut slot.frames) as u16;
     });
     if written {
         SIGNALS.fetch_add(1, Ordering::Relaxed);
@@ -207,7 +211,19 @@ pub(crate) fn arm_current_thread() {
         return;
     }
     if let Some(t) = timers().as_mut() {
-        let _ = t.arm(signal::gettid());
+        let _ = t.arm_newborn(signal::gettid());
+    }
+}
+
+/// Deletes the calling thread's timer as it ends (called by `threads::spawn_recorded` after the thread's
+/// closure, also on unwind) and counts it out, so its exit does not make the next rescan list every
+/// thread.
+pub(crate) fn disarm_current_thread() {
+    if !ACTIVE.load(Ordering::Acquire) {
+        return;
+    }
+    if let Some(t) = timers().as_mut() {
+        t.disarm_ending(signal::gettid());
     }
 }
 
@@ -283,9 +299,10 @@ impl Window {
     }
 }
 
-/// Publishes stack tops for threads the handler could not bound, from `/proc/self/maps`, for tids that
-/// still have a timer only: one whose timer is gone was forgotten already (and its thread may be too), so
-/// learning it now would leave an entry nothing forgets (contract in `unwind`).
+/// Publishes stack bounds for threads the handler could not bound (the mapping holding the sample's
+/// `RSP` in `/proc/self/maps`), for tids that still have a timer only: one whose timer is gone was
+/// forgotten already (and its thread may be too), so learning it now would leave an entry nothing
+/// forgets (contract in `unwind`).
 fn learn_stack_tops(unknown: &[(i32, u64)], armed: impl Fn(i32) -> bool) {
     let unknown: Vec<&(i32, u64)> = unknown.iter().filter(|(tid, _)| armed(*tid)).collect();
     if unknown.is_empty() {
@@ -295,8 +312,8 @@ fn learn_stack_tops(unknown: &[(i32, u64)], armed: impl Fn(i32) -> bool) {
         return;
     };
     for (tid, rsp) in unknown {
-        if let Some(end) = unwind::mapping_end(&maps, *rsp) {
-            unwind::set_foreign_top(*tid, end);
+        if let Some((low, high)) = unwind::mapping_bounds(&maps, *rsp) {
+            unwind::set_foreign_bounds(*tid, low, high);
         }
     }
 }
@@ -340,7 +357,7 @@ fn start_inner(hz: u32) -> Result<CpuSession, CpuError> {
     let period_ns = 1_000_000_000 / effective_hz(hz) as u64;
     signal::install(signal::CPU_SIGNAL, on_sigprof).map_err(CpuError::Os)?;
     unwind::init_thread_bounds();
-    unwind::learn_text();
+    unwind::learn_code();
     // Discard anything a handler published after the previous session ended.
     Window::new().drain_ring();
     let shared = Arc::new(Shared {
@@ -351,10 +368,7 @@ fn start_inner(hz: u32) -> Result<CpuSession, CpuError> {
     ACTIVE.store(true, Ordering::SeqCst);
     {
         let mut slot = timers();
-        let t = slot.insert(Timers {
-            by_tid: HashMap::new(),
-            period_ns,
-        });
+        let t = slot.insert(Timers::new(period_ns));
         t.sync()
             .map_err(|e| CpuError::Os(format!("timer_create: {e}")))?;
     }
@@ -374,12 +388,16 @@ fn start_inner(hz: u32) -> Result<CpuSession, CpuError> {
 /// The collector loop: rescan, drain, sleep; on stop, or when session `number` is halted, stop sampling
 /// and delete every timer.
 ///
-/// `start` has just armed every thread, so the loop sleeps first. Each tick lists `/proc/self/task`
-/// (about 16 µs with a handful of threads: 0.02 % of a core at 10 Hz). A cheaper test first — the
-/// thread count from one `stat` of that directory, 5 µs — was tried and dropped: a thread that exits
-/// while another starts leaves the count unchanged, and the new thread then went unsampled for long.
+/// `start` has just armed every thread, so the loop sleeps first. Each tick compares the process's
+/// thread count (the link count of `/proc/self/task`, one `stat`) with the known one and lists `/proc/self/task` only when they differ
+/// or every `FULL_LIST_EVERY` ticks (`Timers::rescan`): a tick costs the same for 20 threads or 10 000
+/// and allocates nothing. Threads nl6 spawns arm themselves at birth and count themselves in, so they
+/// never need a listing; a foreign thread born in the same tick another one exits leaves the count
+/// unchanged but is found by probing the ids handed out since the last tick (`cpu/tasks.rs`).
 fn collect(shared: Arc<Shared>, number: u64) {
     unwind::init_thread_bounds();
+    // Counted in at birth like threads nl6 spawns, so the first tick need not list every thread.
+    arm_current_thread();
     let mut stop = shared.stop.lock().unwrap_or_else(|e| e.into_inner());
     loop {
         // Spurious wakeups and EINTR only shorten one sleep.
@@ -405,7 +423,7 @@ fn collect(shared: Arc<Shared>, number: u64) {
         // Rescan first: learning then sees the timers as they are after this tick's deaths (and
         // forgets), under the same lock, so nothing is learnt for a tid the rescan just dropped.
         if let Some(t) = timers().as_mut() {
-            let _ = t.sync();
+            let _ = t.rescan();
             learn_stack_tops(&unknown, |tid| t.is_armed(tid));
         }
         stop = shared.stop.lock().unwrap_or_else(|e| e.into_inner());

@@ -1,5 +1,11 @@
-//! The foreign stack-top table: `tid → stack top` for threads whose own cache is empty (glibc threads nl6
-//! did not spawn), learnt by the CPU collector from `/proc/self/maps` and read by signal handlers.
+//! The foreign stack-bounds table: `tid → [low, high)` for threads whose own cache is empty (threads nl6
+//! did not spawn, the main thread), learnt by the CPU collector from `/proc/self/maps` and read by signal
+//! handlers.
+//!
+//! Each entry is two words, both tagged with the tid: `high` (the entry's key, written last on insert and
+//! first on forget) and `low`. A reader loads `high`, then `low`, then `high` again, and accepts only when
+//! both tags are its tid and `high` did not change, so it never pairs one thread's top with another's
+//! bottom.
 //!
 //! Owns the table and its writer lock; the protocol (one atomic word per entry, who forgets what and when)
 //! is the contract in the parent module's doc. Never: allocates, locks or panics on the reading path.
@@ -31,9 +37,11 @@ fn pack_foreign(tid: i32, stack_top: u64) -> Option<u64> {
     fits.then_some((page << TID_BITS) | tid)
 }
 
-/// `tid → stack top` for threads whose own cache is empty (glibc threads nl6 did not spawn), one
-/// `AtomicU64` per entry (see [`pack_foreign`]; the protocol is in the module doc).
+/// `tid → stack top` for threads whose own cache is empty, one `AtomicU64` per entry (see
+/// [`pack_foreign`]; the protocol is in the module doc).
 static FOREIGN: [AtomicU64; FOREIGN_SLOTS] = [const { AtomicU64::new(0) }; FOREIGN_SLOTS];
+/// The low bound of the entry in the same slot of [`FOREIGN`], packed the same way.
+static FOREIGN_LOW: [AtomicU64; FOREIGN_SLOTS] = [const { AtomicU64::new(0) }; FOREIGN_SLOTS];
 /// Serialises the table's writers (never taken by a handler).
 static FOREIGN_WRITER: Mutex<()> = Mutex::new(());
 
@@ -41,45 +49,74 @@ fn foreign_writer() -> std::sync::MutexGuard<'static, ()> {
     FOREIGN_WRITER.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn foreign_probe(tid: i32) -> impl Iterator<Item = &'static AtomicU64> {
+/// The `(high, low)` word pairs `tid` may occupy, in probe order.
+fn foreign_probe(tid: i32) -> impl Iterator<Item = (&'static AtomicU64, &'static AtomicU64)> {
     let start = (tid as u32 as usize).wrapping_mul(0x9E37_79B9) % FOREIGN_SLOTS;
-    (0..FOREIGN_PROBES).filter_map(move |i| FOREIGN.get((start + i) % FOREIGN_SLOTS))
+    (0..FOREIGN_PROBES).filter_map(move |i| {
+        let at = (start + i) % FOREIGN_SLOTS;
+        FOREIGN.get(at).zip(FOREIGN_LOW.get(at))
+    })
 }
 
-/// The stack top the collector learnt for `tid` (0 = none). Async-signal-safe: one atomic load per
-/// probe, so a concurrent insert or forget yields the whole old entry or the whole new one.
+fn unpack(word: u64) -> u64 {
+    (word >> TID_BITS) << PAGE_SHIFT
+}
+
+/// The stack bounds `[low, high)` the collector learnt for `tid`. Async-signal-safe: atomic loads only
+/// (the high/low/high protocol in the module doc).
 #[inline]
-pub(crate) fn foreign_top(tid: i32) -> u64 {
-    let Ok(want) = u64::try_from(tid) else {
-        return 0;
-    };
-    for entry in foreign_probe(tid) {
-        match entry.load(Ordering::Acquire) {
-            0 => return 0,
-            e if e & TID_MASK == want => return (e >> TID_BITS) << PAGE_SHIFT,
+pub(crate) fn foreign_bounds(tid: i32) -> Option<(u64, u64)> {
+    let want = u64::try_from(tid).ok()?;
+    for (high, low) in foreign_probe(tid) {
+        match high.load(Ordering::Acquire) {
+            0 => return None,
+            h if h & TID_MASK == want => {
+                let l = low.load(Ordering::Acquire);
+                let same = high.load(Ordering::Acquire) == h;
+                return (same && l & TID_MASK == want).then(|| (unpack(l), unpack(h)));
+            }
             _ => {}
         }
     }
-    0
+    None
 }
 
-/// Records `tid`'s stack top unless one is recorded already or it does not fit the table; returns
+/// The stack top the collector learnt for `tid` (0 = none).
+#[cfg(test)]
+pub(crate) fn foreign_top(tid: i32) -> u64 {
+    foreign_bounds(tid).map_or(0, |(_, high)| high)
+}
+
+/// Records `tid`'s stack bounds unless some are recorded already or they do not fit the table; returns
 /// whether `tid` now has an entry. Never called from a handler.
-pub(crate) fn set_foreign_top(tid: i32, stack_top: u64) -> bool {
-    let Some(word) = pack_foreign(tid, stack_top) else {
+pub(crate) fn set_foreign_bounds(tid: i32, low: u64, high: u64) -> bool {
+    let (Some(high_word), Some(low_word)) = (
+        pack_foreign(tid, high),
+        pack_foreign(tid, low.max(1 << PAGE_SHIFT) & !((1 << PAGE_SHIFT) - 1)),
+    ) else {
         return false;
     };
+    if low >= high {
+        return false;
+    }
     let _writer = foreign_writer();
-    if foreign_top(tid) != 0 {
+    if foreign_bounds(tid).is_some() {
         return true;
     }
-    match foreign_probe(tid).find(|e| matches!(e.load(Ordering::Relaxed), 0 | TOMBSTONE)) {
-        Some(entry) => {
-            entry.store(word, Ordering::Release);
+    match foreign_probe(tid).find(|(h, _)| matches!(h.load(Ordering::Relaxed), 0 | TOMBSTONE)) {
+        Some((h, l)) => {
+            l.store(low_word, Ordering::Release);
+            h.store(high_word, Ordering::Release);
             true
         }
         None => false,
     }
+}
+
+/// Records `tid`'s stack top with no known low bound below it (tests and callers that only know the top).
+#[cfg(test)]
+pub(crate) fn set_foreign_top(tid: i32, stack_top: u64) -> bool {
+    set_foreign_bounds(tid, 1 << PAGE_SHIFT, stack_top)
 }
 
 /// Forgets `tid`'s entry (its thread exited, or its timer was deleted). Never called from a handler.
@@ -88,10 +125,10 @@ pub(crate) fn forget_foreign(tid: i32) {
         return;
     };
     let _writer = foreign_writer();
-    for entry in foreign_probe(tid) {
-        let e = entry.load(Ordering::Relaxed);
+    for (high, _) in foreign_probe(tid) {
+        let e = high.load(Ordering::Relaxed);
         if e != 0 && e & TID_MASK == want {
-            entry.store(TOMBSTONE, Ordering::Release);
+            high.store(TOMBSTONE, Ordering::Release);
         }
     }
 }

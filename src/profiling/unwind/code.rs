@@ -1,0 +1,461 @@
+//! The executable's code as the unwinder sees it: its address range, which of its functions keep a frame
+//! pointer, and whether a stack word is a return address (the bytes just before it encode a `call`).
+//!
+//! Learnt once, outside any handler ([`learn_code`]): the range from `/proc/self/maps`; the functions from
+//! the executable's symbol table (the file is mapped read-only for the parse, then unmapped), each
+//! classified by its first bytes — `[endbr64] push rbp; mov rbp, rsp` keeps a frame pointer, anything else
+//! (musl's `libc.a`, hand-written assembly, symbols without a size) does not. Frame-pointer functions are
+//! merged into sorted ranges held in an anonymous mapping (not on the heap, so the table never shows in
+//! nl6's own heap profile). Published once: the other fields first, then the range's upper end with
+//! Release; a handler loads that end with Acquire **first** and sees everything or nothing.
+//!
+//! Never: allocates, locks or panics on the handler side ([`Code::load`] and the lookups).
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// `[start, end)` of code that keeps a frame pointer.
+pub(crate) type Range = [u64; 2];
+
+static TEXT_LO: AtomicU64 = AtomicU64::new(0);
+/// The publication flag: 0 until everything else is stored.
+static TEXT_HI: AtomicU64 = AtomicU64::new(0);
+static FP_RANGES: AtomicPtr<Range> = AtomicPtr::new(std::ptr::null_mut());
+static FP_LEN: AtomicUsize = AtomicUsize::new(0);
+/// Serialises learning (outside handlers only).
+static LEARNING: Mutex<()> = Mutex::new(());
+
+/// A view of the learnt code map (copyable, handler-safe).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Code {
+    pub lo: u64,
+    pub hi: u64,
+    /// Sorted, disjoint frame-pointer ranges; empty = unknown (every executable address is then
+    /// treated as keeping a frame pointer, the behaviour before the table existed).
+    pub fp: &'static [Range],
+}
+
+impl Code {
+    /// The published map, or `None` before [`learn_code`] succeeded. Async-signal-safe.
+    #[inline]
+    pub(crate) fn load() -> Option<Code> {
+        let hi = TEXT_HI.load(Ordering::Acquire);
+        if hi == 0 {
+            return None;
+        }
+        let (ptr, len) = (
+            FP_RANGES.load(Ordering::Relaxed),
+            FP_LEN.load(Ordering::Relaxed),
+        );
+        let fp: &'static [Range] = if ptr.is_null() {
+            &[]
+        } else {
+            // SAFETY: published before TEXT_HI (Release, read above with Acquire); the mapping is never
+            // unmapped or written again.
+            unsafe { std::slice::from_raw_parts(ptr, len) }
+        };
+        Some(Code {
+            lo: TEXT_LO.load(Ordering::Relaxed),
+            hi,
+            fp,
+        })
+    }
+
+    /// True when `pc` lies in the executable's code.
+    #[inline]
+    pub(crate) fn contains(&self, pc: u64) -> bool {
+        self.lo <= pc && pc < self.hi
+    }
+
+    /// True when `pc` is in a function of the executable that keeps a frame pointer (binary search).
+    #[inline]
+    pub(crate) fn keeps_frame_pointer(&self, pc: u64) -> bool {
+        if !self.contains(pc) {
+            return false;
+        }
+        if self.fp.is_empty() {
+            return true;
+        }
+        let i = self.fp.partition_point(|r| r[0] <= pc);
+        i > 0 && self.fp.get(i - 1).is_some_and(|r| pc < r[1])
+    }
+
+    /// True when `w` is a return address into the executable: inside its code, and the bytes before it
+    /// decode as a `call`. `read8(a)` returns the 8 code bytes at `a` (little-endian); it is only called
+    /// with `a >= lo` and `a + 8 <= hi`.
+    #[inline]
+    pub(crate) fn is_return_address(&self, w: u64, read8: impl Fn(u64) -> u64) -> bool {
+        self.call_before(w, read8).is_some()
+    }
+
+    /// The call that `w` returns from, if `w` is a return address into the executable (see
+    /// [`Code::is_return_address`]).
+    #[inline]
+    pub(crate) fn call_before(&self, w: u64, read8: impl Fn(u64) -> u64) -> Option<Call> {
+        if w < self.lo.saturating_add(8) || w > self.hi {
+            return None;
+        }
+        decode_call(w, read8(w - 8).to_le_bytes())
+    }
+}
+
+/// A `call` instruction ending at a return address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Call {
+    /// `call rel32` to this target.
+    Direct(u64),
+    /// `call r/m64`: the target is not in the instruction.
+    Indirect,
+}
+
+/// Largest distance from a direct call's target to an address inside the callee (or a function it
+/// tail-jumps to) that still counts as "this call leads there".
+pub(crate) const MAX_CALLEE_SPAN: u64 = 128 << 10;
+
+impl Call {
+    /// True when this call can lead to code at `pc`: always for an indirect call; for a direct one,
+    /// when `pc` lies at most [`MAX_CALLEE_SPAN`] after the target.
+    #[inline]
+    pub(crate) fn leads_to(self, pc: u64) -> bool {
+        match self {
+            Call::Direct(target) => target <= pc && pc - target <= MAX_CALLEE_SPAN,
+            Call::Indirect => true,
+        }
+    }
+}
+
+/// The call ending at return address `w`, given the 8 bytes before it.
+fn decode_call(w: u64, b: [u8; 8]) -> Option<Call> {
+    if ends_with_ff_call(b) {
+        return Some(Call::Indirect);
+    }
+    (b[3] == 0xe8).then(|| {
+        let rel = i32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+        Call::Direct(w.wrapping_add(rel as i64 as u64))
+    })
+}
+
+/// Length of an `ff /2` (`call r/m64`) instruction from its ModRM byte and the byte after it (the SIB
+/// byte when there is one).
+fn ff_call_len(modrm: u8, sib: u8) -> usize {
+    let (md, rm) = (modrm >> 6, modrm & 7);
+    match (md, rm) {
+        (3, _) => 2,
+        (0, 5) => 6,
+        (0, 4) if sib & 7 == 5 => 7,
+        (0, 4) => 3,
+        (0, _) => 2,
+        (1, 4) => 4,
+        (1, _) => 3,
+        (_, 4) => 7,
+        _ => 6,
+    }
+}
+
+/// True when the 8 bytes before a return address end with a `call`: `e8 rel32`, or `ff /2` of any
+/// addressing form whose length ends exactly there.
+#[cfg(test)]
+pub(crate) fn ends_with_call(b: [u8; 8]) -> bool {
+    b[3] == 0xe8 || ends_with_ff_call(b)
+}
+
+fn ends_with_ff_call(b: [u8; 8]) -> bool {
+    [2usize, 3, 4, 6, 7].iter().any(|&len| {
+        let at = 8 - len;
+        let modrm = b[at + 1];
+        let sib = b.get(at + 2).copied().unwrap_or(0);
+        b[at] == 0xff && (modrm >> 3) & 7 == 2 && ff_call_len(modrm, sib) == len
+    })
+}
+
+/// True when a function's first bytes set up a frame pointer: `[endbr64] push rbp; mov rbp, rsp`.
+pub(crate) fn sets_up_frame(first: [u8; 8]) -> bool {
+    const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
+    const PROLOGUE: [u8; 4] = [0x55, 0x48, 0x89, 0xe5];
+    first[..4] == PROLOGUE || (first[..4] == ENDBR64 && first[4..] == PROLOGUE)
+}
+
+/// Merges functions `(start, end, keeps_fp)` into sorted frame-pointer ranges: consecutive frame-pointer
+/// functions join (with the padding between them), any other function or sizeless symbol cuts.
+pub(crate) fn fp_ranges(mut funcs: Vec<(u64, u64, bool)>) -> Vec<Range> {
+    funcs.sort_unstable_by_key(|f| (f.0, f.1));
+    let mut out: Vec<Range> = Vec::new();
+    let mut open: Option<Range> = None;
+    for (start, end, fp) in funcs {
+        match (&mut open, fp && end > start) {
+            (Some(r), true) if start <= r[1] + 64 => r[1] = r[1].max(end),
+            (_, true) => {
+                out.extend(open.take());
+                open = Some([start, end]);
+            }
+            (_, false) => {
+                if let Some(mut r) = open.take() {
+                    r[1] = r[1].min(start).max(r[0]);
+                    out.push(r);
+                }
+            }
+        }
+    }
+    out.extend(open);
+    out.retain(|r| r[1] > r[0]);
+    out
+}
+
+/// One line of `/proc/self/maps`: `(start, end, perms, file offset, path)`.
+pub(crate) fn maps_line(line: &str) -> Option<(u64, u64, &str, u64, &str)> {
+    let mut parts = line.split_ascii_whitespace();
+    let (range, perms, offset) = (parts.next()?, parts.next()?, parts.next()?);
+    let path = parts.nth(2).unwrap_or("");
+    let (lo, hi) = range.split_once('-')?;
+    Some((
+        u64::from_str_radix(lo, 16).ok()?,
+        u64::from_str_radix(hi, 16).ok()?,
+        perms,
+        u64::from_str_radix(offset, 16).ok()?,
+        path,
+    ))
+}
+
+/// The span of `exe`'s executable mappings, and the start of its mapping at file offset 0 (pure).
+pub(crate) fn text_range(maps: &str, exe: &str) -> Option<(u64, u64, Option<u64>)> {
+    let mut range: Option<(u64, u64, Option<u64>)> = None;
+    let mut base = None;
+    for (lo, hi, perms, offset, path) in maps.lines().filter_map(maps_line) {
+        if path != exe {
+            continue;
+        }
+        if offset == 0 {
+            base = base.or(Some(lo));
+        }
+        if perms.contains('x') {
+            range = Some(range.map_or((lo, hi, None), |(a, b, _)| (a.min(lo), b.max(hi), None)));
+        }
+    }
+    range.map(|(a, b, _)| (a, b, base))
+}
+
+/// Learns the code map (call outside any handler; cheap to repeat). On any failure the map stays
+/// unpublished (frameless leaves are then not recognised) or is published without the function table.
+pub(crate) fn learn_code() {
+    if TEXT_HI.load(Ordering::Acquire) != 0 {
+        return;
+    }
+    let _serial = LEARNING.lock().unwrap_or_else(|e| e.into_inner());
+    if TEXT_HI.load(Ordering::Acquire) != 0 {
+        return;
+    }
+    let (Ok(maps), Ok(exe)) = (
+        std::fs::read_to_string("/proc/self/maps"),
+        std::fs::read_link("/proc/self/exe"),
+    ) else {
+        return;
+    };
+    let Some((lo, hi, base)) = text_range(&maps, &exe.to_string_lossy()) else {
+        return;
+    };
+    if let Some(ranges) = base.and_then(|b| classify_functions(&exe, b, lo, hi)) {
+        if let Some(table) = leak_in_mapping(&ranges) {
+            FP_RANGES.store(table.as_ptr() as *mut Range, Ordering::Relaxed);
+            FP_LEN.store(table.len(), Ordering::Relaxed);
+        }
+    }
+    TEXT_LO.store(lo, Ordering::Relaxed);
+    TEXT_HI.store(hi, Ordering::Release);
+}
+
+/// Reads the executable's function symbols and classifies each by its first bytes, read from the file
+/// mapped for the parse (not from the running code: touching every page of it would keep them all in
+/// nl6's resident set, while the file's pages leave it when the parse unmaps it).
+fn classify_functions(exe: &std::path::Path, base: u64, lo: u64, hi: u64) -> Option<Vec<Range>> {
+    use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
+    let file = MappedFile::open(exe)?;
+    let obj = object::File::parse(file.bytes()).ok()?;
+    let first_vaddr = obj.segments().map(|s| s.address()).min()? & !0xfff;
+    let bias = base.wrapping_sub(first_vaddr);
+    let funcs: Vec<(u64, u64, bool)> = obj
+        .symbols()
+        .filter(|s| s.kind() == SymbolKind::Text && s.address() != 0)
+        .filter_map(|s| {
+            let start = s.address().wrapping_add(bias);
+            let end = start.saturating_add(s.size());
+            if start < lo || start.saturating_add(8) > hi {
+                return None;
+            }
+            let section = obj.section_by_index(s.section_index()?).ok()?;
+            let first: [u8; 8] = section.data_range(s.address(), 8).ok()??.try_into().ok()?;
+            Some((start, end.min(hi), sets_up_frame(first)))
+        })
+        .collect();
+    (!funcs.is_empty()).then(|| fp_ranges(funcs))
+}
+
+/// Copies `ranges` into an anonymous private mapping that is never unmapped.
+fn leak_in_mapping(ranges: &[Range]) -> Option<&'static [Range]> {
+    let bytes = std::mem::size_of_val(ranges).max(1);
+    // SAFETY: a fresh anonymous mapping; we write `ranges.len()` ranges into it and never unmap it.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        if p == libc::MAP_FAILED {
+            return None;
+        }
+        let table = p as *mut Range;
+        std::ptr::copy_nonoverlapping(ranges.as_ptr(), table, ranges.len());
+        Some(std::slice::from_raw_parts(table, ranges.len()))
+    }
+}
+
+/// A file mapped read-only for the duration of a parse (kept off the heap).
+struct MappedFile {
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+impl MappedFile {
+    fn open(path: &std::path::Path) -> Option<MappedFile> {
+        use std::os::unix::io::AsRawFd;
+        let f = std::fs::File::open(path).ok()?;
+        let len = usize::try_from(f.metadata().ok()?.len()).ok()?;
+        if len == 0 {
+            return None;
+        }
+        // SAFETY: mapping a regular file we opened, read-only and private; unmapped on drop.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        (ptr != libc::MAP_FAILED).then_some(MappedFile { ptr, len })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `len` bytes mapped readable at `ptr` until drop.
+        unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
+    }
+}
+
+impl Drop for MappedFile {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what `open` mapped.
+        unsafe { libc::munmap(self.ptr, self.len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn before(tail: &[u8]) -> [u8; 8] {
+        let mut b = [0x90u8; 8];
+        b[8 - tail.len()..].copy_from_slice(tail);
+        b
+    }
+
+    #[test]
+    fn recognises_call_instructions_before_a_return_address() {
+        assert!(ends_with_call(before(&[0xe8, 1, 2, 3, 4])), "call rel32");
+        assert!(ends_with_call(before(&[0xff, 0xd0])), "call rax");
+        assert!(ends_with_call(before(&[0x41, 0xff, 0xd3])), "call r11");
+        assert!(
+            ends_with_call(before(&[0xff, 0x15, 1, 2, 3, 4])),
+            "call [rip+d32]"
+        );
+        assert!(ends_with_call(before(&[0xff, 0x10])), "call [rax]");
+        assert!(ends_with_call(before(&[0xff, 0x50, 0x18])), "call [rax+d8]");
+        assert!(
+            ends_with_call(before(&[0xff, 0x54, 0x24, 0x08])),
+            "call [rsp+d8]"
+        );
+        assert!(
+            ends_with_call(before(&[0xff, 0x90, 1, 2, 3, 4])),
+            "call [rax+d32]"
+        );
+        assert!(
+            ends_with_call(before(&[0xff, 0x14, 0xc5, 1, 2, 3, 4])),
+            "call [rax*8+d32]"
+        );
+        assert!(!ends_with_call(before(&[])), "nops");
+        assert!(
+            !ends_with_call(before(&[0xff, 0xe0])),
+            "jmp rax is not a call"
+        );
+        assert!(
+            !ends_with_call(before(&[0xff, 0x50])),
+            "a disp8 form cut short"
+        );
+        assert!(!ends_with_call(before(&[0xe9, 1, 2, 3, 4])), "jmp rel32");
+        // A direct call's target: return address + rel32.
+        let b = before(&[0xe8, 0xf0, 0xff, 0xff, 0xff]);
+        assert_eq!(decode_call(0x1000, b), Some(Call::Direct(0x1000 - 16)));
+        assert!(Call::Direct(0x1000).leads_to(0x1010));
+        assert!(!Call::Direct(0x1000).leads_to(0x0ff0), "before the target");
+        assert!(!Call::Direct(0x1000).leads_to(0x1000 + MAX_CALLEE_SPAN + 1));
+        assert!(Call::Indirect.leads_to(0));
+    }
+
+    #[test]
+    fn prologues_and_ranges() {
+        assert!(sets_up_frame([0x55, 0x48, 0x89, 0xe5, 0, 0, 0, 0]));
+        assert!(sets_up_frame([
+            0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0x48, 0x89, 0xe5
+        ]));
+        assert!(
+            !sets_up_frame([0x48, 0x83, 0xec, 0x18, 0, 0, 0, 0]),
+            "sub rsp"
+        );
+        let r = fp_ranges(vec![
+            (0x2c0, 0x300, true),
+            (0x100, 0x140, true),
+            (0x150, 0x180, true),
+            (0x200, 0x240, false),
+            (0x180, 0x180, false),
+            (0x240, 0x2a0, true),
+        ]);
+        // 0x100..0x180 (padding merged), cut by the sizeless symbol at 0x180; 0x240..0x300 merged (gaps of padding up to 64 bytes).
+        assert_eq!(r, vec![[0x100, 0x180], [0x240, 0x300]]);
+        let code = Code {
+            lo: 0x100,
+            hi: 0x400,
+            fp: Box::leak(r.into_boxed_slice()),
+        };
+        assert!(code.keeps_frame_pointer(0x100) && code.keeps_frame_pointer(0x17f));
+        assert!(!code.keeps_frame_pointer(0x180) && !code.keeps_frame_pointer(0x210));
+        assert!(code.keeps_frame_pointer(0x2ff) && !code.keeps_frame_pointer(0x300));
+        assert!(!code.keeps_frame_pointer(0x50), "outside the executable");
+    }
+
+    #[test]
+    fn parses_maps_for_the_text_range_and_base() {
+        let maps = "5555-6000 r--p 00000000 08:01 12 /bin/nl6\n\
+                    6000-9000 r-xp 00001000 08:01 12 /bin/nl6\n\
+                    9000-a000 r-xp 00000000 08:01 13 /lib/other.so\n\
+                    7ff0000-7ff8000 rw-p 00000000 00:00 0 [stack]\n";
+        assert_eq!(
+            text_range(maps, "/bin/nl6"),
+            Some((0x6000, 0x9000, Some(0x5555)))
+        );
+        assert_eq!(text_range(maps, "/bin/none"), None);
+    }
+
+    /// The real executable: learnt, and this test's own function keeps a frame pointer while a
+    /// return address into it is recognised as one.
+    #[test]
+    fn learns_the_running_executable() {
+        learn_code();
+        let code = Code::load().expect("code map");
+        let me = learns_the_running_executable as *const () as u64;
+        assert!(code.contains(me));
+        assert!(!code.fp.is_empty(), "no function table");
+        assert!(code.keeps_frame_pointer(me + 4));
+    }
+}
