@@ -91,6 +91,17 @@ fn deltas_whose_clients_left_give_back_their_slots() {
     let clients: Vec<TcpStream> = (0..8)
         .map(|_| send_get(&nl6, "/debug/pprof/heap?seconds=30"))
         .collect();
+    // A probe admitted before all eight are holds a slot itself (and one delta is refused), so the probes
+    // start only once the eight have had time to be admitted; none of them may have been answered (a
+    // refusal is answered at once, an admitted delta says nothing for 30 s).
+    std::thread::sleep(Duration::from_millis(1500));
+    for (i, c) in clients.iter().enumerate() {
+        c.set_nonblocking(true).unwrap();
+        let mut byte = [0u8; 1];
+        let answered =
+            !matches!(c.peek(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+        assert!(!answered, "delta {i} was answered at once (refused?)");
+    }
     assert!(
         wait_until(Duration::from_secs(5), || {
             nl6.http("GET", "/debug/pprof/goroutine?seconds=1", b"").0 == 503
