@@ -148,6 +148,19 @@ fn malformed_packets_and_wrong_communities_are_dropped_counted_and_survived() {
         ],
     );
     assert!(!out.status.success(), "a wrong community gets no answer");
+    // v1 and v3 are other versions (nl6 speaks v2c): unanswered, and counted as such, not as a bad
+    // community (v1) or malformed (v3, which has no community).
+    for version in [
+        &["-v1", "-c", "public"][..],
+        &["-v3", "-l", "noAuthNoPriv", "-u", "nl6"],
+    ] {
+        let mut args = version.to_vec();
+        args.extend(["-t", "0.3", "-r", "0"]);
+        let target = target.to_string();
+        args.extend([target.as_str(), ".1.3.6.1.2.1.1.5.0"]);
+        let out = run("snmpget", &args);
+        assert!(!out.status.success(), "{version:?} gets no answer");
+    }
     let ok = snmp("snmpget", &target.to_string(), &[".1.3.6.1.2.1.1.5.0"]);
     assert!(ok.contains("nl6-dev-0000"), "the loop still answers: {ok}");
     let d = &f.devices()[0];
@@ -155,6 +168,9 @@ fn malformed_packets_and_wrong_communities_are_dropped_counted_and_survived() {
         d.counters.malformed.load(Ordering::Relaxed) == 4
     });
     assert_eq!(d.counters.bad_community.load(Ordering::Relaxed), 1);
+    wait_for("version counter", 2, || {
+        d.counters.bad_version.load(Ordering::Relaxed) == 2
+    });
     let r = api::route(&Request::new("GET", "/api/v1/devices"), &f).unwrap();
     let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
     assert_eq!(v["data"][0]["counters"]["malformed"], 4);

@@ -90,6 +90,7 @@ fn malformed_snmp_packets() {
         c.snmp_responses.load(Ordering::SeqCst)
             + c.malformed.load(Ordering::SeqCst)
             + c.bad_community.load(Ordering::SeqCst)
+            + c.bad_version.load(Ordering::SeqCst)
             + c.send_errors.load(Ordering::SeqCst)
     };
     assert!(

@@ -66,8 +66,10 @@ pub struct DeviceCounters {
     pub snmp_responses: AtomicU64,
     /// Datagrams that did not decode as SNMP (dropped).
     pub malformed: AtomicU64,
-    /// Well-formed requests with the wrong community or version (dropped).
+    /// Well-formed v2c requests with the wrong community (dropped).
     pub bad_community: AtomicU64,
+    /// SNMP messages of another version (v1, v3: dropped; nl6 speaks v2c).
+    pub bad_version: AtomicU64,
     pub traps_sent: AtomicU64,
     pub informs_sent: AtomicU64,
     pub informs_acked: AtomicU64,
@@ -114,6 +116,7 @@ impl DeviceCounters {
             "snmp_requests": g(&self.snmp_requests),
             "snmp_responses": g(&self.snmp_responses),
             "bad_community": g(&self.bad_community),
+            "bad_version": g(&self.bad_version),
             "traps_sent": g(&self.traps_sent),
             "informs_sent": g(&self.informs_sent),
             "informs_acked": g(&self.informs_acked),

@@ -138,17 +138,35 @@ pub enum Outcome {
     Reply(Vec<u8>),
     /// Did not decode: dropped.
     Malformed(BerError),
-    /// Decoded, but the version or community is not ours, or the PDU is not a request: dropped silently.
+    /// Decoded, but the community is not ours, or the PDU is not a request: dropped silently.
     Refused,
+    /// An SNMP message of a version we do not speak (v1 is 0, v3 is 3; we answer v2c, 1): dropped. Told
+    /// apart from [`Outcome::Refused`] and [`Outcome::Malformed`] by its version field alone, so a v3
+    /// message (no community) is not counted as malformed nor a v1 one as a bad community.
+    UnsupportedVersion(i64),
+}
+
+/// The version field of a datagram shaped like an SNMP message (a SEQUENCE opening with an INTEGER),
+/// whatever follows it; `None` when not even that decodes.
+fn message_version(bytes: &[u8]) -> Option<i64> {
+    Reader::new(bytes)
+        .read_constructed(tag::SEQUENCE)
+        .ok()?
+        .read_integer()
+        .ok()
 }
 
 /// The agent: the answer to `request` against `mib` for `community`.
 pub fn answer(request: &[u8], community: &[u8], mib: &Mib) -> Outcome {
+    match message_version(request) {
+        Some(v) if v != VERSION_2C => return Outcome::UnsupportedVersion(v),
+        _ => {}
+    }
     let req = match Message::decode(request) {
         Ok(m) => m,
         Err(e) => return Outcome::Malformed(e),
     };
-    if req.version != VERSION_2C || req.community != community {
+    if req.community != community {
         return Outcome::Refused;
     }
     let mut resp = Message {
@@ -165,7 +183,7 @@ pub fn answer(request: &[u8], community: &[u8], mib: &Mib) -> Outcome {
             for (oid, _) in &req.varbinds {
                 let v = match mib.get(oid) {
                     Some(v) => v.clone(),
-                    None if mib.has_subtree(oid) || oid_is_object(mib, oid) => {
+                    None if mib.has_subtree(oid) || names_known_object(mib, oid) => {
                         Value::NoSuchInstance
                     }
                     None => Value::NoSuchObject,
@@ -256,8 +274,21 @@ fn put_varbind(out: &mut Vec<u8>, oid: &Oid, v: &Value) {
 }
 
 /// An OID naming a scalar object whose instance is missing (`sysDescr` without `.0`) or a column.
-fn oid_is_object(mib: &Mib, oid: &Oid) -> bool {
-    mib.next(oid).is_some_and(|(n, _)| n.starts_with(oid))
+/// True when `oid` is an instance of an object the MIB implements (RFC 3416 §4.2.1: then a missing
+/// instance is `noSuchInstance`, not `noSuchObject`): some entry's object, the entry less its instance
+/// arc (every instance here is one arc: `.0` for scalars, the ifIndex in ifTable), is a prefix of `oid`.
+/// The entries under such a prefix sort next to `oid`, so its two neighbours are the only ones to test.
+fn names_known_object(mib: &Mib, oid: &Oid) -> bool {
+    let object_of = |o: &Oid| Oid(o.0[..o.0.len().saturating_sub(1)].to_vec());
+    let before = mib.entries().partition_point(|(o, _)| o < oid);
+    [before.checked_sub(1), Some(before)]
+        .into_iter()
+        .flatten()
+        .filter_map(|i| mib.entries().get(i))
+        .any(|(o, _)| {
+            let object = object_of(o);
+            object.0.len() >= 2 && oid.starts_with(&object)
+        })
 }
 
 fn next_binding(mib: &Mib, oid: &Oid) -> (Oid, Value) {
@@ -301,6 +332,7 @@ pub fn serve(socket: &UdpSocket, device: &Device, community: &[u8], stop: &Atomi
             }
             Outcome::Malformed(_) => DeviceCounters::inc(&device.counters.malformed),
             Outcome::Refused => DeviceCounters::inc(&device.counters.bad_community),
+            Outcome::UnsupportedVersion(_) => DeviceCounters::inc(&device.counters.bad_version),
         }
     }
 }
@@ -390,6 +422,35 @@ mod tests {
     }
 
     #[test]
+    fn an_unknown_instance_of_a_known_object_is_no_such_instance() {
+        // sysName.1 (sysName is sysName.0), ifDescr.99 (4 interfaces), ifDescr.1.5 (too deep): the
+        // objects exist, the instances do not (RFC 3416 §4.2.1). An unknown column is no such object.
+        let r = reply(&request(
+            pdu::GET,
+            0,
+            0,
+            &[
+                "1.3.6.1.2.1.1.5.1",
+                "1.3.6.1.2.1.2.2.1.2.99",
+                "1.3.6.1.2.1.2.2.1.2.1.5",
+                "1.3.6.1.2.1.2.2.1.99.1",
+                "1.3.6.1.2.1.1.99.0",
+            ],
+        ));
+        let got: Vec<&Value> = r.varbinds.iter().map(|(_, v)| v).collect();
+        assert_eq!(
+            got,
+            [
+                &Value::NoSuchInstance,
+                &Value::NoSuchInstance,
+                &Value::NoSuchInstance,
+                &Value::NoSuchObject,
+                &Value::NoSuchObject
+            ]
+        );
+    }
+
+    #[test]
     fn getnext_steps_and_ends_with_end_of_mib_view() {
         let r = reply(&request(
             pdu::GET_NEXT,
@@ -448,10 +509,13 @@ mod tests {
             answer(b"\x30\x03\x02\x01", b"public", &mib),
             Outcome::Malformed(_)
         ));
-        // v1 is not served: refused, not answered.
+        // v1 is not served: dropped as another version, not as a bad community.
         let mut v1 = GET_SYSDESCR;
         v1[4] = 0;
-        assert_eq!(answer(&v1, b"public", &mib), Outcome::Refused);
+        assert_eq!(answer(&v1, b"public", &mib), Outcome::UnsupportedVersion(0));
+        // v3 has no community (msgGlobalData follows the version): another version, not malformed.
+        let v3 = b"\x30\x11\x02\x01\x03\x30\x0c\x02\x01\x01\x02\x01\x01\x04\x01\x04\x02\x01\x03";
+        assert_eq!(answer(v3, b"public", &mib), Outcome::UnsupportedVersion(3));
         // A response PDU sent to the agent is not a request.
         let mut resp = GET_SYSDESCR;
         resp[13] = pdu::RESPONSE;
