@@ -4,7 +4,8 @@
 //!   (`SIGRTMIN+4`) sent before any profile has run find their handlers installed at startup. nl6 keeps
 //!   serving, profiles afterwards, and still exits 0 on SIGTERM.
 //! - SIGHUP (a dropped ssh session) is handled like SIGTERM: the gate closes and the push flushes its last
-//!   window to the collector, exit 0.
+//!   window to the collector, exit 0. Started under `nohup` (SIGHUP ignored from birth), nl6 keeps that
+//!   choice: the hang-up of the session it was started from does not stop it.
 mod common;
 #[path = "push_support/mod.rs"]
 mod push_support;
@@ -82,4 +83,20 @@ fn sighup_closes_the_gate_flushes_the_push_and_exits_like_sigterm() {
         "the last window was not flushed: {} requests",
         uploads.len()
     );
+}
+
+#[test]
+fn under_nohup_a_sighup_is_ignored_as_the_user_asked() {
+    let mut nl6 = boot().nohup().start();
+    nl6.signal("HUP");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        nl6.is_running(),
+        "SIGHUP stopped nl6 started under nohup: {}",
+        nl6.stderr()
+    );
+    let (s, _, _) = nl6.http("GET", "/api/v1/profiling", b"");
+    assert_eq!(s, 200);
+    let status = nl6.terminate(Duration::from_secs(25));
+    assert_eq!(status.code(), Some(0), "{}", nl6.stderr());
 }

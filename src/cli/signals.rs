@@ -3,7 +3,9 @@
 //! handler runs, so shutdown work happens in ordinary code.
 //!
 //! - SIGTERM, SIGINT and **SIGHUP** (what a dropped ssh session sends) end nl6 the same way: the gate
-//!   closes (the push's bounded flush), then exit 0.
+//!   closes (the push's bounded flush), then exit 0. An ending signal that nl6 inherited as ignored
+//!   (`nohup nl6 …` ignores SIGHUP; a shell's `nl6 &` ignores SIGINT) stays ignored: a blocked signal is
+//!   queued even when ignored, so waiting for it would undo the user's choice.
 //! - SIGUSR1, SIGUSR2 and SIGALRM are ignored with one log line each: their default action would end the
 //!   process at once, with no gate close and no flush.
 //! - SIGPROF and the stack-capture signal belong to the profiler (`profiling::signal`); their handlers
@@ -28,13 +30,26 @@ const IGNORED: [(libc::c_int, &str); 3] = [
     (libc::SIGALRM, "SIGALRM"),
 ];
 
+/// True when `sig`'s disposition is "ignore" (inherited through exec, e.g. from `nohup`). nl6 installs no
+/// handler for the ending signals, so this reads the same before and after [`block_termination`].
+fn ignored_from_birth(sig: libc::c_int) -> bool {
+    // SAFETY: sigaction is plain data; a null new action only reads the current one into `old`.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: `old` is a valid, writable sigaction; a null `act` changes nothing.
+    let rc = unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) };
+    rc == 0 && old.sa_sigaction == libc::SIG_IGN
+}
+
 fn waited_set() -> libc::sigset_t {
     // SAFETY: sigset_t is plain data; sigemptyset initialises it before any other use.
     let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
     // SAFETY: `set` is a valid, writable sigset for each call.
     unsafe {
         libc::sigemptyset(&mut set);
-        for (sig, _) in ENDING.iter().chain(&IGNORED) {
+        for (sig, _) in ENDING.iter().filter(|(sig, _)| !ignored_from_birth(*sig)) {
+            libc::sigaddset(&mut set, *sig);
+        }
+        for (sig, _) in &IGNORED {
             libc::sigaddset(&mut set, *sig);
         }
     }

@@ -295,7 +295,13 @@ impl Gate {
             pushing: s.pushing,
             revert_at: s.revert.as_ref().map(|r| r.at),
             sdk_errors: status.sdk_errors,
-            last_error: status.last_error.or_else(|| s.last_error.clone()),
+            // While pushing, the push's own error is the news; otherwise the gate's (a start that just
+            // failed) comes before the stopped push's last one.
+            last_error: if s.pushing {
+                status.last_error.or_else(|| s.last_error.clone())
+            } else {
+                s.last_error.clone().or(status.last_error)
+            },
             uploads: status.uploads,
             last_upload_at: status.last_upload_at,
             last_push,

@@ -204,6 +204,31 @@ fn refused_post_leaves_state_and_logs_nothing() {
 }
 
 #[test]
+fn a_failed_start_after_a_stopped_push_shows_its_own_error() {
+    // The stopped push's figures (its last upload error "upload: 401") stay visible, but the error of
+    // the attempt that just failed is the one a client needs.
+    let h = harness(Some("http://pyro:4040"), Duration::ZERO);
+    h.gate.start().unwrap();
+    h.gate
+        .post(&req(false, AddressField::Omitted, None))
+        .unwrap();
+    h.record.fail_start.store(true, Ordering::SeqCst);
+    match h
+        .gate
+        .post(&req(true, AddressField::Value("http://x:1".into()), None))
+    {
+        Err(PostError::PushFailed { view, .. }) => {
+            assert_eq!(view.last_error.as_deref(), Some("refused by the fake"));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        h.gate.view().last_error.as_deref(),
+        Some("refused by the fake")
+    );
+}
+
+#[test]
 fn push_start_failure_answers_with_the_state() {
     let h = harness(None, Duration::ZERO);
     h.record.fail_start.store(true, Ordering::SeqCst);

@@ -230,7 +230,12 @@ impl Server {
 
     /// Stops accepting, drops parked connections, lets workers finish their current request, and joins.
     pub fn shutdown(self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
+        {
+            // Under the queue's lock: a worker between its `stop` check and its wait cannot miss the
+            // notify below.
+            let _queue = lock(&self.shared.queue);
+            self.shared.stop.store(true, Ordering::SeqCst);
+        }
         self.shared.wake();
         self.shared.queue_ready.notify_all();
         for t in self.threads {

@@ -33,6 +33,7 @@ pub struct Boot {
     env: Vec<(String, String)>,
     nofile: Option<u64>,
     binary: Option<String>,
+    nohup: bool,
 }
 
 /// Starts describing an `nl6` run.
@@ -44,6 +45,11 @@ impl Boot {
     /// Adds arguments.
     pub fn arg(mut self, a: &str) -> Boot {
         self.args.push(a.to_string());
+        self
+    }
+    /// Starts the binary under `nohup` (SIGHUP ignored from birth, as after `nohup nl6 … &`).
+    pub fn nohup(mut self) -> Boot {
+        self.nohup = true;
         self
     }
     /// Adds several arguments.
@@ -75,6 +81,11 @@ impl Boot {
                 c.arg("-c")
                     .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
                     .arg(&bin);
+                c
+            }
+            None if self.nohup => {
+                let mut c = Command::new("nohup");
+                c.arg(&bin);
                 c
             }
             None => Command::new(&bin),

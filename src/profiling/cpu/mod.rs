@@ -182,7 +182,8 @@ pub fn install_handler() -> Result<(), String> {
 /// thread. Its holder still owns it (so the sampler stays busy until it is stopped or dropped) and gets
 /// the samples taken before the halt. A no-op when no session runs.
 pub fn halt() {
-    HALTED.store(STARTED.load(Ordering::SeqCst), Ordering::SeqCst);
+    // fetch_max: two racing halts never move it back and un-halt a session.
+    HALTED.fetch_max(STARTED.load(Ordering::SeqCst), Ordering::SeqCst);
 }
 
 /// True when the sampler's SIGPROF handler is installed (it stays installed once a session has started,
@@ -340,7 +341,10 @@ pub fn start(hz: u32) -> Result<CpuSession, CpuError> {
     {
         return Err(CpuError::Busy);
     }
-    match start_inner(hz) {
+    // Numbered at once, before the slow part of the start (the code map, arming every thread): a halt
+    // during that part then stops this session at its collector's first tick.
+    let number = STARTED.fetch_add(1, Ordering::SeqCst) + 1;
+    match start_inner(hz, number) {
         Ok(s) => Ok(s),
         Err(e) => {
             ACTIVE.store(false, Ordering::SeqCst);
@@ -353,7 +357,7 @@ pub fn start(hz: u32) -> Result<CpuSession, CpuError> {
     }
 }
 
-fn start_inner(hz: u32) -> Result<CpuSession, CpuError> {
+fn start_inner(hz: u32, number: u64) -> Result<CpuSession, CpuError> {
     let period_ns = 1_000_000_000 / effective_hz(hz) as u64;
     signal::install(signal::CPU_SIGNAL, on_sigprof).map_err(CpuError::Os)?;
     unwind::init_thread_bounds();
@@ -373,7 +377,6 @@ fn start_inner(hz: u32) -> Result<CpuSession, CpuError> {
             .map_err(|e| CpuError::Os(format!("timer_create: {e}")))?;
     }
     let for_collector = Arc::clone(&shared);
-    let number = STARTED.fetch_add(1, Ordering::SeqCst) + 1;
     let collector = std::thread::Builder::new()
         .name("nl6-cpu-collect".to_string())
         .spawn(move || collect(for_collector, number))

@@ -201,7 +201,9 @@ impl Timers {
         if !(0..=MAX_PROBED_IDS).contains(&handed_out) {
             return self.sync();
         }
-        if (before + 1..=now).any(tasks::is_our_thread) {
+        // A thread nl6 spawned has armed itself already: only an unknown new thread needs a listing.
+        let by_tid = &self.by_tid;
+        if (before + 1..=now).any(|t| !by_tid.contains_key(&t) && tasks::is_our_thread(t)) {
             return self.sync();
         }
         self.last_pid = Some(now);
