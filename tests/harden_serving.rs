@@ -117,6 +117,31 @@ fn clients_that_never_read_a_cpu_profile() {
 }
 
 #[test]
+fn a_new_client_is_served_while_idle_clients_hold_every_descriptor() {
+    // A hard limit of 64 descriptors, far under the 4096-connection limit: 150 idle clients take every
+    // descriptor and keep their sockets. A new client must still be answered, long before the 10 s idle
+    // deadline frees anything: the server closes its stalest connections when accept runs out.
+    let n = boot().nofile(64).start();
+    let mut idle = Vec::new();
+    for _ in 0..150 {
+        match TcpStream::connect_timeout(&n.addr, Duration::from_secs(2)) {
+            Ok(s) => idle.push(s),
+            Err(_) => break,
+        }
+    }
+    assert!(
+        n.wait_for_log("nl6: http: accept failed: ", Duration::from_secs(5)),
+        "no accept error with 64 descriptors: {}",
+        n.stderr()
+    );
+    let (status, took) = probe(n.addr);
+    eprintln!("FIGURE nofile=64, 150 idle clients held: new client answered {status} in {took:?}");
+    assert_eq!(status, 200, "a new client was not served within 5 s");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    drop(idle);
+}
+
+#[test]
 fn accepting_resumes_as_soon_as_descriptors_free_up() {
     // A hard limit of 64 descriptors: the server runs out while 150 clients connect (the rest wait in the
     // listen backlog). Three rounds of exhaustion and release.

@@ -322,6 +322,11 @@ impl AcceptPass<'_> {
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == ErrorKind::ConnectionAborted => continue,
                 Err(e) => {
+                    if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+                        // Descriptors ran out before the connection limit did (a low `ulimit -n`):
+                        // make room as the limit would, so a new client still gets its turn.
+                        close_stalest(self.parked, (config.max_connections / 64).max(1), None);
+                    }
                     if !self.logged.accept_failing {
                         eprintln!("nl6: http: accept failed: {e}; retrying (logged once until it recovers)");
                         self.logged.accept_failing = true;

@@ -218,19 +218,24 @@ pub(crate) fn maps_line(line: &str) -> Option<(u64, u64, &str, u64, &str)> {
 /// The span of `exe`'s executable mappings, and the start of its mapping at file offset 0 (pure).
 pub(crate) fn text_range(maps: &str, exe: &str) -> Option<(u64, u64, Option<u64>)> {
     let mut range: Option<(u64, u64, Option<u64>)> = None;
-    let mut base = None;
+    let mut starts_at_offset_0 = Vec::new();
     for (lo, hi, perms, offset, path) in maps.lines().filter_map(maps_line) {
         if path != exe {
             continue;
         }
         if offset == 0 {
-            base = base.or(Some(lo));
+            starts_at_offset_0.push(lo);
         }
         if perms.contains('x') {
             range = Some(range.map_or((lo, hi, None), |(a, b, _)| (a.min(lo), b.max(hi), None)));
         }
     }
-    range.map(|(a, b, _)| (a, b, base))
+    // The load base is the offset-0 mapping just below the code: the symbolizer maps the same file
+    // read-only elsewhere (also at offset 0), and that copy must not be taken for the image.
+    range.map(|(a, b, _)| {
+        let base = starts_at_offset_0.iter().copied().filter(|&l| l <= a).max();
+        (a, b, base)
+    })
 }
 
 /// Learns the code map (call outside any handler; cheap to repeat). On any failure the map stays
@@ -445,6 +450,12 @@ mod tests {
             Some((0x6000, 0x9000, Some(0x5555)))
         );
         assert_eq!(text_range(maps, "/bin/none"), None);
+        // The symbolizer's read-only copy of the same file, mapped below the image, is not its base.
+        let with_copy = format!("1000-2000 r--p 00000000 08:01 12 /bin/nl6\n{maps}");
+        assert_eq!(
+            text_range(&with_copy, "/bin/nl6"),
+            Some((0x6000, 0x9000, Some(0x5555)))
+        );
     }
 
     /// The real executable: learnt, and this test's own function keeps a frame pointer while a
