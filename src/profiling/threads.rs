@@ -381,14 +381,16 @@ fn learn_bounds_of(replies: &[Reply]) -> Vec<i32> {
         .collect()
 }
 
-/// Signals every thread of the process and collects its stack; threads that do not answer within
-/// `timeout` are reported with an empty stack. Sorted by tid.
+/// Signals every thread of the process and collects its stack within `timeout` in all; threads that do
+/// not answer in time are reported with an empty stack. Sorted by tid.
 ///
 /// A thread whose stack bounds nobody learnt yet (one nl6 did not spawn, outside a CPU profile) answers
 /// with its leaf only; its bounds are then learnt from that answer's RSP and it is asked once more, and
 /// the learnt entries are forgotten when the capture ends.
 pub fn capture_all(timeout: Duration) -> Vec<ThreadStack> {
     let _serial = CAPTURE.lock().unwrap_or_else(|e| e.into_inner());
+    // Both rounds share `timeout`: the capture as a whole answers within it.
+    let deadline = Instant::now() + timeout;
     unwind::learn_code();
     let me = signal::gettid();
     let others: Vec<i32> = super::cpu::list_tids()
@@ -399,7 +401,8 @@ pub fn capture_all(timeout: Duration) -> Vec<ThreadStack> {
     let mut replies = capture_round(&others, timeout);
     let learnt = learn_bounds_of(&replies);
     if !learnt.is_empty() {
-        for again in capture_round(&learnt, timeout) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        for again in capture_round(&learnt, left) {
             let first = replies.iter_mut().find(|r| r.tid == again.tid);
             if let Some(first) = first.filter(|_| !again.stack.is_empty()) {
                 *first = again;
