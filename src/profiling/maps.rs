@@ -2,7 +2,7 @@
 //!
 //! What it provides: [`MapsEntry`], one line of the map (range, permissions, file offset, inode, path), and
 //! [`parse`] / [`read_self`]. The symbolizer builds the profile's Mappings from the executable entries
-//! (as Go's runtime/pprof does); other readers of the map should use this parser too.
+//! (as Go's runtime/pprof does); the unwinder's code range and stack bounds come from it too.
 //!
 //! What it never does: run in a signal handler (it reads a file and allocates).
 #![forbid(unsafe_code)]
@@ -78,17 +78,15 @@ pub fn read_self() -> std::io::Result<Vec<MapsEntry>> {
     std::fs::read_to_string("/proc/self/maps").map(|t| parse(&t))
 }
 
-/// The end of the readable-writable entry containing `addr`: a thread's stack top when `addr` is its stack
-/// pointer (the query `unwind::mapping_end` answers from raw text today).
-pub fn writable_end(entries: &[MapsEntry], addr: u64) -> Option<u64> {
+/// The readable-writable entry containing `addr`: a thread's stack when `addr` is its stack pointer
+/// (`unwind::mapping_bounds` asks this).
+pub fn writable_at(entries: &[MapsEntry], addr: u64) -> Option<&MapsEntry> {
     entries
         .iter()
         .find(|e| e.readable && e.writable && e.contains(addr))
-        .map(|e| e.end)
 }
 
-/// `[lowest start, highest end)` of `path`'s executable entries (the query `unwind::text_range` answers
-/// from raw text today).
+/// `[lowest start, highest end)` of `path`'s executable entries (`unwind::text_range` asks this).
 pub fn executable_span(entries: &[MapsEntry], path: &str) -> Option<(u64, u64)> {
     entries
         .iter()
@@ -136,8 +134,8 @@ mod tests {
              3000-4000 r-xp 00002000 08:01 9 /bin/p\n\
              7000-9000 rw-p 00000000 00:00 0 [stack]\n",
         );
-        assert_eq!(writable_end(&m, 0x8000), Some(0x9000));
-        assert_eq!(writable_end(&m, 0x1800), None);
+        assert_eq!(writable_at(&m, 0x8000).map(|e| e.end), Some(0x9000));
+        assert_eq!(writable_at(&m, 0x1800), None);
         assert_eq!(executable_span(&m, "/bin/p"), Some((0x1000, 0x4000)));
         assert_eq!(executable_span(&m, "/bin/q"), None);
     }

@@ -367,7 +367,7 @@ fn learn_bounds_of(replies: &[Reply]) -> Vec<i32> {
     if replies.iter().all(|r| r.unbounded_rsp == 0) {
         return Vec::new();
     }
-    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+    let Ok(maps) = super::maps::read_self() else {
         return Vec::new();
     };
     replies

@@ -309,7 +309,7 @@ fn learn_stack_tops(unknown: &[(i32, u64)], armed: impl Fn(i32) -> bool) {
     if unknown.is_empty() {
         return;
     }
-    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+    let Ok(maps) = super::maps::read_self() else {
         return;
     };
     for (tid, rsp) in unknown {

@@ -17,6 +17,7 @@ use std::sync::atomic::{compiler_fence, Ordering};
 
 use super::foreign::foreign_bounds;
 use super::MAX_STACK_SPAN;
+use crate::profiling::maps::{self, MapsEntry};
 
 thread_local! {
     /// The calling thread's stack low bound (valid once `HIGH` is > 1).
@@ -130,19 +131,14 @@ pub(crate) fn bounds_in_handler() -> Bounds {
     }
 }
 
-/// `[low, high)` of the readable-writable mapping containing `addr`, from `/proc/self/maps` text (pure);
-/// for the main thread's `[stack]` the low bound is `RLIMIT_STACK` below its top (it grows on demand).
-pub(crate) fn mapping_bounds(maps: &str, addr: u64) -> Option<(u64, u64)> {
-    maps.lines().find_map(|line| {
-        let (lo, hi, perms, _, path) = super::code::maps_line(line)?;
-        if !(perms.starts_with("rw") && lo <= addr && addr < hi) {
-            return None;
-        }
-        Some(if path == "[stack]" {
-            (lo.min(main_stack_low(hi)), hi)
-        } else {
-            (lo, hi)
-        })
+/// `[low, high)` of the readable-writable mapping containing `addr` among `maps` (pure); for the main
+/// thread's `[stack]` the low bound is `RLIMIT_STACK` below its top (it grows on demand).
+pub(crate) fn mapping_bounds(maps: &[MapsEntry], addr: u64) -> Option<(u64, u64)> {
+    let e = maps::writable_at(maps, addr)?;
+    Some(if e.path == "[stack]" {
+        (e.start.min(main_stack_low(e.end)), e.end)
+    } else {
+        (e.start, e.end)
     })
 }
 
@@ -161,10 +157,12 @@ mod tests {
 
     #[test]
     fn parses_maps_for_stack_mappings() {
-        let maps = "5555-6000 r--p 00000000 08:01 12 /bin/nl6\n\
-                    6000-9000 r-xp 00001000 08:01 12 /bin/nl6\n\
-                    7000000-7100000 rw-p 00000000 00:00 0 \n\
-                    7ff0000000-7ff8000000 rw-p 00000000 00:00 0 [stack]\n";
+        let maps = &maps::parse(
+            "5555-6000 r--p 00000000 08:01 12 /bin/nl6\n\
+             6000-9000 r-xp 00001000 08:01 12 /bin/nl6\n\
+             7000000-7100000 rw-p 00000000 00:00 0 \n\
+             7ff0000000-7ff8000000 rw-p 00000000 00:00 0 [stack]\n",
+        );
         assert_eq!(
             mapping_bounds(maps, 0x7080000),
             Some((0x7000000, 0x7100000))

@@ -13,6 +13,8 @@
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use crate::profiling::maps::{self, MapsEntry};
+
 /// `[start, end)` of code that keeps a frame pointer.
 pub(crate) type Range = [u64; 2];
 
@@ -200,42 +202,17 @@ pub(crate) fn fp_ranges(mut funcs: Vec<(u64, u64, bool)>) -> Vec<Range> {
     out
 }
 
-/// One line of `/proc/self/maps`: `(start, end, perms, file offset, path)`.
-pub(crate) fn maps_line(line: &str) -> Option<(u64, u64, &str, u64, &str)> {
-    let mut parts = line.split_ascii_whitespace();
-    let (range, perms, offset) = (parts.next()?, parts.next()?, parts.next()?);
-    let path = parts.nth(2).unwrap_or("");
-    let (lo, hi) = range.split_once('-')?;
-    Some((
-        u64::from_str_radix(lo, 16).ok()?,
-        u64::from_str_radix(hi, 16).ok()?,
-        perms,
-        u64::from_str_radix(offset, 16).ok()?,
-        path,
-    ))
-}
-
 /// The span of `exe`'s executable mappings, and the start of its mapping at file offset 0 (pure).
-pub(crate) fn text_range(maps: &str, exe: &str) -> Option<(u64, u64, Option<u64>)> {
-    let mut range: Option<(u64, u64, Option<u64>)> = None;
-    let mut starts_at_offset_0 = Vec::new();
-    for (lo, hi, perms, offset, path) in maps.lines().filter_map(maps_line) {
-        if path != exe {
-            continue;
-        }
-        if offset == 0 {
-            starts_at_offset_0.push(lo);
-        }
-        if perms.contains('x') {
-            range = Some(range.map_or((lo, hi, None), |(a, b, _)| (a.min(lo), b.max(hi), None)));
-        }
-    }
+pub(crate) fn text_range(maps: &[MapsEntry], exe: &str) -> Option<(u64, u64, Option<u64>)> {
+    let (lo, hi) = maps::executable_span(maps, exe)?;
     // The load base is the offset-0 mapping just below the code: the symbolizer maps the same file
     // read-only elsewhere (also at offset 0), and that copy must not be taken for the image.
-    range.map(|(a, b, _)| {
-        let base = starts_at_offset_0.iter().copied().filter(|&l| l <= a).max();
-        (a, b, base)
-    })
+    let base = maps
+        .iter()
+        .filter(|e| e.path == exe && e.offset == 0 && e.start <= lo)
+        .map(|e| e.start)
+        .max();
+    Some((lo, hi, base))
 }
 
 /// Learns the code map (call outside any handler; cheap to repeat). On any failure the map stays
@@ -248,10 +225,7 @@ pub(crate) fn learn_code() {
     if TEXT_HI.load(Ordering::Acquire) != 0 {
         return;
     }
-    let (Ok(maps), Ok(exe)) = (
-        std::fs::read_to_string("/proc/self/maps"),
-        std::fs::read_link("/proc/self/exe"),
-    ) else {
+    let (Ok(maps), Ok(exe)) = (maps::read_self(), std::fs::read_link("/proc/self/exe")) else {
         return;
     };
     let Some((lo, hi, base)) = text_range(&maps, &exe.to_string_lossy()) else {
@@ -441,21 +415,35 @@ mod tests {
 
     #[test]
     fn parses_maps_for_the_text_range_and_base() {
-        let maps = "5555-6000 r--p 00000000 08:01 12 /bin/nl6\n\
+        let text = "5555-6000 r--p 00000000 08:01 12 /bin/nl6\n\
                     6000-9000 r-xp 00001000 08:01 12 /bin/nl6\n\
                     9000-a000 r-xp 00000000 08:01 13 /lib/other.so\n\
                     7ff0000-7ff8000 rw-p 00000000 00:00 0 [stack]\n";
+        let maps = &maps::parse(text);
         assert_eq!(
             text_range(maps, "/bin/nl6"),
             Some((0x6000, 0x9000, Some(0x5555)))
         );
         assert_eq!(text_range(maps, "/bin/none"), None);
         // The symbolizer's read-only copy of the same file, mapped below the image, is not its base.
-        let with_copy = format!("1000-2000 r--p 00000000 08:01 12 /bin/nl6\n{maps}");
+        let with_copy = maps::parse(&format!(
+            "1000-2000 r--p 00000000 08:01 12 /bin/nl6\n{text}"
+        ));
         assert_eq!(
             text_range(&with_copy, "/bin/nl6"),
             Some((0x6000, 0x9000, Some(0x5555)))
         );
+    }
+
+    /// After the binary is replaced on disk, `/proc/self/exe` and the map both say `… (deleted)`; a path
+    /// with spaces is kept whole too.
+    #[test]
+    fn text_range_of_a_replaced_binary_with_spaces_in_its_path() {
+        let exe = "/opt/my app/nl6 (deleted)";
+        let maps = maps::parse(&format!(
+            "5000-6000 r--p 00000000 08:01 12 {exe}\n6000-9000 r-xp 00001000 08:01 12 {exe}\n"
+        ));
+        assert_eq!(text_range(&maps, exe), Some((0x6000, 0x9000, Some(0x5000))));
     }
 
     /// The real executable: learnt, and this test's own function keeps a frame pointer while a
