@@ -54,7 +54,8 @@
 //! ## Headers
 //! Profiles: `Content-Type: application/octet-stream`, `Content-Disposition: attachment;
 //! filename="<name>"`. Text: `text/plain; charset=utf-8`. Errors: `text/plain; charset=utf-8` and
-//! `X-Go-Pprof: 1`, body = message + newline. Every response: `X-Content-Type-Options: nosniff`.
+//! `X-Go-Pprof: 1`, body = message + newline. Every response: `X-Content-Type-Options: nosniff` (added by
+//! the server, for every surface).
 //!
 //! ## Examples
 //! ```text
@@ -201,23 +202,18 @@ pub struct PullSurface {
 
 /// Go's `serveError`: text, `X-Go-Pprof: 1`, message + newline.
 pub fn serve_error(status: u16, msg: &str) -> Response {
-    Response::new(status, "text/plain; charset=utf-8", format!("{msg}\n"))
-        .header("X-Go-Pprof", "1")
-        .header("X-Content-Type-Options", "nosniff")
+    Response::new(status, "text/plain; charset=utf-8", format!("{msg}\n")).header("X-Go-Pprof", "1")
 }
 
 fn attachment(filename: &str, body: Vec<u8>) -> Response {
-    Response::new(200, "application/octet-stream", body)
-        .header(
-            "Content-Disposition",
-            &format!("attachment; filename=\"{filename}\""),
-        )
-        .header("X-Content-Type-Options", "nosniff")
+    Response::new(200, "application/octet-stream", body).header(
+        "Content-Disposition",
+        &format!("attachment; filename=\"{filename}\""),
+    )
 }
 
 fn text(body: String) -> Response {
     Response::new(200, "text/plain; charset=utf-8", body)
-        .header("X-Content-Type-Options", "nosniff")
 }
 
 /// The 503 every gated path answers while the gate is closed.
@@ -257,7 +253,6 @@ pub fn redirect(req: &Request) -> Response {
         format!("<a href=\"{location}\">Moved Permanently</a>.\n"),
     )
     .header("Location", &location)
-    .header("X-Content-Type-Options", "nosniff")
 }
 
 /// Decrements the timed-request count when the request ends (even by panic).
@@ -435,7 +430,7 @@ fn index() -> Response {
          Types of profiles available:\n<table>\n<thead><td>Count</td><td>Profile</td></thead>\n{rows}</table>\n\
          <a href=\"goroutine?debug=2\">full goroutine stack dump</a>\n<br>\n<p>\nProfile Descriptions:\n<ul>\n{descriptions}</ul>\n</p>\n</body>\n</html>"
     );
-    Response::new(200, "text/html; charset=utf-8", body).header("X-Content-Type-Options", "nosniff")
+    Response::new(200, "text/html; charset=utf-8", body)
 }
 
 fn html_escape(s: &str) -> String {

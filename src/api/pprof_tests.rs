@@ -22,7 +22,6 @@ fn assert_go_error(r: &Response, status: u16, body: &str) {
         Some("text/plain; charset=utf-8")
     );
     assert_eq!(r.get_header("x-go-pprof"), Some("1"));
-    assert_eq!(r.get_header("x-content-type-options"), Some("nosniff"));
     assert_eq!(r.get_header("content-disposition"), None);
 }
 

@@ -15,16 +15,8 @@ use super::scenario;
 use crate::http::{Request, Response};
 use std::time::Instant;
 
-const JSON: &str = "application/json";
-
-fn json(status: u16, v: &serde_json::Value) -> Response {
-    Response::new(status, JSON, serde_json::to_vec(v).unwrap_or_default())
-}
-
-/// The one REST error shape.
-pub fn error(status: u16, message: &str) -> Response {
-    json(status, &serde_json::json!({ "error": message }))
-}
+// The one REST body writer and error shape, shared with the profiling gate's routes.
+use crate::api::rest::{error, json};
 
 /// Routes a request to the fleet API; `None` when the path is not ours.
 pub fn route(req: &crate::http::Request, fleet: &Fleet) -> Option<crate::http::Response> {
@@ -105,7 +97,10 @@ mod tests {
     fn routes_answer_json_and_errors_name_fields() {
         let fleet = Fleet::start(FleetConfig::default().with_devices(2).with_snmp_port(0)).unwrap();
         let r = route(&Request::new("GET", "/api/v1/devices"), &fleet).unwrap();
-        assert_eq!((r.status, r.get_header("content-type")), (200, Some(JSON)));
+        assert_eq!(
+            (r.status, r.get_header("content-type")),
+            (200, Some("application/json"))
+        );
         let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
         assert_eq!(v["data"].as_array().unwrap().len(), 2);
         assert_eq!(v["data"][1]["name"], "nl6-dev-0001");
