@@ -77,33 +77,12 @@ fn http(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> common::Repl
 
 /// Every form of the secret that must not appear.
 fn needles() -> Vec<String> {
-    use base64_like::encode;
+    use base64::Engine;
     vec![
         USER.to_string(),
         PASS.to_string(),
-        encode(format!("{USER}:{PASS}").as_bytes()),
+        base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASS}")),
     ]
-}
-
-/// Standard base64 (no crate: the Authorization header's form of `user:pass`).
-mod base64_like {
-    pub fn encode(b: &[u8]) -> String {
-        const T: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        let mut out = String::new();
-        for c in b.chunks(3) {
-            let n = (c[0] as u32) << 16
-                | (*c.get(1).unwrap_or(&0) as u32) << 8
-                | *c.get(2).unwrap_or(&0) as u32;
-            for i in 0..4 {
-                if i <= c.len() {
-                    out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
-                } else {
-                    out.push('=');
-                }
-            }
-        }
-        out
-    }
 }
 
 fn assert_clean(what: &str, bytes: &[u8]) {

@@ -5,8 +5,9 @@
 mod common;
 mod push_support;
 
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
 use nl6::gate::port::{PushRun, PushStatus, PushTarget, Pusher};
-use nl6::push::client::base64;
 use nl6::push::PyroscopePusher;
 use push_support::*;
 use std::net::TcpListener;
@@ -87,7 +88,7 @@ mod fake_server {
             assert!(req.query("aggregationType").is_some() && req.query("sampleRate").is_some());
             assert_eq!(
                 req.header("Authorization"),
-                Some(format!("Basic {}", base64(b"alice:s3cret")).as_str())
+                Some(format!("Basic {}", STANDARD.encode(b"alice:s3cret")).as_str())
             );
             assert_eq!(req.header("X-Scope-OrgID"), Some("tenant-1"));
             assert_eq!(req.header("User-Agent"), Some("nl6/9.9.9-test"));

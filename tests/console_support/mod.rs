@@ -411,35 +411,10 @@ impl Browser {
 
 fn write_png(file: &Path, result: &Value) {
     let data = result["data"].as_str().expect("screenshot data");
-    let png = base64_decode(data);
+    use base64::Engine;
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .expect("screenshot data is base64");
     assert!(png.starts_with(b"\x89PNG"), "screenshot is not a PNG");
     std::fs::write(file, png).unwrap_or_else(|e| panic!("write {}: {e}", file.display()));
-}
-
-/// Standard base64 (CDP's screenshot encoding).
-fn base64_decode(s: &str) -> Vec<u8> {
-    let val = |c: u8| -> u32 {
-        match c {
-            b'A'..=b'Z' => (c - b'A') as u32,
-            b'a'..=b'z' => (c - b'a' + 26) as u32,
-            b'0'..=b'9' => (c - b'0' + 52) as u32,
-            b'+' => 62,
-            b'/' => 63,
-            _ => panic!("not base64: {:?}", c as char),
-        }
-    };
-    let bytes: Vec<u8> = s
-        .bytes()
-        .filter(|&c| c != b'=' && !c.is_ascii_whitespace())
-        .collect();
-    let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
-    for chunk in bytes.chunks(4) {
-        let mut acc = 0u32;
-        for (i, &c) in chunk.iter().enumerate() {
-            acc |= val(c) << (18 - 6 * i);
-        }
-        let n = chunk.len() * 6 / 8;
-        out.extend_from_slice(&acc.to_be_bytes()[1..1 + n]);
-    }
-    out
 }
