@@ -57,6 +57,10 @@ fn pushing_to(url: &str, auth_file: &std::path::Path) -> common::Boot {
             auth_file.to_str().unwrap(),
         ])
         .args(&["-profiling-pyroscope-tenant", TENANT])
+        // Every series must hold something, inuse_* included: at the default 512 KiB an idle binary keeps
+        // too little alive to be sampled for sure (the symbolizer no longer reads the executable into
+        // the heap), so the rate is small.
+        .args(&["-profiling-heap-rate", "4096"])
 }
 
 /// A running binary plus a transcript of every response body it sent, for the credential scan.
