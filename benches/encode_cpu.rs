@@ -3,8 +3,8 @@
 //!
 //! Run: `cargo bench --bench encode_cpu`.
 
-use nl6::profiling::cpu::{CpuProfile, CpuSample};
-use nl6::profiling::encode;
+use nl6_profile::cpu::{CpuProfile, CpuSample};
+use nl6_profile::encode;
 use std::time::{Duration, Instant, SystemTime};
 
 const STACKS: usize = 1000;
@@ -19,10 +19,10 @@ fn code_addresses() -> Vec<u64> {
         encode::threadcreate as *const (),
         encode::contention_empty as *const (),
         encode::scale_heap_sample as *const (),
-        nl6::profiling::symbols::symbolize as *const (),
-        nl6::profiling::symbols::demangle as *const (),
-        nl6::profiling::heap::snapshot as *const (),
-        nl6::profiling::proto::decode as *const (),
+        nl6_profile::symbols::symbolize as *const (),
+        nl6_profile::symbols::demangle as *const (),
+        nl6_profile::heap::snapshot as *const (),
+        nl6_profile::proto::decode as *const (),
         main as *const (),
         code_addresses as *const (),
     ];

@@ -11,7 +11,7 @@
 //!
 //! Wall time on a loaded machine is noisy; for instruction counts run the bench binary under callgrind
 //! and read the handler's inclusive count (command printed at the end).
-use nl6::profiling::cpu;
+use nl6_profile::cpu;
 use std::hint::black_box;
 use std::os::raw::c_int;
 use std::time::{Duration, Instant};

@@ -18,7 +18,7 @@
 //! Run: `cargo bench --bench heap_overhead` (glibc) and
 //! `cargo bench --target x86_64-unknown-linux-musl --bench heap_overhead` (musl).
 
-use nl6::profiling::heap::SamplingAllocator;
+use nl6_profile::heap::SamplingAllocator;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -149,7 +149,7 @@ fn main() {
         .ok()
         .and_then(|r| r.parse().ok())
     {
-        nl6::profiling::heap::set_rate(rate);
+        nl6_profile::heap::set_rate(rate);
     }
     for mix in [Mix::Heavy, Mix::Typical] {
         run(mix);
@@ -227,7 +227,7 @@ fn run(mix: Mix) {
          ratio of minimums {:.3}, of medians {:.3} (target <= 1.03); {:.0} samples per round, {} new sites",
         per_op(smin),
         per_op(s),
-        nl6::profiling::heap::rate(),
+        nl6_profile::heap::rate(),
         per_op(pmin),
         per_op(p),
         pmin as f64 / smin as f64,
@@ -239,7 +239,7 @@ fn run(mix: Mix) {
 
 /// Sampled allocations and sites recorded so far (the sampler's own counters).
 fn sampled() -> (u64, usize) {
-    let snap = nl6::profiling::heap::snapshot();
+    let snap = nl6_profile::heap::snapshot();
     (
         snap.records.iter().map(|r| r.alloc_objects).sum(),
         snap.records.len(),

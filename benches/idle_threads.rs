@@ -6,9 +6,9 @@
 //! of the same length, without and with a CPU profile at 100 Hz; in each, the CPU the process used beyond
 //! the worker's own thread CPU time is the machinery's (the idle threads use none). Printed:
 //! - the profile's extra CPU, as a share of one core (with minus without);
-//! - the share of the profile's samples with a frame of the sampler's machinery (`nl6::profiling::cpu::`,
-//!   `nl6::profiling::unwind::`: the collector's rescans and drains).
-use nl6::profiling::{cpu, symbols::symbolize, threads};
+//! - the share of the profile's samples with a frame of the sampler's machinery (`nl6_profile::cpu::`,
+//!   `nl6_profile::unwind::`: the collector's rescans and drains).
+use nl6_profile::{cpu, symbols::symbolize, threads};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -102,12 +102,11 @@ fn main() {
             .filter_map(|(i, a)| symbolize(if i == 0 { *a } else { a.saturating_sub(1) }))
             .collect()
     };
-    let is_machinery = |f: &String| {
-        f.starts_with("nl6::profiling::cpu::") || f.starts_with("nl6::profiling::unwind::")
-    };
+    let is_machinery =
+        |f: &String| f.starts_with("nl6_profile::cpu::") || f.starts_with("nl6_profile::unwind::");
     // Arming every thread at start and deleting every timer at stop are paid once per profile; the
     // rest (rescans, drains) is paid all along.
-    let once = |f: &String| f == "nl6::profiling::cpu::start" || f.ends_with("Timers::delete_all");
+    let once = |f: &String| f == "nl6_profile::cpu::start" || f.ends_with("Timers::delete_all");
     let (mut machinery, mut steady) = (0u64, 0u64);
     for s in &profile.samples {
         let n = names(s);

@@ -4,9 +4,9 @@
 //!
 //! Run: `cargo run --release --target x86_64-unknown-linux-musl --example encode_selfcheck`.
 
-use nl6::profiling::encode::{self, HeapView};
-use nl6::profiling::heap::{self, SamplingAllocator};
-use nl6::profiling::{proto, symbols};
+use nl6_profile::encode::{self, HeapView};
+use nl6_profile::heap::{self, SamplingAllocator};
+use nl6_profile::{proto, symbols};
 
 #[global_allocator]
 static ALLOC: SamplingAllocator = SamplingAllocator::system();

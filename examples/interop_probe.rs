@@ -12,8 +12,8 @@
 //!
 //! Then query `{service_name="nl6",subsystem="interop-probe"}` in Pyroscope, or scrape
 //! `/debug/pprof/profile` while the gate is pull-only.
-use nl6::profiling::heap::SamplingAllocator;
 use nl6::push::interop::{Probe, ProbeOptions, PROBE_LABEL};
+use nl6_profile::heap::SamplingAllocator;
 use std::time::{Duration, Instant};
 
 #[global_allocator]

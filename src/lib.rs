@@ -1,7 +1,7 @@
 //! nl6: a lab tool that simulates network devices and profiles itself continuously, without eBPF.
 //!
 //! The lab ([`lab`]) runs SNMP agents, traps, syslog, NetFlow and scenarios on plain OS threads, each
-//! labelled with the `subsystem` it works for. The profiling engine ([`profiling`]) samples CPU with
+//! labelled with the `subsystem` it works for. The profiling engine ([`nl6_profile`]) samples CPU with
 //! per-thread CPU-time timers and frame-pointer unwinding, samples the heap with Go's formula, captures
 //! every thread's stack, and writes pprof. A gate ([`gate`]), closed by default, decides whether profiles
 //! are served on `/debug/pprof/` ([`api`]) and pushed to Pyroscope ([`push`]); [`http`] serves it all
@@ -23,7 +23,6 @@ pub mod http;
 pub mod jsonbody;
 pub mod lab;
 pub mod logtext;
-pub mod profiling;
 pub mod push;
 pub mod report;
 pub mod timefmt;

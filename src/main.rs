@@ -2,11 +2,10 @@
 #![forbid(unsafe_code)]
 
 #[global_allocator]
-static ALLOC: nl6::profiling::heap::SamplingAllocator =
-    nl6::profiling::heap::SamplingAllocator::system();
+static ALLOC: nl6_profile::heap::SamplingAllocator = nl6_profile::heap::SamplingAllocator::system();
 
 fn main() {
     // The samplers' signal handlers read stack bounds learnt outside them: the main thread's here.
-    nl6::profiling::threads::learn_own_stack();
+    nl6_profile::threads::learn_own_stack();
     std::process::exit(nl6::cli::main());
 }

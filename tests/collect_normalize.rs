@@ -1,6 +1,6 @@
 //! `collect -baseline` over windows of different lengths: the new profile is normalised as
 //! `go tool pprof -normalize -diff_base` does, checked against go tool pprof itself on the same files.
-use nl6::profiling::proto::{Function, Line, Location, Profile, Sample, ValueType};
+use nl6_profile::proto::{Function, Line, Location, Profile, Sample, ValueType};
 use prost::Message;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -7,8 +7,8 @@ mod fleet_common;
 use fleet_common::run;
 use nl6::lab::syslog::Transport;
 use nl6::lab::{api, Fleet, FleetConfig};
-use nl6::profiling::labels::Subsystem;
-use nl6::profiling::symbols::symbolize;
+use nl6_profile::labels::Subsystem;
+use nl6_profile::symbols::symbolize;
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -30,7 +30,7 @@ fn every_lab_sample_is_labelled_under_a_load_of_every_subsystem() {
     let r = api::route(&req, &fleet).unwrap();
     assert_eq!(r.status, 201, "{}", r.text());
     let target = fleet.devices()[0].snmp_addr().unwrap().to_string();
-    let session = nl6::profiling::cpu::start(250).expect("CPU profiler");
+    let session = nl6_profile::cpu::start(250).expect("CPU profiler");
     let stop = Arc::new(AtomicBool::new(false));
     let drain = {
         let stop = Arc::clone(&stop);

@@ -2,7 +2,7 @@
 //! (counted by a global allocator that counts only on the measuring thread).
 use nl6::lab::device::Device;
 use nl6::lab::netflow::FlowExporter;
-use nl6::profiling::labels::{self, Subsystem};
+use nl6_profile::labels::{self, Subsystem};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::net::UdpSocket;

@@ -3,8 +3,8 @@
 //! carry `scenario` (the nesting rule, seen by the sampler itself).
 use nl6::lab::device::Device;
 use nl6::lab::syslog::{SyslogExporter, SEVERITY_INFO};
-use nl6::profiling::labels::{self, Subsystem};
-use nl6::profiling::symbols::symbolize;
+use nl6_profile::labels::{self, Subsystem};
+use nl6_profile::symbols::symbolize;
 use std::net::UdpSocket;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -16,7 +16,7 @@ fn cpu_samples_inside_the_syslog_funnel_are_labelled_syslog() {
         UdpSocket::bind("127.0.0.1:0").unwrap(),
         sink.local_addr().unwrap(),
     );
-    let session = nl6::profiling::cpu::start(500).expect("CPU profiler");
+    let session = nl6_profile::cpu::start(500).expect("CPU profiler");
     let h = labels::spawn(Subsystem::SCENARIO, "busy-scenario", move || {
         let d = Device::new(0, Instant::now());
         let end = Instant::now() + Duration::from_millis(1500);

@@ -5,9 +5,9 @@ mod fleet_common;
 use fleet_common::wait_for;
 use nl6::lab::syslog::Transport;
 use nl6::lab::{Fleet, FleetConfig};
-use nl6::profiling::labels::Subsystem;
-use nl6::profiling::symbols::symbolize;
-use nl6::profiling::threads::{capture_all, ThreadStack};
+use nl6_profile::labels::Subsystem;
+use nl6_profile::symbols::symbolize;
+use nl6_profile::threads::{capture_all, ThreadStack};
 use std::net::{TcpListener, UdpSocket};
 use std::time::Duration;
 

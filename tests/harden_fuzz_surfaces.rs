@@ -411,7 +411,7 @@ const PATHS: &[&str] = &[
 #[test]
 fn absurd_seconds_on_every_profile_path() {
     // In-process: hold the CPU sampler so a default-30 s profile is refused at once (500 busy).
-    let session = nl6::profiling::cpu::start(100).expect("cpu sampler");
+    let session = nl6_profile::cpu::start(100).expect("cpu sampler");
     let open = open_api();
     let closed = Api::new(Gate::new(
         Startup::new(None, None, None, Duration::from_secs(15)),

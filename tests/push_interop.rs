@@ -7,9 +7,9 @@ mod common;
 mod push_support;
 
 use common::{header, json, request};
-use nl6::profiling::heap::SamplingAllocator;
-use nl6::profiling::proto::{self, Profile};
 use nl6::push::interop::{Probe, ProbeOptions, PROBE_LABEL};
+use nl6_profile::heap::SamplingAllocator;
+use nl6_profile::proto::{self, Profile};
 use push_support::{wait_until, StandIn};
 use std::time::Duration;
 

@@ -1,4 +1,5 @@
-//! The profiling engine never opens a listener or a socket: every source file under src/profiling/ is
+//! The profiling engine never opens a listener or a socket (its dependency tree holds no HTTP or TLS crate;
+//! this scan also keeps std::net and libc socket calls out): every source file under crates/nl6-profile/src/ is
 //! scanned (comments stripped) for the APIs that would. The push's outbound client lives in src/push/,
 //! outside this set.
 use std::path::{Path, PathBuf};
@@ -74,7 +75,7 @@ fn the_scanner_catches_what_it_should() {
 
 #[test]
 fn profiling_sources_open_no_listener_or_socket() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/profiling");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/nl6-profile/src");
     let mut files = Vec::new();
     rust_files(&dir, &mut files);
     assert!(

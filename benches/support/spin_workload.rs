@@ -24,7 +24,7 @@ pub fn workload(rounds: u64) -> (Duration, Duration) {
     let t0 = Instant::now();
     let hs: Vec<_> = (0..2u64)
         .map(|i| {
-            nl6::profiling::threads::spawn_recorded("bench-spin", move || {
+            nl6_profile::threads::spawn_recorded("bench-spin", move || {
                 black_box(spin(i + 1, rounds))
             })
             .expect("spawn")

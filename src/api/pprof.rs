@@ -72,8 +72,8 @@
 
 use super::pprof_engine as engine;
 use crate::http::{Request, Response};
-use crate::profiling::delta::{ContentionDelta, HeapDelta};
-use crate::profiling::heap;
+use nl6_profile::delta::{ContentionDelta, HeapDelta};
+use nl6_profile::heap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};

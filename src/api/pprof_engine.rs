@@ -4,13 +4,13 @@
 //! Never touches a socket.
 #![forbid(unsafe_code)]
 
-use crate::profiling::cpu::{self, CpuError};
-use crate::profiling::delta;
-use crate::profiling::encode::{self, HeapView};
-use crate::profiling::heap::{self, HeapSnapshot};
-use crate::profiling::symbols;
-use crate::profiling::threads::{self, ThreadStack};
-use crate::profiling::Stack;
+use nl6_profile::cpu::{self, CpuError};
+use nl6_profile::delta;
+use nl6_profile::encode::{self, HeapView};
+use nl6_profile::heap::{self, HeapSnapshot};
+use nl6_profile::symbols;
+use nl6_profile::threads::{self, ThreadStack};
+use nl6_profile::Stack;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::Duration;

@@ -46,7 +46,7 @@ pub(super) fn serve(args: Args) -> i32 {
         return 1;
     }
     // A stray SIGPROF or stack-capture signal before the first profile must not kill the process.
-    if let Err(e) = crate::profiling::install_signal_handlers() {
+    if let Err(e) = nl6_profile::install_signal_handlers() {
         eprintln!("nl6: profiler signal handlers: {e}");
     }
     let config = match Config::resolve(args, &|name| std::env::var_os(name).is_some()) {
@@ -60,7 +60,7 @@ pub(super) fn serve(args: Args) -> i32 {
         eprintln!("nl6: could not raise the open-file limit: {e}");
     }
     if let Some(rate) = config.heap_rate() {
-        crate::profiling::heap::set_rate(rate);
+        nl6_profile::heap::set_rate(rate);
     }
     warn_if_no_heap_region();
     // The fleet binds every device socket before anything is served: a port in use stops startup here
@@ -77,7 +77,7 @@ pub(super) fn serve(args: Args) -> i32 {
     }
     // A close halts the CPU sampler at once, whoever holds it (a pull profile, a push hung in an upload).
     let gate = Gate::new(config.startup().clone(), pusher())
-        .with_close_hook(Box::new(crate::profiling::cpu::halt));
+        .with_close_hook(Box::new(nl6_profile::cpu::halt));
     let mounted = Arc::clone(&fleet);
     let api = Arc::new(
         Api::new(gate.clone())
@@ -139,7 +139,7 @@ fn exposure_warning(addr: std::net::SocketAddr) -> Option<String> {
 /// Reserves the heap sampler's address range at startup and says so, once, when none can be had: the heap
 /// profile then overstates `inuse` (sampled small blocks are counted but their frees are not seen).
 fn warn_if_no_heap_region() {
-    use crate::profiling::heap;
+    use nl6_profile::heap;
     if heap::rate() > 0 && !heap::reserve_region() {
         eprintln!(
             "nl6: heap profile: no address range could be reserved at {:#x} (8 GiB window) for sampled \

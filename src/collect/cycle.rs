@@ -21,9 +21,9 @@ use super::meta::{rfc3339_millis, BaselineMeta, Meta, ProfileMeta, Status};
 use super::retention::{apply_retention, find_files};
 use super::targets::Target;
 use super::Config;
-use crate::profiling::proto::Profile;
 use crate::report;
 use crate::timefmt::format_go_duration;
+use nl6_profile::proto::Profile;
 
 /// The outcome of one target in one cycle.
 #[derive(Debug, Clone)]

@@ -21,7 +21,7 @@ use super::scenario::Book;
 use super::syslog::{self, SendQueue, SyslogExporter, Transport};
 use super::traffic::DiscardSink;
 use super::trap::{TrapOptions, TrapSender};
-use crate::profiling::labels::{self, Subsystem};
+use nl6_profile::labels::{self, Subsystem};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fmt;

@@ -8,7 +8,7 @@
 #![forbid(unsafe_code)]
 
 use super::device::{Device, DeviceCounters, INTERFACES_PER_DEVICE};
-use crate::profiling::labels::{self, Subsystem};
+use nl6_profile::labels::{self, Subsystem};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::Ordering;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};

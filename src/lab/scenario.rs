@@ -10,8 +10,8 @@
 use super::fleet::Shared;
 use super::netflow::FlowExporter;
 use super::syslog;
-use crate::profiling::labels::{self, Subsystem};
 use crate::timefmt::{format_go_duration as format_duration, parse_rfc3339, Timestamp};
+use nl6_profile::labels::{self, Subsystem};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};

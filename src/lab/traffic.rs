@@ -112,7 +112,7 @@ pub(crate) fn spawn(shared: &Arc<Shared>, period: Duration) -> std::io::Result<(
     };
     let sh = shared.clone();
     shared.spawn(
-        crate::profiling::labels::Subsystem::SCENARIO,
+        nl6_profile::labels::Subsystem::SCENARIO,
         "lab-traffic",
         move || {
             let mut due = Instant::now();

@@ -15,7 +15,7 @@ use crate::api::Api;
 use crate::gate::control::{Gate, PostError};
 use crate::gate::state::{AddressField, PostRequest, Startup};
 use crate::http::server::{Handler, Server, ServerConfig};
-use crate::profiling::labels::{self, Subsystem};
+use nl6_profile::labels::{self, Subsystem};
 use std::hint::black_box;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -191,7 +191,7 @@ impl Pusher for PyroscopePusher {
             queue: VecDeque::new(),
             cpu_running: false,
         };
-        let handle = crate::profiling::threads::spawn_recorded("nl6-push", move || worker.run())
+        let handle = nl6_profile::threads::spawn_recorded("nl6-push", move || worker.run())
             .map_err(|e| format!("starting the push thread: {e}"))?;
         Ok(Box::new(PushHandle {
             tx,

@@ -10,8 +10,8 @@
 #![forbid(unsafe_code)]
 
 use super::multipart::{HEAP_SAMPLE_TYPE_CONFIG, THREADS_SAMPLE_TYPE_CONFIG};
-use crate::profiling::delta::HeapDelta;
-use crate::profiling::{cpu, encode, heap, threads};
+use nl6_profile::delta::HeapDelta;
+use nl6_profile::{cpu, encode, heap, threads};
 use std::time::{Duration, SystemTime};
 
 /// What one upload holds; decides the query parameters and the `sample_type_config` part.

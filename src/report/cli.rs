@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use crate::collect::atomic::write_atomically;
 use crate::collect::flags::go_style_args;
-use crate::profiling::proto::Profile;
+use nl6_profile::proto::Profile;
 
 const USAGE: &str =
     "usage: nl6 report [-sample-index N|NAME] [-svg OUT.svg] [-diff-base OLD.pb.gz] FILE.pb.gz";

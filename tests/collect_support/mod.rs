@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nl6::collect::archive::Stamp;
-use nl6::profiling::proto::{self, Profile};
+use nl6_profile::proto::{self, Profile};
 
 pub const GO_SERVICE: &str = r#"package main
 

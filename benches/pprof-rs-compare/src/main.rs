@@ -23,7 +23,7 @@ fn run(mode: Mode, rounds: u64) -> ((Duration, Duration), u64) {
     match mode {
         Mode::None | Mode::AA => (workload(rounds), 0),
         Mode::Nl6 => {
-            let s = nl6::profiling::cpu::start(100).expect("nl6 start");
+            let s = nl6_profile::cpu::start(100).expect("nl6 start");
             let r = workload(rounds);
             let p = s.stop();
             (r, p.samples.iter().map(|s| s.count).sum())

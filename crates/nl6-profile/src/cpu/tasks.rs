@@ -148,14 +148,14 @@ mod tests {
         let (mut buf, mut tids) = (Vec::new(), Vec::new());
         let (tx, rx) = std::sync::mpsc::channel();
         let h = std::thread::spawn(move || {
-            tx.send(crate::profiling::signal::gettid()).unwrap();
+            tx.send(crate::signal::gettid()).unwrap();
             std::thread::sleep(std::time::Duration::from_millis(200));
         });
         let other = rx.recv().unwrap();
         assert!(is_our_thread(other) && !is_our_thread(i32::MAX));
         assert!(last_pid().is_some_and(|p| p >= other), "ns_last_pid");
         list_tids_into(&mut buf, &mut tids).unwrap();
-        assert!(tids.contains(&other) && tids.contains(&crate::profiling::signal::gettid()));
+        assert!(tids.contains(&other) && tids.contains(&crate::signal::gettid()));
         assert!(tids.windows(2).all(|w| w[0] < w[1]), "sorted");
         h.join().unwrap();
     }

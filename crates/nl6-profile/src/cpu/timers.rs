@@ -15,7 +15,7 @@
 //!
 //! Never: runs in a signal handler; keeps a timer for a thread it saw exit.
 use super::tasks;
-use crate::profiling::{signal, unwind};
+use crate::{signal, unwind};
 use std::collections::HashMap;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -108,7 +108,7 @@ fn random_u64(salt: i32) -> u64 {
     let nanos = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    crate::profiling::mix64(
+    crate::mix64(
         nanos ^ COUNTER.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed) ^ ((salt as u64) << 32),
     )
 }

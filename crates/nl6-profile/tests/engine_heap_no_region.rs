@@ -6,7 +6,7 @@
 //! Its own test binary: it installs the sampling allocator, occupies the window before the first sample,
 //! and changes the process-wide rate.
 
-use nl6::profiling::heap::{self, region, SamplingAllocator, LARGE};
+use nl6_profile::heap::{self, region, SamplingAllocator, LARGE};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 #[global_allocator]

@@ -17,7 +17,7 @@ use std::sync::atomic::{compiler_fence, Ordering};
 
 use super::foreign::foreign_bounds;
 use super::MAX_STACK_SPAN;
-use crate::profiling::maps::{self, MapsEntry};
+use crate::maps::{self, MapsEntry};
 
 thread_local! {
     /// The calling thread's stack low bound (valid once `HIGH` is > 1).

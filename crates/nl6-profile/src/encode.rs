@@ -53,7 +53,7 @@ pub const CONTENTION_SAMPLE_TYPES: [(&str, &str); 2] =
     [("contentions", "count"), ("delay", "nanoseconds")];
 
 /// The function name lost CPU samples are attributed to (Go uses `runtime/pprof.lostProfileEvent`).
-pub const LOST_SAMPLES_FUNCTION: &str = "nl6::profiling::lost_samples";
+pub const LOST_SAMPLES_FUNCTION: &str = "nl6_profile::lost_samples";
 
 /// gzip'd pprof of a CPU window: sample types samples/count + cpu/nanoseconds, period cpu/nanoseconds,
 /// `subsystem` string labels, duration_nanos.
@@ -152,8 +152,8 @@ pub fn heap(snapshot: &HeapSnapshot, view: HeapView) -> Vec<u8> {
 pub fn is_allocator_frame(name: &str) -> bool {
     const PREFIXES: [&str; 10] = [
         "__rustc::",
-        "nl6::profiling::heap::",
-        "<nl6::profiling::heap::",
+        "nl6_profile::heap::",
+        "<nl6_profile::heap::",
         "__rust_",
         "__rg_",
         "__rdl_",
@@ -281,8 +281,25 @@ fn label_string(labels: &[(&str, &str)]) -> String {
     format!("{{{}}}", parts.join(", "))
 }
 
+/// Go's `strconv.Quote` for label text: quotes, backslash and control characters escaped.
 fn go_quote(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| format!("\"{s}\""))
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 fn addr_list(stack: &[u64]) -> String {
@@ -527,7 +544,9 @@ mod tests {
     fn allocator_frames_are_recognised() {
         assert!(is_allocator_frame("alloc::alloc::exchange_malloc"));
         assert!(is_allocator_frame("alloc::raw_vec::RawVec<T,A>::grow_one"));
-        assert!(is_allocator_frame("<nl6::profiling::heap::SamplingAllocator<A> as core::alloc::global::GlobalAlloc>::alloc"));
+        assert!(is_allocator_frame(
+            "<nl6_profile::heap::SamplingAllocator<A> as core::alloc::global::GlobalAlloc>::alloc"
+        ));
         assert!(!is_allocator_frame("nl6::lab::snmp::serve"));
     }
 }

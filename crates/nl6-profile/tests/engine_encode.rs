@@ -4,16 +4,18 @@
 //!
 //! Run: `cargo test --test engine_encode` (also with `--target x86_64-unknown-linux-musl`).
 
+// The one checker, shared with nl6's tests (tests/push_alloy.rs).
+#[path = "../../../tests/engine_encode_support/mod.rs"]
 mod engine_encode_support;
 
 use engine_encode_support::{check, pprof, write_profile};
-use nl6::profiling::cpu::{CpuProfile, CpuSample};
-use nl6::profiling::delta::{heap_between, HeapDelta};
-use nl6::profiling::encode::{self, HeapView};
-use nl6::profiling::heap::{self, HeapRecord, HeapSnapshot, SamplingAllocator};
-use nl6::profiling::labels::Subsystem;
-use nl6::profiling::proto;
-use nl6::profiling::threads::ThreadStack;
+use nl6_profile::cpu::{CpuProfile, CpuSample};
+use nl6_profile::delta::{heap_between, HeapDelta};
+use nl6_profile::encode::{self, HeapView};
+use nl6_profile::heap::{self, HeapRecord, HeapSnapshot, SamplingAllocator};
+use nl6_profile::labels::Subsystem;
+use nl6_profile::proto;
+use nl6_profile::threads::ThreadStack;
 use std::time::{Duration, SystemTime};
 
 #[global_allocator]
@@ -49,7 +51,7 @@ fn cpu_stack() -> Vec<u64> {
 
 /// Executable mappings of this process that a profile lists (files and the vDSO), as Go's runtime/pprof.
 fn executable_mappings() -> usize {
-    nl6::profiling::maps::read_self()
+    nl6_profile::maps::read_self()
         .unwrap()
         .iter()
         .filter(|m| m.executable && (m.is_file() || m.path == "[vdso]"))
@@ -449,7 +451,7 @@ fn heap_sampler_inuse_within_ten_percent_and_frees_are_matched() {
     let top = pprof(&["-sample_index=inuse_space", "-top", "-cum"], &path);
     assert!(top.contains("engine_encode::hold_live_blocks"), "{top}");
     assert!(
-        !top.contains("nl6::profiling::heap::"),
+        !top.contains("nl6_profile::heap::"),
         "the sampler's own frames are trimmed:\n{top}"
     );
 
@@ -501,6 +503,6 @@ fn delta_heap_shows_only_new_allocations() {
 
 #[test]
 fn symbol_endpoint_names_functions() {
-    let name = nl6::profiling::symbols::symbolize(addr(hot_leaf) + 3).unwrap();
+    let name = nl6_profile::symbols::symbolize(addr(hot_leaf) + 3).unwrap();
     assert_eq!(name, "engine_encode::hot_leaf");
 }

@@ -5,9 +5,9 @@
 //!   cargo test --target x86_64-unknown-linux-musl --test engine_cpu -- --test-threads=1
 //! Functions are recognised in samples through the test binary's own symbol table (/proc/self/exe), so a
 //! wrong unwind, a wrong leaf or a wrong label makes these fail.
-use nl6::profiling::cpu::{self, CpuProfile};
-use nl6::profiling::labels::{self, Subsystem};
-use nl6::profiling::threads;
+use nl6_profile::cpu::{self, CpuProfile};
+use nl6_profile::labels::{self, Subsystem};
+use nl6_profile::threads;
 use object::{Object, ObjectSymbol};
 use std::hint::black_box;
 use std::sync::{mpsc, Mutex, OnceLock};

@@ -4,7 +4,7 @@
 //!
 //! One CPU profile can run per process, so the tests here take a lock.
 
-use nl6::profiling::{cpu, encode, labels};
+use nl6_profile::{cpu, encode, labels};
 use std::hint::black_box;
 use std::process::Command;
 use std::sync::Mutex;
@@ -144,18 +144,18 @@ fn cpu_profile_names_the_running_function_and_its_std_callees() {
 #[test]
 fn every_engine_profile_kind_opens_in_go_tool_pprof() {
     let _g = SAMPLER.lock().unwrap_or_else(|e| e.into_inner());
-    let threads = nl6::profiling::threads::capture_all(Duration::from_secs(2));
+    let threads = nl6_profile::threads::capture_all(Duration::from_secs(2));
     assert!(
         threads.len() >= 2,
         "expected the test threads, got {}",
         threads.len()
     );
-    let heap = nl6::profiling::heap::snapshot();
+    let heap = nl6_profile::heap::snapshot();
     let kinds: Vec<(&str, Vec<u8>)> = vec![
         ("goroutine", encode::goroutine(&threads)),
         (
             "threadcreate",
-            encode::threadcreate(&nl6::profiling::threads::threadcreate_stacks()),
+            encode::threadcreate(&nl6_profile::threads::threadcreate_stacks()),
         ),
         ("heap", encode::heap(&heap, encode::HeapView::Heap)),
         ("allocs", encode::heap(&heap, encode::HeapView::Allocs)),

@@ -531,7 +531,7 @@ mod tests {
         let names: Vec<String> = t
             .stack
             .iter()
-            .filter_map(|a| crate::profiling::symbols::symbolize(a.saturating_sub(1)))
+            .filter_map(|a| crate::symbols::symbolize(a.saturating_sub(1)))
             .collect();
         assert!(
             names.iter().any(|n| n.contains("parked_foreign")),

@@ -5,8 +5,8 @@
 //!
 //! Its own test binary: it changes the process-wide rate.
 
-use nl6::profiling::heap::{self, SamplingAllocator};
-use nl6::profiling::symbols::Symbolizer;
+use nl6_profile::heap::{self, SamplingAllocator};
+use nl6_profile::symbols::Symbolizer;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 

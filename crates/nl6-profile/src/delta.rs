@@ -120,7 +120,7 @@ pub fn heap_between(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profiling::proto;
+    use crate::proto;
 
     fn record(stack: u64, size: u64, allocs: u64, frees: u64) -> HeapRecord {
         HeapRecord {

@@ -214,7 +214,7 @@ pub fn with<R>(label: Subsystem, f: impl FnOnce() -> R) -> R {
 }
 
 /// Spawns a named OS thread that carries `label` from its first instruction (the birth label), through
-/// [`crate::profiling::threads::spawn_recorded`] so the `threadcreate` profile sees where it was created.
+/// [`crate::threads::spawn_recorded`] so the `threadcreate` profile sees where it was created.
 pub fn spawn<F, T>(
     label: Subsystem,
     name: &str,
@@ -224,7 +224,7 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    crate::profiling::threads::spawn_recorded(name, move || {
+    crate::threads::spawn_recorded(name, move || {
         set_thread(label);
         f()
     })
@@ -238,7 +238,7 @@ where
     T: Send + 'static,
 {
     let inherited = current_index();
-    crate::profiling::threads::spawn_recorded(name, move || {
+    crate::threads::spawn_recorded(name, move || {
         store_label(inherited);
         f()
     })

@@ -13,7 +13,7 @@
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use crate::profiling::maps::{self, MapsEntry};
+use crate::maps::{self, MapsEntry};
 
 /// `[start, end)` of code that keeps a frame pointer.
 pub(crate) type Range = [u64; 2];

@@ -6,8 +6,8 @@
 //!
 //! Its own test binary: it installs the sampling allocator and samples every allocation (rate 1).
 
-use nl6::profiling::heap::{self, region, SamplingAllocator, LARGE};
-use nl6::profiling::symbols::Symbolizer;
+use nl6_profile::heap::{self, region, SamplingAllocator, LARGE};
+use nl6_profile::symbols::Symbolizer;
 
 #[global_allocator]
 static ALLOC: SamplingAllocator = SamplingAllocator::system();

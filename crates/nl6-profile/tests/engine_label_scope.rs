@@ -6,8 +6,8 @@
 //! compiler may delete the scope's two stores (nothing it can see reads the value in between). The
 //! stores are fenced against that (`labels::store_label`). The deletion only happens in optimised
 //! code: `scripts/test.sh` also runs this test with `--release`, where it fails without the fences.
-use nl6::profiling::labels::{self, Subsystem};
-use nl6::profiling::symbols::symbolize;
+use nl6_profile::labels::{self, Subsystem};
+use nl6_profile::symbols::symbolize;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -29,8 +29,8 @@ fn scoped_spin(label: Subsystem, x: u64, rounds: u64) -> u64 {
 #[test]
 fn a_scope_around_a_pure_closure_labels_its_samples() {
     let label = Subsystem::custom("pure-scope-test");
-    let session = nl6::profiling::cpu::start(250).expect("CPU profiler");
-    let worker = nl6::profiling::threads::spawn_recorded("pure-scope", move || {
+    let session = nl6_profile::cpu::start(250).expect("CPU profiler");
+    let worker = nl6_profile::threads::spawn_recorded("pure-scope", move || {
         let end = Instant::now() + Duration::from_millis(3000);
         let mut x = 1u64;
         while Instant::now() < end {

@@ -5,8 +5,8 @@
 //! Libc leaves are recognised without libc's names: outside the executable's code (glibc's libc.so) or,
 //! inside it (musl's libc.a in the static build), a symbol that is not a Rust path. Runs on the glibc
 //! build and, through `scripts/test.sh`'s `engine_` list, on the static musl build.
-use nl6::profiling::labels::{self, Subsystem};
-use nl6::profiling::symbols::symbolize;
+use nl6_profile::labels::{self, Subsystem};
+use nl6_profile::symbols::symbolize;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -59,7 +59,7 @@ fn is_rust_name(name: &str) -> bool {
 #[test]
 fn the_rust_caller_of_a_frameless_libc_leaf_is_kept() {
     let label = Subsystem::custom("frameless-leaf-test");
-    let session = nl6::profiling::cpu::start(250).expect("CPU profiler");
+    let session = nl6_profile::cpu::start(250).expect("CPU profiler");
     // The buffers are made and freed outside the labelled thread: only the two known functions run
     // libc code under the label.
     let (src, mut dst) = (vec![7u8; 8 << 20], vec![0u8; 8 << 20]);
