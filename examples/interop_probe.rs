@@ -1,5 +1,5 @@
 //! The labelled interop probe: nl6's gate, pull surface, HTTP server and Pyroscope push embedded in a small
-//! program that burns CPU under `subsystem="interop-probe"` (see `nl6::push::interop`).
+//! program that burns CPU under `subsystem="interop-probe"` (see `nl6::probe`).
 //!
 //!     cargo run --example interop_probe -- [LISTEN] [PYROSCOPE_URL] [SECONDS]
 //!
@@ -12,7 +12,7 @@
 //!
 //! Then query `{service_name="nl6",subsystem="interop-probe"}` in Pyroscope, or scrape
 //! `/debug/pprof/profile` while the gate is pull-only.
-use nl6::push::interop::{Probe, ProbeOptions, PROBE_LABEL};
+use nl6::probe::{Probe, ProbeOptions, PROBE_LABEL};
 use nl6_profile::heap::SamplingAllocator;
 use std::time::{Duration, Instant};
 

@@ -23,6 +23,7 @@ pub mod http;
 pub mod jsonbody;
 pub mod lab;
 pub mod logtext;
+pub mod probe;
 pub mod push;
 pub mod report;
 pub mod timefmt;

@@ -1,4 +1,4 @@
-//! The labelled interop probe (`nl6::push::interop`, run as a program by examples/interop_probe.rs),
+//! The labelled interop probe (`nl6::probe`, run as a program by examples/interop_probe.rs),
 //! in-process: its CPU burn under `subsystem="interop-probe"` must show up both in what the push stored in
 //! the Pyroscope stand-in and in a CPU profile scraped from its own `/debug/pprof/profile` once the gate
 //! is pull-only; a bogus label value holds nothing in either. One test: the CPU sampler is process-wide.
@@ -7,7 +7,7 @@ mod common;
 mod push_support;
 
 use common::{header, json, request};
-use nl6::push::interop::{Probe, ProbeOptions, PROBE_LABEL};
+use nl6::probe::{Probe, ProbeOptions, PROBE_LABEL};
 use nl6_profile::heap::SamplingAllocator;
 use nl6_profile::proto::{self, Profile};
 use push_support::{wait_until, StandIn};

@@ -78,7 +78,7 @@ fn index_lists_every_profile_from_the_table() {
         (200, Some("text/html; charset=utf-8"))
     );
     let html = String::from_utf8_lossy(&b);
-    for e in nl6::api::pprof::PROFILES {
+    for e in nl6_profile::pull::PROFILES {
         assert!(html.contains(&format!(">{}</a>", e.name)), "{}", e.name);
     }
     assert!(html.contains("href=\"heap?debug=1\"") && html.contains("goroutine?debug=2"));

@@ -2,19 +2,38 @@
 //! [`Api::handle`] turns a [`Request`] into a [`Response`] through it.
 //!
 //! Surfaces: the profiling gate's REST ([`rest`], `/api/v1/profiling`, JSON) and the pull surface
-//! ([`pprof`], `/debug/pprof/…`, Go's net/http/pprof shapes), and the web console ([`crate::console`],
-//! `/` and the flame graph). Other surfaces (the fleet's `/api/v1/devices` and `/api/v1/scenarios`) mount
-//! through [`Api::with_extension`]: the extension is asked after the built-in routes and before the 404.
+//! ([`pprof`], `/debug/pprof/…`: the engine's [`nl6_profile::pull`] behind the gate). The web console's
+//! routes (`/` and the flame graph) are named here and served by the handler given to
+//! [`Api::with_console`] (`crate::console`, which sits above this module). Other surfaces (the fleet's
+//! `/api/v1/devices` and `/api/v1/scenarios`) mount through [`Api::with_extension`]: the extension is
+//! asked after the built-in routes and before the 404.
 //!
 //! Handlers take request values and return response values; only the server touches sockets.
 #![forbid(unsafe_code)]
 
 pub mod pprof;
-mod pprof_engine;
 pub mod rest;
 
 use crate::gate::control::Gate;
 use crate::http::{Request, Response};
+use nl6_profile::pull::{self, CpuHook, PullRoute, PullSurface};
+
+/// The flame graph's path (a console route).
+pub const FLAMEGRAPH_PATH: &str = "/api/v1/profiling/flamegraph.svg";
+
+/// The console's routes, as [`route`] resolves them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsoleRoute {
+    /// `GET`/`HEAD /`: the page.
+    Page,
+    /// `GET`/`HEAD /api/v1/profiling/flamegraph.svg`.
+    Flamegraph,
+    /// Another method on either path (405, JSON).
+    MethodNotAllowed,
+}
+
+/// What serves the console's routes (given by the composition root).
+pub type ConsoleHandler = dyn Fn(ConsoleRoute, &Request) -> Response + Send + Sync;
 
 /// Where a request goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,35 +49,30 @@ pub enum Route {
     /// `/debug/pprof/cmdline`: never served (argv can carry the basic-auth secret), gate open or not.
     PprofCmdline,
     /// Anything else under `/debug/pprof/`: gated (503 while closed).
-    Pprof(pprof::PprofRoute),
-    /// The web console: `/` (the page) and `/api/v1/profiling/flamegraph.svg` (see [`crate::console`]).
-    Console(crate::console::ConsoleRoute),
+    Pprof(PullRoute),
+    /// The web console: `/` (the page) and `/api/v1/profiling/flamegraph.svg` (see [`ConsoleHandler`]).
+    Console(ConsoleRoute),
     /// Not a built-in route: the extension, then 404.
     Other,
 }
 
 /// The routing table. Every route nl6 serves is listed here.
 pub fn route(method: &str, path: &str) -> Route {
-    use crate::console::ConsoleRoute as C;
-    use pprof::PprofRoute as P;
+    use ConsoleRoute as C;
     let get = matches!(method, "GET" | "HEAD");
     match (method, path) {
         // The console (issue 7): the page and the last CPU profile's flame graph; not gated.
         (_, "/") if get => Route::Console(C::Page),
-        (_, crate::console::FLAMEGRAPH_PATH) if get => Route::Console(C::Flamegraph),
-        (_, "/" | crate::console::FLAMEGRAPH_PATH) => Route::Console(C::MethodNotAllowed),
+        (_, FLAMEGRAPH_PATH) if get => Route::Console(C::Flamegraph),
+        (_, "/" | FLAMEGRAPH_PATH) => Route::Console(C::MethodNotAllowed),
         (_, "/api/v1/profiling") if get => Route::ProfilingGet,
         ("POST", "/api/v1/profiling") => Route::ProfilingPost,
         (_, "/api/v1/profiling") => Route::ProfilingMethodNotAllowed,
         (_, "/debug/pprof") => Route::PprofRedirect,
         (_, "/debug/pprof/cmdline") => Route::PprofCmdline,
-        (_, "/debug/pprof/symbol") if get || method == "POST" => Route::Pprof(P::Symbol),
-        (_, p) if p.starts_with("/debug/pprof/") && !get => Route::Pprof(P::MethodNotAllowed),
-        (_, "/debug/pprof/") => Route::Pprof(P::Index),
-        (_, "/debug/pprof/profile") => Route::Pprof(P::Cpu),
-        (_, "/debug/pprof/trace") => Route::Pprof(P::Trace),
+        // The rest of /debug/pprof/ is the engine's table.
         (_, p) => match p.strip_prefix("/debug/pprof/") {
-            Some(name) => Route::Pprof(pprof::lookup(name).map_or(P::Unknown, P::Profile)),
+            Some(name) => Route::Pprof(pull::route(method, name)),
             // MOUNT POINT: the fleet's /api/v1/devices and /api/v1/scenarios are served by
             // the extension given to `Api::with_extension` (asked for every `Route::Other`).
             None => Route::Other,
@@ -69,21 +83,36 @@ pub fn route(method: &str, path: &str) -> Route {
 /// A surface mounted beside the built-in routes: answers `Some` for its own paths.
 pub type Extension = dyn Fn(&Request) -> Option<Response> + Send + Sync;
 
-/// The request handler the server runs: the gate, the pull surface's state, and an optional extension.
+/// The request handler the server runs: the gate, the pull surface's state, the console and an optional
+/// extension.
 pub struct Api {
     gate: Gate,
-    pull: pprof::PullSurface,
+    pull: PullSurface,
+    console: Option<Box<ConsoleHandler>>,
     extension: Option<Box<Extension>>,
 }
 
 impl Api {
-    /// The built-in routes over `gate`.
+    /// The built-in routes over `gate` (no console: its routes answer 404 until one is given).
     pub fn new(gate: Gate) -> Api {
         Api {
             gate,
-            pull: pprof::PullSurface::default(),
+            pull: PullSurface::new(),
+            console: None,
             extension: None,
         }
+    }
+
+    /// Serves the console's routes with `console`.
+    pub fn with_console(mut self, console: Box<ConsoleHandler>) -> Api {
+        self.console = Some(console);
+        self
+    }
+
+    /// Hands every CPU profile the pull surface serves to `hook` (the console keeps the last one).
+    pub fn on_cpu_profile(mut self, hook: CpuHook) -> Api {
+        self.pull = std::mem::take(&mut self.pull).on_cpu_profile(hook);
+        self
     }
 
     /// Mounts another surface (fleet REST, console): asked for paths the built-in routes do not know.
@@ -110,10 +139,13 @@ impl Api {
                 None => pprof::closed(req),
                 Some(epoch) => {
                     let gate_open = || self.gate.open_epoch() == Some(epoch);
-                    self.pull.handle(r, req, &gate_open)
+                    pprof::serve(&self.pull, r, req, &gate_open)
                 }
             },
-            Route::Console(r) => crate::console::handle(r, req),
+            Route::Console(r) => match &self.console {
+                Some(console) => console(r, req),
+                None => rest::not_found(&req.path),
+            },
             Route::Other => match self.extension.as_ref().and_then(|ext| ext(req)) {
                 Some(resp) => resp,
                 None => rest::not_found(&req.path),
@@ -124,9 +156,9 @@ impl Api {
 
 #[cfg(test)]
 mod tests {
-    use super::pprof::PprofRoute as P;
     use super::*;
-    use crate::console::ConsoleRoute as C;
+    use nl6_profile::pull::PullRoute as P;
+    use ConsoleRoute as C;
 
     #[test]
     fn routing_table() {
@@ -177,7 +209,7 @@ mod tests {
         for (m, p, want) in rows {
             assert_eq!(route(m, p), *want, "{m} {p}");
         }
-        for entry in pprof::PROFILES {
+        for entry in pull::PROFILES {
             let path = format!("/debug/pprof/{}", entry.name);
             match route("GET", &path) {
                 Route::Pprof(P::Profile(e)) => assert_eq!(e.name, entry.name),

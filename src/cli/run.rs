@@ -8,6 +8,7 @@
 use super::config::Config;
 use super::{signals, Args};
 use crate::api::Api;
+use crate::console::{self, CpuSlot, CpuSource};
 use crate::gate::control::Gate;
 use crate::gate::port::Pusher;
 use crate::http::server::{plain_refusal, Handler, Refusal, Server, ServerConfig};
@@ -34,9 +35,13 @@ fn refusal(r: &Refusal) -> Response {
     }
 }
 
-/// The pusher the gate drives: the Pyroscope push over the real engine.
-fn pusher() -> Box<dyn Pusher> {
-    Box::new(PyroscopePusher::new(PushConfig::default()))
+/// The pusher the gate drives: the Pyroscope push over the real engine, its CPU windows kept in `flame`
+/// for the console.
+fn pusher(flame: &Arc<CpuSlot>) -> Box<dyn Pusher> {
+    let hook = console::cpu_hook(Arc::clone(flame), CpuSource::Push);
+    Box::new(PyroscopePusher::new(
+        PushConfig::default().with_cpu_hook(Arc::from(hook)),
+    ))
 }
 
 pub(super) fn serve(args: Args) -> i32 {
@@ -75,12 +80,14 @@ pub(super) fn serve(args: Args) -> i32 {
     if let Some(warning) = config.fleet().exposure_warning() {
         eprintln!("nl6: {warning}");
     }
+    // The console's flame graph shows the last CPU profile, pulled or pushed: one slot, handed to both.
+    let flame = Arc::new(CpuSlot::new());
     // A close halts the CPU sampler at once, whoever holds it (a pull profile, a push hung in an upload).
-    let gate = Gate::new(config.startup().clone(), pusher())
+    let gate = Gate::new(config.startup().clone(), pusher(&flame))
         .with_close_hook(Box::new(nl6_profile::cpu::halt));
     let mounted = Arc::clone(&fleet);
     let api = Arc::new(
-        Api::new(gate.clone())
+        console::mount(Api::new(gate.clone()), &flame)
             .with_extension(Box::new(move |req| crate::lab::api::route(req, &mounted))),
     );
     let handler: Arc<Handler> = Arc::new(move |req| api.handle(req));

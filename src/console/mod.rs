@@ -24,25 +24,30 @@ const PAGE_HTML: &str = include_str!("page.html");
 const CONSOLE_CSS: &str = include_str!("console.css");
 const CONSOLE_JS: &str = include_str!("console.js");
 
-/// The flame graph's path (also listed in [`crate::api::route`]).
-pub const FLAMEGRAPH_PATH: &str = "/api/v1/profiling/flamegraph.svg";
+pub use crate::api::{ConsoleRoute, FLAMEGRAPH_PATH};
 
-/// The console's routes, as [`crate::api::route`] resolves them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConsoleRoute {
-    /// `GET`/`HEAD /`: the page.
-    Page,
-    /// `GET`/`HEAD /api/v1/profiling/flamegraph.svg`.
-    Flamegraph,
-    /// Another method on either path (405, JSON).
-    MethodNotAllowed,
+/// A console handler over `slot`, for [`Api::with_console`](crate::api::Api::with_console).
+pub fn handler(slot: Arc<CpuSlot>) -> Box<crate::api::ConsoleHandler> {
+    Box::new(move |route, req| handle(route, req, &slot))
 }
 
-/// Answers one console request.
-pub fn handle(route: ConsoleRoute, req: &Request) -> Response {
+/// What the pull surface and the push call with each CPU profile they produce: `slot` keeps it for the
+/// flame graph, saying it came from `source`. The composition root (`cli/run.rs`) hands one to each.
+pub fn cpu_hook(slot: Arc<CpuSlot>, source: CpuSource) -> nl6_profile::pull::CpuHook {
+    Box::new(move |pprof_gz| slot.remember(pprof_gz, SystemTime::now(), source))
+}
+
+/// Mounts the console on `api` over `slot`: its routes, and every CPU profile the pull surface serves.
+pub fn mount(api: crate::api::Api, slot: &Arc<CpuSlot>) -> crate::api::Api {
+    api.with_console(handler(Arc::clone(slot)))
+        .on_cpu_profile(cpu_hook(Arc::clone(slot), CpuSource::Pull))
+}
+
+/// Answers one console request; the flame graph is `slot`'s.
+pub fn handle(route: ConsoleRoute, req: &Request, slot: &CpuSlot) -> Response {
     match route {
         ConsoleRoute::Page => page(),
-        ConsoleRoute::Flamegraph => flamegraph(wants_split(&req.query)),
+        ConsoleRoute::Flamegraph => slot.flamegraph(wants_split(&req.query)),
         ConsoleRoute::MethodNotAllowed => crate::api::rest::error(
             405,
             &format!("method {} not allowed on {}: use GET", req.method, req.path),
@@ -75,8 +80,8 @@ pub fn page() -> Response {
 }
 
 /// The CPU profile the flame graph shows, and its flame graphs (whole, and split by `subsystem`) once
-/// rendered. One process-wide instance backs the routes ([`remember_cpu_profile`], [`flamegraph`]); tests
-/// make their own.
+/// rendered. The composition root makes one and hands it to the routes ([`handler`]) and to the pull
+/// surface and the push ([`cpu_hook`]); tests make their own.
 pub struct CpuSlot(Mutex<LastCpu>);
 
 /// Where a remembered CPU profile came from, said in the flame graph's title.
@@ -114,25 +119,6 @@ struct LastCpu {
     /// Cached renders: (generation, SVG, title).
     svg: Option<(u64, Arc<Vec<u8>>, String)>,
     svg_by_subsystem: Option<(u64, Arc<Vec<u8>>, String)>,
-}
-
-static LAST_CPU: CpuSlot = CpuSlot::new();
-
-/// Keeps `pprof_gz` (an encoded CPU profile served by the pull surface, gzipped or not) as the one the
-/// flame graph shows, unless it has no samples and the kept one has some.
-pub fn remember_cpu_profile(pprof_gz: &[u8]) {
-    LAST_CPU.remember(pprof_gz, SystemTime::now(), CpuSource::Pull);
-}
-
-/// [`remember_cpu_profile`] for one of the push's windows.
-pub fn remember_pushed_cpu_profile(pprof_gz: &[u8]) {
-    LAST_CPU.remember(pprof_gz, SystemTime::now(), CpuSource::Push);
-}
-
-/// `GET /api/v1/profiling/flamegraph.svg[?by=subsystem]`: the kept CPU profile's flame graph; 404 JSON
-/// before any.
-pub fn flamegraph(by_subsystem: bool) -> Response {
-    LAST_CPU.flamegraph(by_subsystem)
 }
 
 impl CpuSlot {

@@ -28,10 +28,11 @@ const HOT: &[(&[&str], i64)] = &[
 ];
 
 fn api() -> Api {
-    Api::new(Gate::new(
+    let gate = Gate::new(
         Startup::new(None, None, None, Duration::from_secs(15)),
         Box::new(NoopPusher),
-    ))
+    );
+    mount(Api::new(gate), &Arc::new(CpuSlot::new()))
 }
 
 #[test]

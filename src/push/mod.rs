@@ -18,13 +18,12 @@
 //! the thread is joined, so nothing is left running. `start` never touches the network.
 //!
 //! Submodules: [`ingest_url`] (URL joining, query, series name), [`multipart`] (the body),
-//! [`source`] (the [`ProfileSource`] seam: engine-backed by default, fakes in tests), [`interop`] (the
-//! whole stack embedded with a labelled CPU burn, for `examples/interop_probe.rs` and interop tests).
+//! [`source`] (the [`ProfileSource`] seam: engine-backed by default, fakes in tests). The whole stack
+//! embedded with a labelled CPU burn is `crate::probe`, above this module.
 #![forbid(unsafe_code)]
 
 pub mod client;
 pub mod ingest_url;
-pub mod interop;
 pub mod multipart;
 pub mod source;
 pub mod tls;
@@ -74,7 +73,11 @@ pub struct PushConfig {
     hostname: Hostname,
     version: String,
     log: LogSink,
+    cpu_hook: Option<CpuHook>,
 }
+
+/// What is told of each CPU window the push encodes (the console keeps the last one).
+pub type CpuHook = Arc<dyn Fn(&[u8]) + Send + Sync>;
 
 impl Default for PushConfig {
     fn default() -> Self {
@@ -84,6 +87,7 @@ impl Default for PushConfig {
             hostname: Hostname::Os,
             version: env!("CARGO_PKG_VERSION").to_string(),
             log: Arc::new(|line: &str| eprintln!("{line}")),
+            cpu_hook: None,
         }
     }
 }
@@ -120,6 +124,11 @@ impl PushConfig {
         self.version = v.into();
         self
     }
+    /// Hands each CPU window encoded (gzip'd pprof) to `hook`. Defaults to none.
+    pub fn with_cpu_hook(mut self, hook: CpuHook) -> Self {
+        self.cpu_hook = Some(hook);
+        self
+    }
     /// Where log lines go. Defaults to stderr.
     pub fn with_log(mut self, log: LogSink) -> Self {
         self.log = log;
@@ -142,7 +151,8 @@ pub struct PyroscopePusher {
 impl PyroscopePusher {
     /// A pusher over the real engine.
     pub fn new(config: PushConfig) -> Self {
-        Self::with_source(config, Box::new(EngineSource::new()))
+        let source = EngineSource::new().with_cpu_hook(config.cpu_hook.clone());
+        Self::with_source(config, Box::new(source))
     }
 
     /// A pusher over any source (tests pass fakes). The source outlives pushes: its heap delta state

@@ -92,24 +92,33 @@ const THREAD_CAPTURE_TIMEOUT: Duration = Duration::from_millis(500);
 pub struct EngineSource {
     session: Option<cpu::CpuSession>,
     heap_delta: HeapDelta,
+    cpu_hook: Option<super::CpuHook>,
 }
 
 impl EngineSource {
     pub fn new() -> Self {
         Self::default()
     }
-}
 
-fn encode_cpu(profile: &cpu::CpuProfile) -> EncodedProfile {
-    let pprof_gz = encode::cpu(profile);
-    // The console's flame graph shows the last CPU profile, pull or push window (issue 7): one copy per
-    // window, no decoding.
-    crate::console::remember_pushed_cpu_profile(&pprof_gz);
-    EncodedProfile {
-        kind: ProfileKind::Cpu,
-        pprof_gz,
-        from: profile.start,
-        until: profile.start + profile.duration,
+    /// Hands each CPU window it encodes to `hook` (none: nobody is told).
+    pub fn with_cpu_hook(mut self, hook: Option<super::CpuHook>) -> Self {
+        self.cpu_hook = hook;
+        self
+    }
+
+    fn encode_cpu(&self, profile: &cpu::CpuProfile) -> EncodedProfile {
+        let pprof_gz = encode::cpu(profile);
+        // The console's flame graph shows the last CPU profile, pull or push window (issue 7): one copy
+        // per window, no decoding.
+        if let Some(hook) = &self.cpu_hook {
+            hook(&pprof_gz);
+        }
+        EncodedProfile {
+            kind: ProfileKind::Cpu,
+            pprof_gz,
+            from: profile.start,
+            until: profile.start + profile.duration,
+        }
     }
 }
 
@@ -122,11 +131,13 @@ impl ProfileSource for EngineSource {
     }
 
     fn cpu_window(&mut self) -> Result<Option<EncodedProfile>, String> {
-        Ok(self.session.as_mut().map(|s| encode_cpu(&s.take_window())))
+        let window = self.session.as_mut().map(|s| s.take_window());
+        Ok(window.map(|w| self.encode_cpu(&w)))
     }
 
     fn cpu_stop(&mut self) -> Result<Option<EncodedProfile>, String> {
-        Ok(self.session.take().map(|s| encode_cpu(&s.stop())))
+        let last = self.session.take().map(|s| s.stop());
+        Ok(last.map(|w| self.encode_cpu(&w)))
     }
 
     fn heap(&mut self, from: SystemTime) -> Result<EncodedProfile, String> {

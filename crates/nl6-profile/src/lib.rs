@@ -23,6 +23,7 @@ pub mod labels;
 pub(crate) mod mapped;
 pub mod maps;
 pub mod proto;
+pub mod pull;
 pub(crate) mod signal;
 pub mod symbols;
 pub mod threads;

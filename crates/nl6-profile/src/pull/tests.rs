@@ -1,28 +1,62 @@
 //! Pull-surface handlers that do not need a profile: the table, errors and their exact wording, headers.
-//! (Handlers that take real profiles are covered by tests/serve_pull_profiles.rs against the binary.)
+//! (Handlers that take real profiles are covered by nl6's tests/serve_pull_profiles.rs against its
+//! binary and by tests/embed_example.rs against the `embed` example.)
 use super::*;
 
-fn get(path_and_query: &str) -> Response {
-    let req = Request::new("GET", path_and_query);
-    let name = req.path.trim_start_matches("/debug/pprof/").to_string();
-    let route = match name.as_str() {
-        "profile" => PprofRoute::Cpu,
-        "symbol" => PprofRoute::Symbol,
-        "trace" => PprofRoute::Trace,
-        n => lookup(n).map_or(PprofRoute::Unknown, PprofRoute::Profile),
-    };
-    PullSurface::default().handle(route, &req, &|| true)
+/// A watch that never ends a request.
+fn go_on() -> Option<PullResponse> {
+    None
 }
 
-fn assert_go_error(r: &Response, status: u16, body: &str) {
+/// `GET /debug/pprof/<path>?<query>` through [`PullSurface::handle`].
+fn get(path_and_query: &str) -> PullResponse {
+    let below = path_and_query.trim_start_matches("/debug/pprof/");
+    let (path, query) = below.split_once('?').unwrap_or((below, ""));
+    PullSurface::new().handle(&PullRequest::get(path, query), &go_on)
+}
+
+fn assert_go_error(r: &PullResponse, status: u16, body: &str) {
     assert_eq!(r.status, status, "{}", r.text());
     assert_eq!(r.text(), format!("{body}\n"));
-    assert_eq!(
-        r.get_header("content-type"),
-        Some("text/plain; charset=utf-8")
-    );
-    assert_eq!(r.get_header("x-go-pprof"), Some("1"));
-    assert_eq!(r.get_header("content-disposition"), None);
+    assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
+    assert_eq!(r.header("x-go-pprof"), Some("1"));
+    assert_eq!(r.header("content-disposition"), None);
+}
+
+#[test]
+fn routes_come_from_the_table() {
+    let rows: &[(&str, &str, PullRoute)] = &[
+        ("GET", "", PullRoute::Index),
+        ("HEAD", "profile", PullRoute::Cpu),
+        ("GET", "symbol", PullRoute::Symbol),
+        ("POST", "symbol", PullRoute::Symbol),
+        ("GET", "trace", PullRoute::Trace),
+        ("POST", "heap", PullRoute::MethodNotAllowed),
+        ("DELETE", "", PullRoute::MethodNotAllowed),
+        ("GET", "heap/x", PullRoute::Unknown),
+        ("GET", "cmdline", PullRoute::Unknown),
+    ];
+    for (m, p, want) in rows {
+        assert_eq!(route(m, p), *want, "{m} {p}");
+    }
+    for e in PROFILES {
+        match route("GET", e.name) {
+            PullRoute::Profile(found) => assert_eq!(found.name, e.name),
+            PullRoute::Cpu | PullRoute::Symbol => {}
+            other => panic!("{}: {other:?}", e.name),
+        }
+    }
+}
+
+#[test]
+fn query_params_are_decoded() {
+    let r = PullRequest::get("x", "seconds=5&name=a%20b+c&flag&bad=%zz%41&end=100%");
+    assert_eq!(r.query_param("seconds").as_deref(), Some("5"));
+    assert_eq!(r.query_param("name").as_deref(), Some("a b c"));
+    assert_eq!(r.query_param("flag").as_deref(), Some(""));
+    assert_eq!(r.query_param("bad").as_deref(), Some("%zzA"));
+    assert_eq!(r.query_param("end").as_deref(), Some("100%"));
+    assert_eq!(r.query_param("missing"), None);
 }
 
 #[test]
@@ -126,11 +160,7 @@ fn seconds_errors_use_gos_wording_in_gos_order() {
     let t = get("/debug/pprof/trace");
     assert_eq!(t.status, 404);
     assert!(t.text().contains("no execution tracer"));
-    assert_go_error(
-        &cmdline(),
-        404,
-        "/debug/pprof/cmdline is not served by nl6: the command line can carry -profiling-pyroscope-basic-auth",
-    );
+    assert_go_error(&get("/debug/pprof/cmdline"), 404, "Unknown profile");
 }
 
 #[test]
@@ -142,10 +172,10 @@ fn seconds_not_supported_where_the_table_says_so() {
         description: "x.",
     };
     let leaked: &'static ProfileEntry = Box::leak(Box::new(entry));
-    let r = PullSurface::default().handle(
-        PprofRoute::Profile(leaked),
-        &Request::new("GET", "/x?seconds=5"),
-        &|| true,
+    let r = PullSurface::new().serve(
+        PullRoute::Profile(leaked),
+        &PullRequest::get("custom", "seconds=5"),
+        &go_on,
     );
     assert_go_error(
         &r,
@@ -158,10 +188,7 @@ fn seconds_not_supported_where_the_table_says_so() {
 fn contention_profiles_need_no_engine_for_their_text() {
     let b = get("/debug/pprof/block?debug=1");
     assert_eq!(b.status, 200);
-    assert_eq!(
-        b.get_header("content-type"),
-        Some("text/plain; charset=utf-8")
-    );
+    assert_eq!(b.header("content-type"), Some("text/plain; charset=utf-8"));
     assert!(b.text().starts_with("--- contention:\ncycles/second="));
     assert!(get("/debug/pprof/mutex?debug=1")
         .text()
@@ -172,20 +199,20 @@ fn contention_profiles_need_no_engine_for_their_text() {
 fn symbol_without_addresses_is_num_symbols_one() {
     let r = get("/debug/pprof/symbol");
     assert_eq!((r.status, r.text().as_str()), (200, "num_symbols: 1\n"));
-    assert_eq!(
-        r.get_header("content-type"),
-        Some("text/plain; charset=utf-8")
-    );
+    assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
     // Zero and unparsable words are skipped without a lookup.
     assert_eq!(
         get("/debug/pprof/symbol?0+zz+0x").text(),
         "num_symbols: 1\n"
     );
-    let post = Request::new("POST", "/debug/pprof/symbol").with_body("0");
+    let post = PullRequest {
+        method: "POST",
+        path: "symbol",
+        query: "",
+        body: b"0",
+    };
     assert_eq!(
-        PullSurface::default()
-            .handle(PprofRoute::Symbol, &post, &|| true)
-            .text(),
+        PullSurface::new().handle(&post, &go_on).text(),
         "num_symbols: 1\n"
     );
 }
@@ -212,16 +239,12 @@ fn parses_addresses_like_go_parse_uint_base_0() {
 
 #[test]
 fn timed_requests_are_capped() {
-    let surface = PullSurface::default();
+    let surface = PullSurface::new();
     let slots: Vec<_> = (0..MAX_TIMED)
         .map(|_| surface.take_timed_slot().expect("slot"))
         .collect();
     assert!(surface.take_timed_slot().is_none());
-    let r = surface.handle(
-        PprofRoute::Cpu,
-        &Request::new("GET", "/debug/pprof/profile?seconds=1"),
-        &|| true,
-    );
+    let r = surface.handle(&PullRequest::get("profile", "seconds=1"), &go_on);
     assert_go_error(
         &r,
         503,
@@ -232,65 +255,13 @@ fn timed_requests_are_capped() {
 }
 
 #[test]
-fn redirect_keeps_the_query() {
-    let r = redirect(&Request::new("GET", "/debug/pprof?debug=1"));
-    assert_eq!(r.status, 301);
-    assert_eq!(r.get_header("location"), Some("/debug/pprof/?debug=1"));
-}
-
-#[test]
-fn closed_names_the_post_and_the_flag() {
-    let mut req = Request::new("GET", "/debug/pprof/heap");
-    req.headers
-        .push(("host".to_string(), "10.0.0.5:8080".to_string()));
-    let r = closed(&req);
-    assert_eq!(r.status, 503);
-    assert_eq!(r.get_header("x-go-pprof"), Some("1"));
-    let t = r.text();
-    assert!(
-        t.contains("POST /api/v1/profiling") && t.contains("-profiling-pyroscope"),
-        "{t}"
-    );
-    assert!(
-        t.contains("curl -X POST 10.0.0.5:8080/api/v1/profiling"),
-        "{t}"
-    );
-}
-
-#[test]
-fn a_delta_ends_when_the_gate_closes() {
-    let closes_at = Instant::now() + Duration::from_millis(150);
+fn a_delta_ends_with_what_its_watch_returns() {
+    let cut_at = Instant::now() + Duration::from_millis(150);
     let started = Instant::now();
-    let r = PullSurface::default().handle(
-        PprofRoute::Profile(lookup("block").unwrap()),
-        &Request::new("GET", "/debug/pprof/block?seconds=30"),
-        &|| Instant::now() < closes_at,
-    );
-    assert_eq!(r.status, 503, "{}", r.text());
-    assert!(r
-        .text()
-        .starts_with("profiling gate closed while the profile ran"));
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        started.elapsed()
-    );
-}
-
-#[test]
-fn a_delta_ends_when_its_client_is_gone() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-    let (server_side, _) = listener.accept().unwrap();
-    drop(client);
-    let mut req = Request::new("GET", "/debug/pprof/mutex?seconds=30");
-    req.client = crate::http::ClientProbe::of(std::sync::Arc::new(server_side));
-    let started = Instant::now();
-    let surface = PullSurface::default();
-    let r = surface.handle(PprofRoute::Profile(lookup("mutex").unwrap()), &req, &|| {
-        true
-    });
-    assert_go_error(&r, 500, "context canceled");
+    let surface = PullSurface::new();
+    let watch = || (Instant::now() >= cut_at).then(|| serve_error(503, "cut"));
+    let r = surface.handle(&PullRequest::get("block", "seconds=30"), &watch);
+    assert_go_error(&r, 503, "cut");
     assert!(
         started.elapsed() < Duration::from_secs(2),
         "{:?}",
@@ -301,4 +272,8 @@ fn a_delta_ends_when_its_client_is_gone() {
         0,
         "the slot is given back"
     );
+    let gone = surface.handle(&PullRequest::get("mutex", "seconds=30"), &|| {
+        Some(client_gone())
+    });
+    assert_go_error(&gone, 500, "context canceled");
 }

@@ -1,19 +1,33 @@
-//! The pull surface's calls into the profiling engine, in one place: taking and encoding each profile,
-//! the `?seconds=N` deltas, Go's legacy text forms the engine does not produce, and symbol lookup.
-//!
-//! Never touches a socket.
-#![forbid(unsafe_code)]
+//! The pull surface's calls into the rest of the engine, in one place: what each profile kind is,
+//! taking and encoding each profile, the `?seconds=N` deltas, Go's legacy text forms the encoder does not
+//! produce, and symbol lookup. Knows nothing of requests or responses ([`super`] does).
 
-use nl6_profile::cpu::{self, CpuError};
-use nl6_profile::delta;
-use nl6_profile::encode::{self, HeapView};
-use nl6_profile::heap::{self, HeapSnapshot};
-use nl6_profile::symbols;
-use nl6_profile::threads::{self, ThreadStack};
-use nl6_profile::Stack;
+use crate::cpu::{self, CpuError};
+use crate::delta;
+use crate::encode::{self, HeapView};
+use crate::heap::{self, HeapSnapshot};
+use crate::symbols;
+use crate::threads::{self, ThreadStack};
+use crate::Stack;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::Duration;
+
+/// What a profile path serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Cpu,
+    Heap,
+    Allocs,
+    Goroutine,
+    ThreadCreate,
+    Block,
+    Mutex,
+    DeltaHeap,
+    DeltaBlock,
+    DeltaMutex,
+    Symbol,
+}
 
 /// How long a thread may take to report its stack for the goroutine profile.
 const THREAD_CAPTURE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -38,8 +52,8 @@ pub(super) enum Snapshot {
 }
 
 /// The snapshot a delta starts from, for the profile kinds that support `seconds`.
-pub(super) fn snapshot(kind: super::pprof::Kind) -> Snapshot {
-    use super::pprof::Kind as K;
+pub(super) fn snapshot(kind: Kind) -> Snapshot {
+    use Kind as K;
     match kind {
         K::Heap | K::Allocs => Snapshot::Heap(heap::snapshot()),
         K::Goroutine => Snapshot::Threads(threads::capture_all(THREAD_CAPTURE_TIMEOUT)),
@@ -51,12 +65,8 @@ pub(super) fn snapshot(kind: super::pprof::Kind) -> Snapshot {
 /// The profile of what changed between `first` and now (Go's `serveDeltaProfile`): heap values subtracted
 /// by the engine's [`delta::heap_between`] (in-use may be negative, as in Go), goroutine and threadcreate
 /// counts subtracted per stack (only growth is representable by the encoder), contention empty.
-pub(super) fn delta_since(
-    kind: super::pprof::Kind,
-    first: Snapshot,
-    duration: Duration,
-) -> Vec<u8> {
-    use super::pprof::Kind as K;
+pub(super) fn delta_since(kind: Kind, first: Snapshot, duration: Duration) -> Vec<u8> {
+    use Kind as K;
     match (first, snapshot(kind)) {
         (Snapshot::Heap(a), Snapshot::Heap(b)) => {
             let view = if kind == K::Allocs {
@@ -105,8 +115,8 @@ pub(super) fn delta_since(
 }
 
 /// The encoded profile of a named profile, `debug=0`.
-pub(super) fn proto(kind: super::pprof::Kind) -> Vec<u8> {
-    use super::pprof::Kind as K;
+pub(super) fn proto(kind: Kind) -> Vec<u8> {
+    use Kind as K;
     match kind {
         K::Heap => encode::heap(&heap::snapshot(), HeapView::Heap),
         K::Allocs => encode::heap(&heap::snapshot(), HeapView::Allocs),
@@ -117,8 +127,8 @@ pub(super) fn proto(kind: super::pprof::Kind) -> Vec<u8> {
 }
 
 /// Go's legacy text form (`debug=N`, N ≠ 0).
-pub(super) fn text(kind: super::pprof::Kind, debug: i64) -> String {
-    use super::pprof::Kind as K;
+pub(super) fn text(kind: Kind, debug: i64) -> String {
+    use Kind as K;
     match kind {
         K::Goroutine => {
             let level = if debug >= 2 { 2 } else { 1 };
@@ -153,8 +163,8 @@ pub(super) fn count_text(name: &str, stacks: &[Stack]) -> String {
 }
 
 /// The count the index shows beside a profile.
-pub(super) fn count(kind: super::pprof::Kind) -> usize {
-    use super::pprof::Kind as K;
+pub(super) fn count(kind: Kind) -> usize {
+    use Kind as K;
     match kind {
         K::Heap | K::Allocs => heap::snapshot().records.len(),
         // Threads are counted from /proc (no signal sent to every thread just to count them).

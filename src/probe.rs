@@ -1,6 +1,7 @@
 //! The labelled interop probe: nl6's profiling stack embedded in another program, as a library user would
-//! assemble it — the gate with the [`PyroscopePusher`](super::PyroscopePusher), the REST + pull surface
-//! router ([`crate::api::Api`]) and the HTTP server — plus a CPU burn under the subsystem label
+//! assemble it — the gate with the [`PyroscopePusher`], the REST + pull surface router
+//! ([`crate::api::Api`]) with the console mounted, and the HTTP server — plus a CPU burn under the
+//! subsystem label
 //! [`PROBE_LABEL`], so an interop check can find `{subsystem="interop-probe"}` both in what the push
 //! uploaded and in a scraped `/debug/pprof/profile`.
 //!
@@ -8,13 +9,17 @@
 //! the example from a test would re-enter cargo). Owns its burn threads and stops them on
 //! [`Probe::shutdown`]; binds only the address it is given; never touches the process's signals or
 //! allocator (a program wanting heap profiles installs `SamplingAllocator` itself, as `main.rs` does).
+//!
+//! A composition like `cli/run.rs`, so it sits above every module it assembles (push, api, console, http,
+//! gate) rather than inside one of them.
 #![forbid(unsafe_code)]
 
-use super::{PushConfig, PyroscopePusher};
 use crate::api::Api;
+use crate::console::{self, CpuSlot, CpuSource};
 use crate::gate::control::{Gate, PostError};
 use crate::gate::state::{AddressField, PostRequest, Startup};
 use crate::http::server::{Handler, Server, ServerConfig};
+use crate::push::{PushConfig, PyroscopePusher};
 use nl6_profile::labels::{self, Subsystem};
 use std::hint::black_box;
 use std::net::SocketAddr;
@@ -82,11 +87,11 @@ impl Probe {
             None,
             options.upload_interval,
         );
-        let gate = Gate::new(
-            startup,
-            Box::new(PyroscopePusher::new(PushConfig::default())),
-        );
-        let api = Arc::new(Api::new(gate.clone()));
+        let flame = Arc::new(CpuSlot::new());
+        let push_hook = console::cpu_hook(Arc::clone(&flame), CpuSource::Push);
+        let push = PushConfig::default().with_cpu_hook(Arc::from(push_hook));
+        let gate = Gate::new(startup, Box::new(PyroscopePusher::new(push)));
+        let api = Arc::new(console::mount(Api::new(gate.clone()), &flame));
         let handler: Arc<Handler> = Arc::new(move |req| api.handle(req));
         let server = Server::bind(options.listen.as_str(), ServerConfig::default(), handler)
             .map_err(|e| format!("listen on {}: {e}", options.listen))?;
