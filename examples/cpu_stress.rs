@@ -18,7 +18,7 @@
 //! would pass that within the run (250 Hz × 5 threads × 50 s is over 60 000 samples; ~1 000 threads are
 //! spawned).
 use nl6_profile::heap::{self, SamplingAllocator};
-use nl6_profile::labels::{self, Subsystem};
+use nl6_profile::labels::Subsystem;
 use nl6_profile::{cpu, threads};
 use std::hint::black_box;
 use std::io::{ErrorKind, Read, Write};
@@ -60,7 +60,10 @@ fn alloc_churn(round: u64) {
 }
 
 fn spawn_churn() {
-    let a = labels::spawn(Subsystem::SCENARIO, "stress-child", || alloc_churn(1)).expect("spawn");
+    let a = nl6_profile::threads::spawn_labelled(Subsystem::SCENARIO, "stress-child", || {
+        alloc_churn(1)
+    })
+    .expect("spawn");
     let b = std::thread::spawn(|| alloc_churn(2));
     a.join().expect("join recorded child");
     b.join().expect("join foreign child");
@@ -165,7 +168,7 @@ fn main() {
     let handles: Vec<_> = (0..WORKERS)
         .map(|i| {
             let (stop, p) = (Arc::clone(&stop), Arc::clone(&progress[i]));
-            labels::spawn(
+            nl6_profile::threads::spawn_labelled(
                 Subsystem::custom("stress"),
                 &format!("stress-{i}"),
                 move || worker(i, stop, p),

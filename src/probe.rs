@@ -20,7 +20,7 @@ use crate::gate::control::{Gate, PostError};
 use crate::gate::state::{AddressField, PostRequest, Startup};
 use crate::http::server::{Handler, Server, ServerConfig};
 use crate::push::{PushConfig, PyroscopePusher};
-use nl6_profile::labels::{self, Subsystem};
+use nl6_profile::labels::Subsystem;
 use std::hint::black_box;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -124,9 +124,11 @@ impl Probe {
         let label = Subsystem::custom(PROBE_LABEL);
         for i in 0..options.burners {
             let (stop, rounds) = (probe.stop.clone(), probe.rounds.clone());
-            match labels::spawn(label, &format!("probe-burn-{i}"), move || {
-                burn(&stop, &rounds)
-            }) {
+            match nl6_profile::threads::spawn_labelled(
+                label,
+                &format!("probe-burn-{i}"),
+                move || burn(&stop, &rounds),
+            ) {
                 Ok(h) => probe.burners.push(h),
                 Err(e) => {
                     probe.shutdown();

@@ -3,7 +3,7 @@
 //! carry `scenario` (the nesting rule, seen by the sampler itself).
 use nl6::lab::device::Device;
 use nl6::lab::syslog::{SyslogExporter, SEVERITY_INFO};
-use nl6_profile::labels::{self, Subsystem};
+use nl6_profile::labels::Subsystem;
 use nl6_profile::symbols::symbolize;
 use std::net::UdpSocket;
 use std::time::{Duration, Instant, SystemTime};
@@ -17,7 +17,7 @@ fn cpu_samples_inside_the_syslog_funnel_are_labelled_syslog() {
         sink.local_addr().unwrap(),
     );
     let session = nl6_profile::cpu::start(500).expect("CPU profiler");
-    let h = labels::spawn(Subsystem::SCENARIO, "busy-scenario", move || {
+    let h = nl6_profile::threads::spawn_labelled(Subsystem::SCENARIO, "busy-scenario", move || {
         let d = Device::new(0, Instant::now());
         let end = Instant::now() + Duration::from_millis(1500);
         let mut buf = [0u8; 2048];

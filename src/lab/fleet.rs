@@ -215,7 +215,7 @@ impl Shared {
         name: &str,
         f: impl FnOnce() + Send + 'static,
     ) -> std::io::Result<()> {
-        let h = labels::spawn(label, name, f)?;
+        let h = nl6_profile::threads::spawn_labelled(label, name, f)?;
         self.keep(h);
         Ok(())
     }
@@ -226,7 +226,7 @@ impl Shared {
         name: &str,
         f: impl FnOnce() + Send + 'static,
     ) -> std::io::Result<()> {
-        let h = labels::spawn_inheriting(name, f)?;
+        let h = nl6_profile::threads::spawn_inheriting(name, f)?;
         self.keep(h);
         Ok(())
     }

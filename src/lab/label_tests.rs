@@ -222,7 +222,7 @@ fn nesting_rule_birth_label_survives_funnels_inherited_one_does_not_leak_in() {
     .unwrap();
     let shared = fleet.shared().clone();
     // Birth label: a thread born `scenario` is `syslog` inside the funnel and `scenario` again after it.
-    let h = labels::spawn(Subsystem::SCENARIO, "t-birth", move || {
+    let h = nl6_profile::threads::spawn_labelled(Subsystem::SCENARIO, "t-birth", move || {
         let inside = labels::with(Subsystem::SYSLOG, labels::current);
         assert!(shared.emit_syslog(0, 5, "T", "x"));
         (inside, labels::current())
@@ -236,7 +236,7 @@ fn nesting_rule_birth_label_survives_funnels_inherited_one_does_not_leak_in() {
     // syslog work (the funnel's own scope wins).
     let shared = fleet.shared().clone();
     let h = labels::with(Subsystem::SCENARIO, || {
-        labels::spawn_inheriting("t-inherit", move || {
+        nl6_profile::threads::spawn_inheriting("t-inherit", move || {
             let before = labels::current();
             assert!(shared.emit_syslog(1, 5, "T", "y"));
             (before, labels::current())

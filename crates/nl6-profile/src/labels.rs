@@ -168,14 +168,15 @@ pub fn current_index() -> u16 {
 /// closure's code. The fences are a signal fence (no instruction is emitted): the stores happen where
 /// they are written, in program order, as the handler sees it.
 #[inline(always)]
-fn store_label(index: u16) {
+pub(crate) fn store_label(index: u16) {
     compiler_fence(Ordering::SeqCst);
     CURRENT.with(|c| c.set(index));
     compiler_fence(Ordering::SeqCst);
 }
 
 /// Sets the calling thread's label for the rest of its life (or until the next `set_thread`).
-/// Use at the top of a long-lived loop in a thread nl6 did not spawn with [`spawn`].
+/// Use at the top of a long-lived loop in a thread not spawned with
+/// [`threads::spawn_labelled`](crate::threads::spawn_labelled).
 #[inline]
 pub fn set_thread(label: Subsystem) {
     store_label(label.0);
@@ -211,37 +212,6 @@ pub fn with<R>(label: Subsystem, f: impl FnOnce() -> R) -> R {
     store_label(label.0);
     let _restore = Restore(before);
     f()
-}
-
-/// Spawns a named OS thread that carries `label` from its first instruction (the birth label), through
-/// [`crate::threads::spawn_recorded`] so the `threadcreate` profile sees where it was created.
-pub fn spawn<F, T>(
-    label: Subsystem,
-    name: &str,
-    f: F,
-) -> std::io::Result<std::thread::JoinHandle<T>>
-where
-    F: FnOnce() -> T + Send + 'static,
-    T: Send + 'static,
-{
-    crate::threads::spawn_recorded(name, move || {
-        set_thread(label);
-        f()
-    })
-}
-
-/// Spawns a thread that inherits the calling thread's current label (a scheduled scenario start spawned
-/// under `scenario` keeps `scenario`).
-pub fn spawn_inheriting<F, T>(name: &str, f: F) -> std::io::Result<std::thread::JoinHandle<T>>
-where
-    F: FnOnce() -> T + Send + 'static,
-    T: Send + 'static,
-{
-    let inherited = current_index();
-    crate::threads::spawn_recorded(name, move || {
-        store_label(inherited);
-        f()
-    })
 }
 
 #[cfg(test)]
@@ -296,20 +266,5 @@ mod tests {
         })
         .join()
         .unwrap();
-    }
-
-    #[test]
-    fn spawn_sets_birth_label_and_inherit_copies_it() {
-        let h = spawn(Subsystem::SNMP, "t-birth", current).unwrap();
-        assert_eq!(h.join().unwrap(), Some(Subsystem::SNMP));
-        let h = std::thread::spawn(|| {
-            with(Subsystem::SCENARIO, || {
-                spawn_inheriting("t-inherit", current)
-                    .unwrap()
-                    .join()
-                    .unwrap()
-            })
-        });
-        assert_eq!(h.join().unwrap(), Some(Subsystem::SCENARIO));
     }
 }

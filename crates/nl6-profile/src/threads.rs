@@ -18,9 +18,10 @@
 //! [`MAX_THREADCREATE`] records) and caches the new thread's stack bounds at birth for the unwinder.
 //!
 //! Never: allocates, locks or panics in the handler (contract in [`super::signal`]); waits without a bound.
+use super::labels::{self, Subsystem};
 use super::signal::{self, ErrnoGuard};
 use super::unwind::{self, MAX_DEPTH};
-use super::{labels, Stack};
+use super::Stack;
 use std::cell::UnsafeCell;
 use std::ffi::c_void;
 use std::os::raw::c_int;
@@ -484,6 +485,37 @@ where
         })
 }
 
+/// Spawns a named OS thread that carries `label` from its first instruction (the birth label), through
+/// [`spawn_recorded`] so the `threadcreate` profile sees where it was created.
+pub fn spawn_labelled<F, T>(
+    label: Subsystem,
+    name: &str,
+    f: F,
+) -> std::io::Result<std::thread::JoinHandle<T>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    spawn_recorded(name, move || {
+        labels::set_thread(label);
+        f()
+    })
+}
+
+/// Spawns a thread that inherits the calling thread's current label (a scheduled scenario start spawned
+/// under `scenario` keeps `scenario`).
+pub fn spawn_inheriting<F, T>(name: &str, f: F) -> std::io::Result<std::thread::JoinHandle<T>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let inherited = labels::current_index();
+    spawn_recorded(name, move || {
+        labels::store_label(inherited);
+        f()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -630,5 +662,20 @@ mod tests {
             });
             assert_eq!(s[0].take_back(1, Duration::from_secs(5)), stack(0x71));
         });
+    }
+
+    #[test]
+    fn spawn_sets_birth_label_and_inherit_copies_it() {
+        let h = spawn_labelled(labels::Subsystem::SNMP, "t-birth", labels::current).unwrap();
+        assert_eq!(h.join().unwrap(), Some(labels::Subsystem::SNMP));
+        let h = std::thread::spawn(|| {
+            labels::with(labels::Subsystem::SCENARIO, || {
+                spawn_inheriting("t-inherit", labels::current)
+                    .unwrap()
+                    .join()
+                    .unwrap()
+            })
+        });
+        assert_eq!(h.join().unwrap(), Some(labels::Subsystem::SCENARIO));
     }
 }

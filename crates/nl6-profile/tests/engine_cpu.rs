@@ -170,7 +170,10 @@ fn labels_birth_scoped_and_nesting_read_from_samples() {
     let _s = serial();
     let session = cpu::start(cpu::MAX_HZ).expect("start");
     let cpu_each = Duration::from_millis(300);
-    let birth = labels::spawn(Subsystem::SNMP, "t-birth", move || burn_birth(cpu_each)).unwrap();
+    let birth = nl6_profile::threads::spawn_labelled(Subsystem::SNMP, "t-birth", move || {
+        burn_birth(cpu_each)
+    })
+    .unwrap();
     let scoped = std::thread::spawn(move || {
         burn_plain(cpu_each);
         labels::with(Subsystem::TRAP, || burn_scoped(cpu_each))
@@ -286,7 +289,7 @@ fn two_busy_threads_get_their_own_cpu_and_the_total_matches_rusage() {
         .iter()
         .enumerate()
         .map(|(i, l)| {
-            labels::spawn(*l, &format!("acc-{i}"), move || {
+            nl6_profile::threads::spawn_labelled(*l, &format!("acc-{i}"), move || {
                 let t0 = thread_cpu();
                 let wall_end = Instant::now() + Duration::from_millis(2500);
                 // Thread 0 is busy all the time; thread 1 about half of it.
@@ -355,7 +358,7 @@ fn hot_function_is_the_leaf_and_std_sort_frames_sit_above_it() {
         Subsystem::custom("sort-test"),
     );
     let session = cpu::start(cpu::MAX_HZ).expect("start");
-    let leaf = labels::spawn(leaf_label, "leaf", || {
+    let leaf = nl6_profile::threads::spawn_labelled(leaf_label, "leaf", || {
         let end = thread_cpu() + Duration::from_millis(600);
         let mut x = 5u64;
         while thread_cpu() < end {
@@ -364,7 +367,7 @@ fn hot_function_is_the_leaf_and_std_sort_frames_sit_above_it() {
         black_box(x);
     })
     .unwrap();
-    let sorter = labels::spawn(sort_label, "sorter", || {
+    let sorter = nl6_profile::threads::spawn_labelled(sort_label, "sorter", || {
         let end = thread_cpu() + Duration::from_millis(600);
         let mut v: Vec<u64> = (0..20_000u64)
             .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15))
@@ -511,7 +514,7 @@ fn capture_all_returns_every_thread_with_name_label_and_stack() {
         let (tx, rx) = mpsc::channel::<()>();
         let tid_tx = tid_tx.clone();
         handles.push(
-            labels::spawn(*l, &format!("cap-{i}"), move || {
+            nl6_profile::threads::spawn_labelled(*l, &format!("cap-{i}"), move || {
                 // SAFETY: gettid has no preconditions.
                 tid_tx
                     .send((i, unsafe { libc::syscall(libc::SYS_gettid) } as i32))
@@ -591,7 +594,7 @@ fn survives_thread_churn_and_late_sigprof_after_stop() {
     while Instant::now() < deadline && rounds < 400 {
         let recorded: Vec<_> = (0..2)
             .map(|_| {
-                labels::spawn(churn, "churn", || {
+                nl6_profile::threads::spawn_labelled(churn, "churn", || {
                     burn_plain(Duration::from_millis(8));
                     thread_cpu()
                 })

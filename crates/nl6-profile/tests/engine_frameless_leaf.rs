@@ -5,7 +5,7 @@
 //! Libc leaves are recognised without libc's names: outside the executable's code (glibc's libc.so) or,
 //! inside it (musl's libc.a in the static build), a symbol that is not a Rust path. Runs on the glibc
 //! build and, through `scripts/test.sh`'s `engine_` list, on the static musl build.
-use nl6_profile::labels::{self, Subsystem};
+use nl6_profile::labels::Subsystem;
 use nl6_profile::symbols::symbolize;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -63,7 +63,7 @@ fn the_rust_caller_of_a_frameless_libc_leaf_is_kept() {
     // The buffers are made and freed outside the labelled thread: only the two known functions run
     // libc code under the label.
     let (src, mut dst) = (vec![7u8; 8 << 20], vec![0u8; 8 << 20]);
-    let worker = labels::spawn(label, "frameless-work", move || {
+    let worker = nl6_profile::threads::spawn_labelled(label, "frameless-work", move || {
         let end = Instant::now() + Duration::from_millis(2500);
         while Instant::now() < end {
             free_big_blocks(200);

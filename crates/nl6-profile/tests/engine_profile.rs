@@ -91,7 +91,7 @@ fn write_temp(name: &str, bytes: &[u8]) -> std::path::PathBuf {
 fn cpu_profile_names_the_running_function_and_its_std_callees() {
     let _g = SAMPLER.lock().unwrap_or_else(|e| e.into_inner());
     let session = cpu::start(cpu::DEFAULT_HZ).expect("start the sampler");
-    let t = labels::spawn(labels::Subsystem::SNMP, "hot-sorter", || {
+    let t = nl6_profile::threads::spawn_labelled(labels::Subsystem::SNMP, "hot-sorter", || {
         burn_cpu(Duration::from_millis(1500))
     })
     .unwrap();

@@ -98,7 +98,7 @@ fn file_build_id(path: &str) -> String {
 #[test]
 fn cpu_profile_of_libc_work_names_every_leaf() {
     let session = cpu::start(cpu::MAX_HZ).expect("start the CPU sampler");
-    let worker = labels::spawn(labels::Subsystem::SNMP, "libc-work", || {
+    let worker = nl6_profile::threads::spawn_labelled(labels::Subsystem::SNMP, "libc-work", || {
         libc_heavy_work(Duration::from_millis(1500))
     })
     .unwrap();

@@ -14,7 +14,7 @@
 //! the number of threads.
 //!
 //! Coverage limit: every thread alive at [`start`] is armed before it returns, and a thread spawned
-//! through `threads::spawn_recorded` (so `labels::spawn`) arms itself at birth. Any other thread started
+//! through `threads::spawn_recorded` (so `threads::spawn_labelled`) arms itself at birth. Any other thread started
 //! during a profile (`std::thread::spawn`, a C library's thread) is armed by the collector's next tick:
 //! its first **up to 100 ms** of CPU are not sampled, and a thread that lives less than that may not
 //! appear at all. Waking more often would cost every profile CPU on the 2-core targets; spawn through the
