@@ -139,19 +139,45 @@ pub struct Function {
     pub start_line: i64,
 }
 
-/// Decodes a profile, gunzipping it first when it starts with the gzip magic (as google/pprof does).
+/// The most bytes [`decode`] inflates a gzip'd profile to (or accepts uncompressed): far above any
+/// profile this engine writes (its largest, a goroutine profile of 10 000 threads, is a few MiB).
+pub const MAX_INFLATED_BYTES: u64 = 64 << 20;
+
+/// Decodes a profile, gunzipping it first when it starts with the gzip magic (as google/pprof does), at
+/// most [`MAX_INFLATED_BYTES`] of it: see [`decode_bounded`].
 pub fn decode(bytes: &[u8]) -> Result<Profile, DecodeError> {
+    decode_bounded(bytes, MAX_INFLATED_BYTES)
+}
+
+/// [`decode`] with the bound as a parameter: a profile larger than `max_inflated` bytes after gunzip
+/// (or as given, uncompressed) is refused before prost sees it, and no more than `max_inflated + 1`
+/// bytes are ever inflated. (Profiles from outside the process need more checks than size: nl6's
+/// `report::limits` also counts samples and frames on the wire.)
+pub fn decode_bounded(bytes: &[u8], max_inflated: u64) -> Result<Profile, DecodeError> {
     use prost::Message;
+    use std::io::Read;
     if bytes.is_empty() {
         return Err(DecodeError("empty input".into()));
     }
+    let too_large = |what: &str| {
+        DecodeError(format!(
+            "{what} exceeds the limit of {max_inflated} bytes (decode_bounded)"
+        ))
+    };
     let raw;
     let body = if bytes.len() >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b {
         let mut out = Vec::new();
-        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(bytes), &mut out)
+        flate2::read::GzDecoder::new(bytes)
+            .take(max_inflated.saturating_add(1))
+            .read_to_end(&mut out)
             .map_err(|e| DecodeError(format!("gunzip: {e}")))?;
+        if out.len() as u64 > max_inflated {
+            return Err(too_large("the gunzipped profile"));
+        }
         raw = out;
         &raw[..]
+    } else if bytes.len() as u64 > max_inflated {
+        return Err(too_large("the profile"));
     } else {
         bytes
     };
@@ -173,3 +199,42 @@ impl std::fmt::Display for DecodeError {
 }
 
 impl std::error::Error for DecodeError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn gzip(data: &[u8]) -> Vec<u8> {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(data).unwrap();
+        gz.finish().unwrap()
+    }
+
+    #[test]
+    fn decoding_is_bounded_before_prost_sees_the_input() {
+        // A small gzip that inflates past the bound: refused naming the limit, not inflated whole.
+        let bomb = gzip(&vec![0u8; (MAX_INFLATED_BYTES + 4096) as usize]);
+        assert!(bomb.len() < 1 << 20, "{} bytes", bomb.len());
+        let err = decode(&bomb).unwrap_err().to_string();
+        assert!(
+            err.contains("gunzipped profile exceeds the limit of 67108864 bytes"),
+            "{err}"
+        );
+        // The bound as a parameter, for gzip'd and uncompressed input alike.
+        let mut p = Profile::default();
+        p.string_table.push(String::new());
+        p.string_table.push("x".repeat(100));
+        let wire = prost::Message::encode_to_vec(&p);
+        assert_eq!(decode_bounded(&gzip(&wire), wire.len() as u64).unwrap(), p);
+        assert_eq!(decode_bounded(&wire, wire.len() as u64).unwrap(), p);
+        let err = decode_bounded(&gzip(&wire), wire.len() as u64 - 1).unwrap_err();
+        assert!(err.to_string().contains("exceeds the limit"), "{err}");
+        let err = decode_bounded(&wire, 10).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("the profile exceeds the limit of 10 bytes"),
+            "{err}"
+        );
+    }
+}
