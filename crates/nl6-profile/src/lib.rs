@@ -1,32 +1,85 @@
-//! The profiling engine: nl6's own in-process, eBPF-free profiler.
+//! # nl6-profile: Go-grade profiles for a Rust service, in process, without eBPF
 //!
-//! - [`cpu`]: the SIGPROF CPU sampler (per-thread CPU-time timers, frame-pointer unwinding from the
-//!   interrupted context), one profile at a time.
-//! - [`labels`]: the `subsystem` label each sample carries.
-//! - [`heap`]: the sampling global allocator (Go's sampling formula), always on from process start.
-//! - [`threads`]: stacks of every thread (the goroutine-profile analog) and the `threadcreate` record.
-//! - [`encode`]: turning samples into gzip'd pprof protobuf (plus Go's text forms), with [`symbols`] naming
-//!   addresses (from files `mapped` read-only) and [`builder`] owning string/function/location tables;
-//!   [`proto`] holds the wire types.
-//! - [`maps`]: the one `/proc/self/maps` parser.
-//! - [`delta`]: godeltaprof-style delta views.
+//! A Rust program that links this crate serves what `go tool pprof`, Grafana Alloy and Pyroscope read
+//! from a Go program, from inside the process, on a static musl binary as well as on glibc:
 //!
-//! Invariant: nothing under `profiling/` opens a socket or a listener (a test scans these files).
-//! `unsafe` lives only in `signal`, `unwind`, `cpu`, `threads`, `heap` and `mapped`.
+//! - **CPU** ([`cpu`]): one `timer_create` timer per thread on that thread's own CPU clock (not one
+//!   process timer whose signal lands on whichever thread the kernel picks), frame-pointer unwinding
+//!   from the interrupted context, and a scan for return addresses above frameless leaves (libc, the
+//!   vDSO). One profile at a time: [`cpu::start`] returns a session; `take_window` and `stop` give the
+//!   samples.
+//! - **Labels read at sample time** ([`labels`]): [`labels::with`] scopes a `subsystem` label on the
+//!   calling thread; the signal handler reads it when the sample is taken, so a sample carries the label
+//!   of the work it interrupted. [`threads::spawn_labelled`] starts a thread labelled from its first
+//!   instruction.
+//! - **Heap profiles without jemalloc** ([`heap`]): [`heap::SamplingAllocator`] wraps the system
+//!   allocator (or any `GlobalAlloc`) as the `#[global_allocator]` and samples allocations with Go's
+//!   formula, on from process start (rate 512 KiB, [`heap::set_rate`]).
+//! - **Every thread's stack** ([`threads`]): the goroutine-profile analog (each thread interrupted and
+//!   unwound in place) and the `threadcreate` record.
+//! - **pprof out** ([`encode`], [`delta`], [`proto`], [`symbols`]): gzip'd protobuf in Go's shapes (and
+//!   Go's `debug=1`/`debug=2` text), godeltaprof deltas, names from the symbol tables of the executable,
+//!   shared objects and vDSO (DWARF lines when present).
+//! - **The pull surface** ([`pull`]): net/http/pprof's `/debug/pprof/` as a value-level handler — a path
+//!   and query in, status, headers and body out; mount it in whatever serves HTTP.
+//!
+//! The crate opens no socket and depends on no HTTP, TLS or JSON crate.
+//!
+//! ## Ten lines
+//! ```no_run
+//! use nl6_profile::{heap::SamplingAllocator, labels::Subsystem, pull, threads};
+//!
+//! #[global_allocator]
+//! static ALLOC: SamplingAllocator = SamplingAllocator::system();
+//!
+//! let surface = pull::PullSurface::new();
+//! threads::spawn_labelled(Subsystem::custom("example"), "busy", || loop { std::hint::black_box(1 + 1); })?;
+//! // In your HTTP handler, for a request to /debug/pprof/<path>?<query>:
+//! let answer = surface.handle(&pull::PullRequest::get("profile", "seconds=5"), &|| None);
+//! assert_eq!(answer.status, 200); // answer.content_type, answer.headers, answer.body
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//! `examples/embed.rs` is the same with a `std::net::TcpListener` around it.
+//!
+//! ## Preconditions
+//! - **Linked into an executable, not a `cdylib`.** The signal handlers and the allocator read
+//!   `const` thread-locals, which in an executable are `%fs`-relative loads; in a shared object they go
+//!   through `__tls_get_addr`, which may allocate or lock and is not async-signal-safe.
+//! - **Frame pointers**: build with `-C force-frame-pointers=yes` (the workspace's `.cargo/config.toml`
+//!   does); without them stacks stop at the first frame that has none.
+//! - **After `fork`, only `exec`** (or run nothing of this crate until the child has exec'd): the
+//!   child has one thread, but the samplers' state (timers, the site table's mutex, the thread tables)
+//!   describes the parent's. A program that must keep running in the child installs
+//!   `pthread_atfork` handlers that stop profiling before the fork.
+//! - The process's SIGPROF and the stack-capture signal (`SIGRTMIN() + 4`) belong to the engine; call
+//!   [`install_signal_handlers`] at startup so a stray one is ignored rather than fatal.
+//! - Linux on x86_64 (the unwinder reads x86_64 signal contexts).
+//!
+//! ## Safety
+//! The crate denies `unsafe` except in the modules that talk to the kernel or the allocator:
+//! `signal`, `unwind`, `cpu`, `threads`, `heap` and `mapped` (each `unsafe` block carries a `// SAFETY:`
+//! comment). Signal handlers never allocate, lock, panic or format (the contract is in `signal`).
+#![deny(unsafe_code)]
 
-pub mod builder;
+pub(crate) mod builder;
+#[allow(unsafe_code)]
 pub mod cpu;
 pub mod delta;
 pub mod encode;
+#[allow(unsafe_code)]
 pub mod heap;
 pub mod labels;
+#[allow(unsafe_code)]
 pub(crate) mod mapped;
 pub mod maps;
 pub mod proto;
 pub mod pull;
+#[allow(unsafe_code)]
 pub(crate) mod signal;
 pub mod symbols;
+#[allow(unsafe_code)]
 pub mod threads;
+#[allow(unsafe_code)]
 pub(crate) mod unwind;
 
 /// Installs the SIGPROF and stack-capture handlers now, so a stray signal of either before the first
