@@ -129,8 +129,9 @@ uploads=$(curl -s "$ingest_url/api/requests" | grep -o '"status":200' | wc -l)
 run open "$(readme_commands "curl -s -X POST 127.0.0.1:8080/api/v1/profiling" | head -1)"
 grep -q '"pushing":false' "$OUT/open.out" || fail "quickstart POST did not open pull-only: $(cat "$OUT/open.out")"
 # The same command twice (the quickstart's -tags line is also in this block) runs once.
+# (The engine crate's embed example, on 127.0.0.1:6060, is checked on its own below.)
 mapfile -t pull < <(readme_commands "(go tool pprof|curl -s 'http://127.0.0.1:8080/debug)" |
-  awk '{ key = $0; sub(/ *#.*/, "", key) } !seen[key]++')
+  grep -v '127\.0\.0\.1:6060' | awk '{ key = $0; sub(/ *#.*/, "", key) } !seen[key]++')
 # The delta heap takes 30 s and holds no CPU profiler: it runs beside the CPU profiles.
 delta_pids=()
 for j in "${!pull[@]}"; do
@@ -164,6 +165,23 @@ while IFS= read -r line; do
   run snmpwalk "$line"
   grep -q "nl6 simulated router" "$OUT/snmpwalk.out" && pass "$line" || fail "$line: $(cat "$OUT/snmpwalk.out")"
 done < <(readme_commands "snmpwalk ")
+
+# --- the engine crate's embed example (README "Layout"): as written, on 127.0.0.1:6060
+embed_line=$(readme_commands 'cargo run -p nl6-profile --example embed -- ' | head -1)
+if [ -z "$embed_line" ]; then
+  fail "no 'cargo run -p nl6-profile --example embed' line in $README"
+else
+  cargo build --quiet -p nl6-profile --example embed
+  bash -c "exec $embed_line" 2>"$OUT/embed.err" >/dev/null &
+  PIDS+=("$!")
+  if wait_line "$OUT/embed.err" '^embed: serving ' >/dev/null; then
+    while IFS= read -r line; do
+      bash -c "$line" >"$OUT/embed-tags.out" 2>&1 || true
+      grep -qE ': example$' "$OUT/embed-tags.out" && pass "$line: subsystem example" ||
+        fail "$line: no example subsystem in $(cat "$OUT/embed-tags.out")"
+    done < <(readme_commands 'go tool pprof -tags http://127\.0\.0\.1:6060')
+  else fail "$embed_line did not start: $(cat "$OUT/embed.err")"; fi
+fi
 
 # --- booting with -profiling-pyroscope prints the line the README quotes
 prose=$(tr '\n' ' ' <"$README")

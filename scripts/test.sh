@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: installs what is missing (scripts/setup.sh), then
-#   1. cargo fmt --check and clippy (-D warnings);
-#   2. every test on the host (glibc) build;
-#   3. the engine and pull-surface tests again on the static musl build (profiles from the static binary);
+#   1. cargo fmt --check and clippy (-D warnings) over the workspace (nl6 and crates/nl6-profile);
+#   2. every test of both crates on the host (glibc) build;
+#   3. the engine crate's tests and nl6's pull-surface tests again on the static musl build (profiles from
+#      the static binary);
 #   4. the README's examples against the release build (scripts/readme-examples.sh, about 40 s);
 #   5. a 60 s signal-safety soak of the CPU + heap samplers on the static build.
 set -euo pipefail
@@ -13,22 +14,25 @@ export NL6_PYROSCOPE_INGEST="$PWD/target/pyroscope-ingest"
 bash scripts/build-pyroscope-ingest.sh "$NL6_PYROSCOPE_INGEST"
 
 echo "== fmt + clippy"
-cargo fmt --check
-cargo clippy --all-targets -- -D warnings
+cargo fmt --all --check
+cargo clippy --workspace --all-targets -- -D warnings
 
 echo "== tests (host build)"
 # Benches are measurements, not tests (run them with `cargo bench`); here they are only compiled.
-cargo build --benches --quiet
-cargo test --lib --bins --tests --examples --no-fail-fast -- --test-threads=2
+cargo build --workspace --benches --quiet
+cargo test --workspace --lib --bins --tests --examples --no-fail-fast -- --test-threads=2
+cargo test --workspace --doc
 # A label scope's stores are deleted only by the optimiser: this test can fail only in a release build.
-cargo test --release --test engine_label_scope
+cargo test --release -p nl6-profile --test engine_label_scope
 
 echo "== tests (static musl build)"
-# The engine, the pull surface and the push again, now from the static binary and static test programs.
+# The engine crate's own tests (unit and integration), then nl6's pull surface, push and engine-through-
+# the-binary tests, from the static binary and static test programs.
+cargo test --target x86_64-unknown-linux-musl -p nl6-profile --lib --tests --no-fail-fast -- --test-threads=1
 MUSL_TESTS=$(ls tests/*.rs | xargs -n1 basename | sed 's/\.rs$//' \
-  | grep -E '^(engine_|serve_pull|push_engine|push_process|push_binary|fleet_labels)' | sed 's/^/--test /' | tr '\n' ' ')
+  | grep -E '^(engine_|embed_example|serve_pull|push_engine|push_process|push_binary|fleet_labels)' | sed 's/^/--test /' | tr '\n' ' ')
 # shellcheck disable=SC2086
-cargo test --target x86_64-unknown-linux-musl --no-fail-fast $MUSL_TESTS -- --test-threads=1
+cargo test --target x86_64-unknown-linux-musl -p nl6 --no-fail-fast $MUSL_TESTS -- --test-threads=1
 
 echo "== README examples (release build)"
 bash scripts/readme-examples.sh
