@@ -44,7 +44,9 @@ fn console_shows_the_fleets_devices_and_scenarios() {
     );
     let routes = Arc::clone(&fleet);
     let api = Arc::new(
-        Api::new(gate).with_extension(Box::new(move |req| nl6::lab::api::route(req, &routes))),
+        // As the binary composes it (cli/run.rs): the console mounted, the fleet as the extension.
+        nl6::console::mount(Api::new(gate), &Arc::new(nl6::console::CpuSlot::new()))
+            .with_extension(Box::new(move |req| nl6::lab::api::route(req, &routes))),
     );
     let handler: Arc<Handler> = Arc::new(move |req| api.handle(req));
     let server = ServerGuard(Some(

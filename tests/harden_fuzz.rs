@@ -63,7 +63,9 @@ fn api() -> Api {
         Box::new(|_line| {}),
         Duration::from_secs(1),
     );
-    Api::new(gate)
+    // As the binary composes it: the console mounted.
+    let flame = std::sync::Arc::new(nl6::console::CpuSlot::new());
+    nl6::console::mount(Api::new(gate), &flame)
 }
 
 const BASE_STATES: &[&str] = &[

@@ -276,7 +276,9 @@ fn open_api() -> Api {
         Startup::new(None, None, None, Duration::from_secs(15)),
         Box::new(NoopPusher),
     );
-    let api = Api::new(gate);
+    // As the binary composes it: the console mounted.
+    let flame = std::sync::Arc::new(nl6::console::CpuSlot::new());
+    let api = nl6::console::mount(Api::new(gate), &flame);
     let r = api.handle(
         &Request::new("POST", "/api/v1/profiling")
             .with_body(br#"{"enabled":true,"server_address":""}"#.to_vec()),
