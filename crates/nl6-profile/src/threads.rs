@@ -18,7 +18,7 @@
 //! [`MAX_THREADCREATE`] records) and caches the new thread's stack bounds at birth for the unwinder.
 //!
 //! Never: allocates, locks or panics in the handler (contract in [`super::signal`]); waits without a bound.
-use super::labels::{self, Subsystem};
+use super::labels;
 use super::signal::{self, ErrnoGuard};
 use super::unwind::{self, MAX_DEPTH};
 use super::Stack;
@@ -28,6 +28,11 @@ use std::os::raw::c_int;
 use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+mod spawn;
+pub use spawn::{
+    learn_own_stack, spawn_inheriting, spawn_labelled, spawn_recorded, threadcreate_stacks,
+};
 
 /// Threads one capture can signal; more are reported with empty stacks.
 pub const MAX_CAPTURED: usize = 1024;
@@ -434,88 +439,6 @@ pub fn capture_all(timeout: Duration) -> Vec<ThreadStack> {
     out
 }
 
-static THREADCREATE: Mutex<Vec<Stack>> = Mutex::new(Vec::new());
-
-/// Stacks of the places that spawned threads through [`spawn_recorded`] (the `threadcreate` profile).
-pub fn threadcreate_stacks() -> Vec<Stack> {
-    THREADCREATE
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone()
-}
-
-/// Learns the calling thread's stack bounds for the samplers' handlers (which never ask libc). Threads
-/// spawned through [`spawn_recorded`] do it at birth; the binary's `main` calls it for the main thread.
-/// Other threads get their bounds from the CPU collector after their first sample.
-pub fn learn_own_stack() {
-    unwind::init_thread_bounds();
-}
-
-/// Deletes a spawned thread's CPU timer when its closure ends (returns or unwinds).
-struct DisarmAtEnd;
-
-impl Drop for DisarmAtEnd {
-    fn drop(&mut self) {
-        super::cpu::disarm_current_thread();
-    }
-}
-
-/// Spawns a named thread, recording the spawning stack for `threadcreate`; the thread learns its stack
-/// bounds, arms its CPU timer at birth (if a profile runs) and deletes it at its end.
-pub fn spawn_recorded<F, T>(name: &str, f: F) -> std::io::Result<std::thread::JoinHandle<T>>
-where
-    F: FnOnce() -> T + Send + 'static,
-    T: Send + 'static,
-{
-    let mut frames = [0u64; MAX_DEPTH];
-    let n = unwind::current_stack(0, &mut frames);
-    {
-        let mut created = THREADCREATE.lock().unwrap_or_else(|e| e.into_inner());
-        if created.len() < MAX_THREADCREATE {
-            created.push(frames[..n].to_vec());
-        }
-    }
-    std::thread::Builder::new()
-        .name(name.to_string())
-        .spawn(move || {
-            unwind::init_thread_bounds();
-            super::cpu::arm_current_thread();
-            let _disarm = DisarmAtEnd;
-            f()
-        })
-}
-
-/// Spawns a named OS thread that carries `label` from its first instruction (the birth label), through
-/// [`spawn_recorded`] so the `threadcreate` profile sees where it was created.
-pub fn spawn_labelled<F, T>(
-    label: Subsystem,
-    name: &str,
-    f: F,
-) -> std::io::Result<std::thread::JoinHandle<T>>
-where
-    F: FnOnce() -> T + Send + 'static,
-    T: Send + 'static,
-{
-    spawn_recorded(name, move || {
-        labels::set_thread(label);
-        f()
-    })
-}
-
-/// Spawns a thread that inherits the calling thread's current label (a scheduled scenario start spawned
-/// under `scenario` keeps `scenario`).
-pub fn spawn_inheriting<F, T>(name: &str, f: F) -> std::io::Result<std::thread::JoinHandle<T>>
-where
-    F: FnOnce() -> T + Send + 'static,
-    T: Send + 'static,
-{
-    let inherited = labels::current_index();
-    spawn_recorded(name, move || {
-        labels::store_label(inherited);
-        f()
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -662,20 +585,5 @@ mod tests {
             });
             assert_eq!(s[0].take_back(1, Duration::from_secs(5)), stack(0x71));
         });
-    }
-
-    #[test]
-    fn spawn_sets_birth_label_and_inherit_copies_it() {
-        let h = spawn_labelled(labels::Subsystem::SNMP, "t-birth", labels::current).unwrap();
-        assert_eq!(h.join().unwrap(), Some(labels::Subsystem::SNMP));
-        let h = std::thread::spawn(|| {
-            labels::with(labels::Subsystem::SCENARIO, || {
-                spawn_inheriting("t-inherit", labels::current)
-                    .unwrap()
-                    .join()
-                    .unwrap()
-            })
-        });
-        assert_eq!(h.join().unwrap(), Some(labels::Subsystem::SCENARIO));
     }
 }

@@ -1,0 +1,108 @@
+//! Where threads are born: [`spawn_recorded`] (the `threadcreate` record, stack bounds and the CPU timer
+//! at birth) and the labelled spawners built on it; [`learn_own_stack`] for threads spawned otherwise.
+use super::{unwind, MAX_DEPTH, MAX_THREADCREATE};
+use crate::labels::{self, Subsystem};
+use crate::Stack;
+use std::sync::Mutex;
+
+static THREADCREATE: Mutex<Vec<Stack>> = Mutex::new(Vec::new());
+
+/// Stacks of the places that spawned threads through [`spawn_recorded`] (the `threadcreate` profile).
+pub fn threadcreate_stacks() -> Vec<Stack> {
+    THREADCREATE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+}
+
+/// Learns the calling thread's stack bounds for the samplers' handlers (which never ask libc). Threads
+/// spawned through [`spawn_recorded`] do it at birth; the binary's `main` calls it for the main thread.
+/// Other threads get their bounds from the CPU collector after their first sample.
+pub fn learn_own_stack() {
+    unwind::init_thread_bounds();
+}
+
+/// Deletes a spawned thread's CPU timer when its closure ends (returns or unwinds).
+struct DisarmAtEnd;
+
+impl Drop for DisarmAtEnd {
+    fn drop(&mut self) {
+        crate::cpu::disarm_current_thread();
+    }
+}
+
+/// Spawns a named thread, recording the spawning stack for `threadcreate`; the thread learns its stack
+/// bounds, arms its CPU timer at birth (if a profile runs) and deletes it at its end.
+pub fn spawn_recorded<F, T>(name: &str, f: F) -> std::io::Result<std::thread::JoinHandle<T>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let mut frames = [0u64; MAX_DEPTH];
+    let n = unwind::current_stack(0, &mut frames);
+    {
+        let mut created = THREADCREATE.lock().unwrap_or_else(|e| e.into_inner());
+        if created.len() < MAX_THREADCREATE {
+            created.push(frames[..n].to_vec());
+        }
+    }
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(move || {
+            unwind::init_thread_bounds();
+            crate::cpu::arm_current_thread();
+            let _disarm = DisarmAtEnd;
+            f()
+        })
+}
+
+/// Spawns a named OS thread that carries `label` from its first instruction (the birth label), through
+/// [`spawn_recorded`] so the `threadcreate` profile sees where it was created.
+pub fn spawn_labelled<F, T>(
+    label: Subsystem,
+    name: &str,
+    f: F,
+) -> std::io::Result<std::thread::JoinHandle<T>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    spawn_recorded(name, move || {
+        labels::set_thread(label);
+        f()
+    })
+}
+
+/// Spawns a thread that inherits the calling thread's current label (a scheduled scenario start spawned
+/// under `scenario` keeps `scenario`).
+pub fn spawn_inheriting<F, T>(name: &str, f: F) -> std::io::Result<std::thread::JoinHandle<T>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let inherited = labels::current_index();
+    spawn_recorded(name, move || {
+        labels::store_label(inherited);
+        f()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spawn_sets_birth_label_and_inherit_copies_it() {
+        let h = spawn_labelled(labels::Subsystem::SNMP, "t-birth", labels::current).unwrap();
+        assert_eq!(h.join().unwrap(), Some(labels::Subsystem::SNMP));
+        let h = std::thread::spawn(|| {
+            labels::with(labels::Subsystem::SCENARIO, || {
+                spawn_inheriting("t-inherit", labels::current)
+                    .unwrap()
+                    .join()
+                    .unwrap()
+            })
+        });
+        assert_eq!(h.join().unwrap(), Some(labels::Subsystem::SCENARIO));
+    }
+}
