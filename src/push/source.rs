@@ -160,3 +160,33 @@ impl ProfileSource for EngineSource {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// The composition root hands the console's slot to the push as a hook: every CPU window the push
+    /// encodes reaches it, byte for byte (nothing else writes the console's state).
+    #[test]
+    fn every_cpu_window_reaches_the_hook() {
+        let seen: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+        let sink = Arc::clone(&seen);
+        let hook: super::super::CpuHook =
+            Arc::new(move |p: &[u8]| sink.lock().unwrap().push(p.to_vec()));
+        let mut source = EngineSource::new().with_cpu_hook(Some(hook));
+        // The sampler is one per process: wait (bounded) for any other test's profile to end.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while let Err(e) = source.cpu_start() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "CPU sampler busy: {e}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let window = source.cpu_window().unwrap().expect("a window");
+        let last = source.cpu_stop().unwrap().expect("the last window");
+        assert_eq!(*seen.lock().unwrap(), [window.pprof_gz, last.pprof_gz]);
+        assert!(EngineSource::new().cpu_window().unwrap().is_none());
+    }
+}

@@ -277,3 +277,34 @@ fn a_delta_ends_with_what_its_watch_returns() {
     });
     assert_go_error(&gone, 500, "context canceled");
 }
+
+#[test]
+fn a_served_cpu_profile_reaches_the_hook() {
+    use std::sync::{Arc, Mutex};
+    let seen: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+    let sink = Arc::clone(&seen);
+    let surface =
+        PullSurface::new().on_cpu_profile(Box::new(move |p| sink.lock().unwrap().push(p.to_vec())));
+    // The sampler is one per process: retry (bounded) while another test's profile runs.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let r = loop {
+        let r = surface.handle(&PullRequest::get("profile", "seconds=1"), &go_on);
+        if r.status != 500 || Instant::now() >= deadline {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.header("content-disposition"),
+        Some("attachment; filename=\"profile\"")
+    );
+    assert_eq!(r.extra_write_time, Duration::from_secs(1));
+    assert_eq!(*seen.lock().unwrap(), [r.body.clone()]);
+    // A cut request serves nothing and tells the hook nothing.
+    let cut = surface.handle(&PullRequest::get("profile", "seconds=5"), &|| {
+        Some(client_gone())
+    });
+    assert!(cut.status == 500, "{}", cut.text());
+    assert_eq!(seen.lock().unwrap().len(), 1);
+}
