@@ -300,7 +300,7 @@ fn a_served_cpu_profile_reaches_the_hook() {
         Some("attachment; filename=\"profile\"")
     );
     assert_eq!(r.extra_write_time, Duration::from_secs(1));
-    assert_eq!(*seen.lock().unwrap(), [r.body.clone()]);
+    assert_eq!(*seen.lock().unwrap(), std::slice::from_ref(&r.body));
     // A cut request serves nothing and tells the hook nothing.
     let cut = surface.handle(&PullRequest::get("profile", "seconds=5"), &|| {
         Some(client_gone())
