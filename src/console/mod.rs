@@ -7,12 +7,16 @@
 //! /api/v1/profiling`, `/debug/pprof/heap`, `/debug/pprof/profile?seconds=5`, and the fleet's
 //! `/api/v1/devices` and `/api/v1/scenarios` when they answer — and shows the server's own error text.
 //!
-//! Owns one small slot: the last CPU profile with samples that the pull surface served
-//! ([`remember_cpu_profile`]) or the push encoded ([`remember_pushed_cpu_profile`]) — an idle one never
+//! Owns one small slot type, [`CpuSlot`]: the last CPU profile with samples that the pull surface served
+//! or the push encoded (each told through the [`cpu_hook`] the composition root, `cli/run.rs`, hands it;
+//! there is no global) — an idle one never
 //! replaces it, it is only mentioned — and the SVGs rendered from it (by [`crate::report::flamegraph_svg`],
 //! lazily, once per profile; whole, or split by `subsystem` with `?by=subsystem`), titled with where and
 //! when the profile was taken. The flame graph is not gated: it only shows a profile already taken while
 //! the gate was open. Never touches a socket.
+//!
+//! Sits above [`crate::api`]: the API names the console's routes ([`ConsoleRoute`]) and serves them
+//! with the handler [`mount`] gives it.
 #![forbid(unsafe_code)]
 
 use crate::http::{Request, Response};

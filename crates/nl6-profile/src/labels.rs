@@ -5,7 +5,8 @@
 //! code that ran under it (Go reads goroutine labels in its SIGPROF handler the same way).
 //!
 //! Three ways to set it:
-//! - at thread birth, for long-lived loops: [`spawn`] (or [`set_thread`] inside a thread nl6 did not spawn);
+//! - at thread birth, for long-lived loops: [`spawn_labelled`](crate::threads::spawn_labelled) (or
+//!   [`set_thread`] inside a thread spawned otherwise);
 //! - for a call's duration, the analog of Go's `pprof.Do`: [`with`] sets the label, runs the closure and
 //!   restores the label the thread had before, also when the closure unwinds. The innermost scope wins;
 //! - [`current`] reads it.

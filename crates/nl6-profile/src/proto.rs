@@ -2,7 +2,7 @@
 //! prost messages by hand (derive only, no protoc, no build script).
 //!
 //! Field numbers and types follow profile.proto exactly; `go tool pprof` and Pyroscope decode what these
-//! encode. Building a profile (string table, ids) is [`super::builder`]'s job; this module holds only types.
+//! encode. Building a profile (string table, ids) is the crate-private `builder`'s job; this module holds only types.
 #![forbid(unsafe_code)]
 
 /// A whole profile. `string_table[0]` must be `""`.
