@@ -484,6 +484,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn label_text_is_quoted_as_go_quotes_it() {
+        // Go's fmt %q (strconv.Quote) on the same strings.
+        assert_eq!(go_quote("snmp"), r#""snmp""#);
+        assert_eq!(go_quote(r#"a"b\c"#), r#""a\"b\\c""#);
+        assert_eq!(go_quote("tab\there\nx\u{1b}"), r#""tab\there\nx\x1b""#);
+        assert_eq!(go_quote("ünï"), "\"ünï\"");
+        assert_eq!(
+            label_string(&[("subsystem", "snmp"), ("a", "b")]),
+            r#"{"a":"b", "subsystem":"snmp"}"#
+        );
+    }
+
+    #[test]
     fn scale_matches_go_by_hand() {
         // One 512 KiB object at the default rate: avg/rate = 1, scale = 1/(1-e^-1) = 1.58197670686...
         assert_eq!(scale_heap_sample(1, 524_288, 524_288), (1, 829_411));
