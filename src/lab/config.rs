@@ -5,9 +5,9 @@
 //! Plain values: parsing resolves host names but never binds or connects.
 #![forbid(unsafe_code)]
 
-use super::syslog::{self, Transport};
+use super::target::{parse_syslog_target, resolve, Transport};
 use crate::timefmt::format_go_duration as format_duration;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 /// One fleet flag, defined once.
@@ -163,20 +163,6 @@ impl Default for FleetConfig {
     }
 }
 
-/// Resolves `host:port` to its first address.
-pub fn resolve(text: &str) -> Result<SocketAddr, String> {
-    if let Ok(a) = text.parse::<SocketAddr>() {
-        return Ok(a);
-    }
-    if !text.contains(':') {
-        return Err(format!("{text:?} is not host:port"));
-    }
-    text.to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {text:?}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{text:?} resolves to no address"))
-}
-
 fn parse_positive(text: &str) -> Result<Duration, String> {
     let d = crate::timefmt::parse_go_duration(text).map_err(|e| e.to_string())?;
     if d.is_zero() {
@@ -246,7 +232,7 @@ impl FleetConfig {
                     self.syslog_target = if value.is_empty() {
                         None
                     } else {
-                        Some(syslog::parse_target(value)?)
+                        Some(parse_syslog_target(value)?)
                     }
                 }
                 "syslog-interval" => self.syslog_interval = parse_positive(value)?,
@@ -431,7 +417,7 @@ impl FleetConfig {
             traffic,
         } = self;
         let syslog = syslog_target
-            .map(|(t, a)| format!("{}://{a}", if t == Transport::Udp { "udp" } else { "tcp" }))
+            .map(|(t, a)| format!("{}://{a}", t.scheme()))
             .unwrap_or_default();
         vec![
             ("devices", devices.to_string()),

@@ -11,8 +11,8 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use crate::collect::atomic::write_atomically;
 use crate::collect::flags::go_style_args;
+use crate::fsutil::write_atomically;
 use crate::profiling::proto::Profile;
 
 const USAGE: &str =
