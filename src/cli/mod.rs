@@ -12,7 +12,7 @@ mod run;
 pub mod signals;
 
 use crate::gate::address;
-use crate::gate::duration::parse_go_duration;
+use crate::timefmt::parse_positive_go_duration as parse_go_duration;
 use std::ffi::OsString;
 use std::time::Duration;
 

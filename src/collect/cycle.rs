@@ -17,13 +17,14 @@ use super::archive::{newest_for_target, snapshot_dir, Stamp};
 use super::atomic::PartialDir;
 use super::budget::{Budget, Held, BUDGET_BYTES};
 use super::fetch::{fetch_within, Fetched};
-use super::meta::{rfc3339_millis, BaselineMeta, Meta, ProfileMeta, Status};
+use super::meta::{BaselineMeta, Meta, ProfileMeta, Status};
 use super::retention::{apply_retention, find_files};
 use super::targets::Target;
 use super::Config;
 use crate::profiling::proto::Profile;
 use crate::report;
 use crate::timefmt::format_go_duration;
+use crate::timefmt::rfc3339_millis;
 
 /// The outcome of one target in one cycle.
 #[derive(Debug, Clone)]

@@ -13,7 +13,7 @@
 
 use super::address;
 use super::port::PushTarget;
-use super::rfc3339;
+use crate::timefmt::rfc3339_millis as rfc3339;
 use std::time::{Duration, Instant, SystemTime};
 
 /// The environment variable the Go SDK would silently push to; nl6 never reads it and refuses to push
