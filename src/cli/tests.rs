@@ -48,11 +48,15 @@ fn every_flag_is_unique_parsed_in_both_styles_and_documented() {
             f.name
         );
         assert!(!f.doc.is_empty() && f.doc.ends_with('.'), "{}", f.name);
-        if let Some(d) = f.default {
-            assert!(help.contains(&format!("(default {d})")), "{}", f.name);
+        if !f.default.is_empty() {
+            assert!(
+                help.contains(&format!("(default {})", f.default)),
+                "{}",
+                f.name
+            );
         }
-        match f.value {
-            Some(_) => {
+        match f.takes {
+            crate::goflag::Takes::Value(_) => {
                 let v = sample(f.name).unwrap_or_else(|| panic!("no sample value for -{}", f.name));
                 let mut base = vec![format!("-{}", f.name), v.to_string()];
                 if f.name != "profiling-pyroscope" {
@@ -68,7 +72,8 @@ fn every_flag_is_unique_parsed_in_both_styles_and_documented() {
                 b_args.extend(&single[2..]);
                 assert_eq!(serve(&b_args), a, "{}", f.name);
             }
-            None => {
+            crate::goflag::Takes::Bool => panic!("serve mode has no boolean flag of its own"),
+            crate::goflag::Takes::Stop => {
                 let want = if f.name == "help" {
                     Mode::Help
                 } else {
@@ -124,9 +129,11 @@ fn values_starting_with_a_dash_are_not_rewritten() {
     ]);
     assert_eq!(a.tenant.as_deref(), Some("-x-tenant"));
     assert_eq!(
-        rewrite_go_style(os(&["-port", "1", "-h", "--", "-port"])),
-        os(&["--port", "1", "-h", "--", "-port"])
+        parse(os(&["-port", "1", "-h", "--", "-port"])).unwrap(),
+        Mode::Help
     );
+    let m = refused(&["-port", "1", "--", "-port"]);
+    assert!(m.contains("unexpected argument \"-port\""), "{m}");
 }
 
 #[test]
@@ -215,11 +222,11 @@ fn every_refusal_names_its_cause() {
             &["-profiling-pyroscope", "http://p/#x"],
             "query or a fragment",
         ),
-        (&["-port", "99999"], "-port \"99999\": not a port number"),
-        (&["-listen", "nope"], "-listen \"nope\": expected HOST:PORT"),
+        (&["-port", "99999"], "-port: \"99999\" is not a port number"),
+        (&["-listen", "nope"], "-listen: \"nope\" is not HOST:PORT"),
         (
             &["-profiling-heap-rate", "-1"],
-            "-profiling-heap-rate \"-1\": not a byte count",
+            "-profiling-heap-rate: \"-1\" is not a byte count",
         ),
         (
             &["-profiling-upload-interval", "500ms"],
@@ -229,7 +236,7 @@ fn every_refusal_names_its_cause() {
             &["-profiling-upload-interval", "soon"],
             "-profiling-upload-interval: invalid duration",
         ),
-        (&["-port"], "-port needs a value"),
+        (&["-port"], "flag needs an argument: -port"),
         (
             &["-bogus"],
             "flag provided but not defined: -bogus (see nl6 -h)",
@@ -255,7 +262,7 @@ fn every_refusal_names_its_cause() {
             &["-trap-inform=yes"],
             "-trap-inform: invalid boolean \"yes\"",
         ),
-        (&["-listen", ":x"], "-listen \":x\": expected HOST:PORT"),
+        (&["-listen", ":x"], "-listen: \":x\" is not HOST:PORT"),
     ];
     for (args, want) in rows {
         let m = refused(args);
@@ -396,11 +403,7 @@ fn lab_fleet_flags_parse_in_both_forms_and_are_documented() {
     assert_eq!(a.fleet, expected);
     let help = help_text();
     for f in crate::lab::FLAGS {
-        let column = match f.value {
-            "BOOL" => format!("-{}[=BOOL]", f.name),
-            v => format!("-{} {v}", f.name),
-        };
-        assert!(help.contains(&column), "{} missing from --help", f.name);
+        assert!(help.contains(&f.usage()), "{} missing from --help", f.name);
         assert!(
             !FLAGS.iter().any(|g| g.name == f.name),
             "{} defined twice",

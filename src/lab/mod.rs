@@ -41,5 +41,5 @@ mod label_probe;
 #[cfg(test)]
 mod label_tests;
 
-pub use config::{FlagDoc, FleetConfig, FLAGS};
+pub use config::{FleetConfig, FLAGS};
 pub use fleet::{Fleet, FleetError};
