@@ -464,4 +464,83 @@ mod tests {
         assert_eq!(count(1, "device", "devices"), "1 device");
         assert_eq!(count(0, "device", "devices"), "0 devices");
     }
+
+    #[derive(Debug, Default, PartialEq)]
+    struct Settings {
+        name: String,
+        on: bool,
+    }
+
+    const TABLE: &[Flag<Settings>] = &[
+        Flag::value("name", "TEXT", "", "a value", |s, v| {
+            if v == "bad" {
+                return Err("bad is refused".into());
+            }
+            s.name = v.to_string();
+            Ok(())
+        }),
+        Flag::boolean("on", "false", "a switch", |s, v| {
+            s.on = parse_bool(v)?;
+            Ok(())
+        }),
+        Flag::stop("help", "help"),
+    ];
+
+    fn run(
+        args: &[&str],
+        operands: Option<&mut Vec<OsString>>,
+    ) -> Result<(Settings, Parsed), FlagError> {
+        let mut s = Settings::default();
+        let refuse = |w: &str| format!("stray {w}");
+        let positional = match operands {
+            Some(v) => Positional::Collect(v),
+            None => Positional::Refuse(&refuse),
+        };
+        let parsed = parse(&os(args), &mut [&mut Bound(TABLE, &mut s)], positional)?;
+        Ok((s, parsed))
+    }
+
+    #[test]
+    fn one_loop_reads_both_dash_styles_and_dash_led_values_as_typed() {
+        for args in [
+            &["-name", "-x", "-on"][..],
+            &["--name", "-x", "--on"],
+            &["-name=-x", "-on=true"],
+            &["--name=-x", "-on", "t"],
+        ] {
+            let (s, _) = run(args, None).unwrap();
+            assert_eq!(
+                s,
+                Settings {
+                    name: "-x".into(),
+                    on: true
+                },
+                "{args:?}"
+            );
+        }
+        // With operands, a word after a bare boolean is an operand, not its value (Go's rule).
+        let mut operands = Vec::new();
+        let (s, _) = run(&["-on", "false", "--", "-name"], Some(&mut operands)).unwrap();
+        assert!(s.on);
+        assert_eq!(operands, os(&["false", "-name"]));
+        assert_eq!(
+            run(&["-on", "-h", "-bogus"], None).unwrap().1.stopped_at,
+            Some("help")
+        );
+    }
+
+    #[test]
+    fn every_refusal_names_the_flag() {
+        let err = |args: &[&str]| run(args, None).unwrap_err().to_string();
+        assert_eq!(err(&["-name", "bad"]), "-name: bad is refused");
+        assert_eq!(err(&["--name"]), "flag needs an argument: -name");
+        assert!(err(&["-on=maybe"]).starts_with("-on: invalid boolean \"maybe\""));
+        assert_eq!(
+            err(&["--nme=1"]),
+            "flag provided but not defined: --nme (did you mean --name?)"
+        );
+        assert_eq!(err(&["word"]), "stray word");
+        assert!(err(&["---name"]).starts_with("bad flag syntax: ---name"));
+        assert!(matches!(run(&["-x"], None), Err(FlagError::Unknown(_))));
+    }
 }

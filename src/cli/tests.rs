@@ -451,3 +451,71 @@ fn listen_with_an_empty_host_means_every_interface() {
     assert_eq!(serve(&["--listen=:0"]).listen, "0.0.0.0:0");
     assert_eq!(serve(&["-listen", "[::1]:80"]).listen, "[::1]:80");
 }
+
+/// The README's flag table, as (flag names, default text) per row: the names are the backticked words
+/// starting with `-` in the first cell, the defaults the second cell split at ` / ` (one per name).
+fn readme_flag_rows() -> Vec<(Vec<String>, Vec<String>)> {
+    let readme = include_str!("../../README.md");
+    let table = readme
+        .split("| flag | default | meaning |\n|---|---|---|\n")
+        .nth(1)
+        .expect("README has the serve flag table");
+    let mut rows = Vec::new();
+    for line in table.lines().take_while(|l| l.starts_with('|')) {
+        let line = line.replace("\\|", "/");
+        let cells: Vec<&str> = line.split('|').skip(1).map(str::trim).collect();
+        let names: Vec<String> = cells[0]
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter_map(|code| code.strip_prefix('-'))
+            .map(|code| {
+                let name = code.trim_start_matches('-');
+                let end = name.find([' ', '[']).unwrap_or(name.len());
+                name[..end].to_string()
+            })
+            .collect();
+        let defaults = cells[1]
+            .split(" / ")
+            .map(|d| d.trim().to_string())
+            .collect();
+        rows.push((names, defaults));
+    }
+    rows
+}
+
+#[test]
+fn the_readme_flag_table_matches_the_definitions() {
+    let mut documented = std::collections::BTreeMap::new();
+    for (names, defaults) in readme_flag_rows() {
+        for (i, name) in names.iter().enumerate() {
+            let name = if name == "h" { "help" } else { name.as_str() };
+            let default = defaults.get(i).cloned().unwrap_or_default();
+            assert!(
+                documented.insert(name.to_string(), default).is_none(),
+                "-{name} twice in README"
+            );
+        }
+    }
+    let defined: Vec<(&str, &str)> = FLAGS
+        .iter()
+        .map(|f| (f.name, f.default))
+        .chain(crate::lab::FLAGS.iter().map(|f| (f.name, f.default)))
+        .collect();
+    for (name, default) in &defined {
+        let readme = documented
+            .get(*name)
+            .unwrap_or_else(|| panic!("-{name} is defined but not in README's flag table"));
+        let readme = match readme.as_str() {
+            "—" | "off" => "",
+            d => d,
+        };
+        assert_eq!(readme, *default, "README's default of -{name}");
+    }
+    for name in documented.keys() {
+        assert!(
+            defined.iter().any(|(n, _)| n == name),
+            "README documents -{name}, which no table defines"
+        );
+    }
+}

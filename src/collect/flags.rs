@@ -287,4 +287,19 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), FLAGS.len(), "duplicate flag in FLAGS");
     }
+
+    #[test]
+    fn documented_defaults_are_the_defaults() {
+        for f in FLAGS.iter().filter(|f| !f.default.is_empty()) {
+            let mut a = CollectArgs::default();
+            (f.apply)(&mut a, f.default).unwrap();
+            assert_eq!(
+                a,
+                CollectArgs::default(),
+                "-{} default {}",
+                f.name,
+                f.default
+            );
+        }
+    }
 }
