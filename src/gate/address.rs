@@ -21,26 +21,23 @@ pub fn validate(address: &str) -> Result<(), String> {
             address.len()
         ));
     }
-    let (scheme, rest) = match address.split_once("://") {
-        Some(parts) => parts,
-        None => {
-            return Err(format!(
-                "server address {address:?} is not an http:// or https:// URL"
-            ))
-        }
+    let Some(parts) = crate::urlsplit::split(address) else {
+        return Err(format!(
+            "server address {address:?} is not an http:// or https:// URL"
+        ));
     };
+    let scheme = parts.scheme;
     if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
         return Err(format!(
             "server address {address:?} must use http:// or https://"
         ));
     }
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    if authority.contains('@') {
+    if parts.userinfo.is_some() {
         return Err("server address must not embed credentials (user:pass@host): they would be echoed by GET and the \
                     logs; use -profiling-pyroscope-basic-auth-file"
             .to_string());
     }
-    if address.contains('?') || address.contains('#') {
+    if parts.query.is_some() || parts.fragment.is_some() {
         return Err(format!(
             "server address {address:?} must not have a query or a fragment"
         ));
@@ -54,31 +51,24 @@ pub fn validate(address: &str) -> Result<(), String> {
              xn-- (punycode) form and percent-encode the path"
         ));
     }
-    let host = if let Some(v6) = authority.strip_prefix('[') {
-        match v6.split_once(']') {
-            Some((h, port)) if h.parse::<std::net::Ipv6Addr>().is_ok() => {
-                check_port(address, port.strip_prefix(':'), !port.is_empty())?;
-                h
-            }
-            _ => {
-                return Err(format!(
-                    "server address {address:?} has a malformed IPv6 host"
-                ))
-            }
+    let malformed_v6 = || format!("server address {address:?} has a malformed IPv6 host");
+    let host = match parts.host_port() {
+        Ok((h, _)) if parts.bracketed() && h.parse::<std::net::Ipv6Addr>().is_err() => {
+            return Err(malformed_v6())
         }
-    } else {
-        match authority.rsplit_once(':') {
-            Some((h, port)) => {
-                check_port(address, Some(port), true)?;
-                h
-            }
-            None => authority,
+        Ok((h, port)) => {
+            check_port(address, port)?;
+            h
+        }
+        Err(crate::urlsplit::HostPortError::UnclosedBracket) => return Err(malformed_v6()),
+        Err(crate::urlsplit::HostPortError::JunkAfterBracket) => {
+            return Err(format!("server address {address:?} has an invalid port"))
         }
     };
     if host.is_empty() {
         return Err(format!("server address {address:?} has no host"));
     }
-    if !authority.starts_with('[')
+    if !parts.bracketed()
         && !host
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
@@ -99,11 +89,10 @@ pub fn validate(address: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn check_port(address: &str, port: Option<&str>, present: bool) -> Result<(), String> {
-    if !present {
-        return Ok(());
-    }
+/// The port text after `:` when there is one: 1-65535 in digits.
+fn check_port(address: &str, port: Option<&str>) -> Result<(), String> {
     match port {
+        None => Ok(()),
         Some("0") => Err(format!(
             "server address {address:?}: port 0 cannot be connected to"
         )),
@@ -121,16 +110,22 @@ fn check_port(address: &str, port: Option<&str>, present: bool) -> Result<(), St
 /// The form two addresses are compared in: scheme and host lower-cased, trailing slashes dropped.
 /// The path keeps its case (servers may distinguish it).
 pub fn normalise(address: &str) -> String {
-    let (scheme, rest) = address.split_once("://").unwrap_or(("", address));
-    let (authority, path) = match rest.find('/') {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
+    let Some(p) = crate::urlsplit::split(address) else {
+        return address.trim_end_matches('/').to_ascii_lowercase();
     };
+    let userinfo = p.userinfo.map(|u| format!("{u}@")).unwrap_or_default();
+    let mut tail = p.path.to_string();
+    if let Some(q) = p.query {
+        tail = format!("{tail}?{q}");
+    }
+    if let Some(f) = p.fragment {
+        tail = format!("{tail}#{f}");
+    }
     format!(
         "{}://{}{}",
-        scheme.to_ascii_lowercase(),
-        authority.to_ascii_lowercase(),
-        path.trim_end_matches('/')
+        p.scheme.to_ascii_lowercase(),
+        format!("{userinfo}{}", p.authority).to_ascii_lowercase(),
+        tail.trim_end_matches('/')
     )
 }
 

@@ -77,14 +77,8 @@ impl Client {
             format!("Basic {token}")
         });
         // Userinfo in the address is never used, but must not leak through an error either.
-        if let Some((info, _)) = target
-            .address
-            .split_once("://")
-            .and_then(|(_, r)| r.split_once('@'))
-        {
-            if !info.contains('/') {
-                secrets.extend(info.split(':').map(str::to_string));
-            }
+        if let Some(info) = crate::urlsplit::split(&target.address).and_then(|p| p.userinfo) {
+            secrets.extend(info.split(':').map(str::to_string));
         }
         let proxy_url = proxy_for(&address, env);
         let proxy = match &proxy_url {
@@ -354,15 +348,17 @@ fn in_cidr(ip: IpAddr, net: IpAddr, bits: u32) -> bool {
 
 /// `scheme://user:pass@host` → `scheme://host` (for log lines about a proxy).
 pub fn strip_userinfo(url: &str) -> String {
-    match url.split_once("://") {
-        Some((scheme, rest)) => {
-            let authority_end = rest.find('/').unwrap_or(rest.len());
-            match rest[..authority_end].rfind('@') {
-                Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
-                None => url.to_string(),
-            }
-        }
-        None => url.to_string(),
+    match crate::urlsplit::split(url) {
+        Some(p) => match p.userinfo {
+            // Everything after `scheme://userinfo@`: the host onwards.
+            Some(info) => format!(
+                "{}://{}",
+                p.scheme,
+                &url[p.scheme.len() + 3 + info.len() + 1..]
+            ),
+            None => url.to_string(),
+        },
+        _ => url.to_string(),
     }
 }
 

@@ -56,26 +56,14 @@ impl ServerAddress {
     /// Splits `address` (`scheme://[user@]host[:port][/path][?query][#fragment]`).
     pub fn parse(address: &str) -> Result<ServerAddress, AddressError> {
         let address = address.trim();
-        let (scheme, rest) = address
-            .split_once("://")
-            .ok_or_else(|| AddressError::Scheme(String::new()))?;
-        let scheme = scheme.to_ascii_lowercase();
+        let parts =
+            crate::urlsplit::split(address).ok_or_else(|| AddressError::Scheme(String::new()))?;
+        let scheme = parts.scheme.to_ascii_lowercase();
         if scheme != "http" && scheme != "https" {
             return Err(AddressError::Scheme(scheme));
         }
-        let rest = rest.split('#').next().unwrap_or("");
-        let (before_query, query) = match rest.split_once('?') {
-            Some((b, q)) => (b, q.to_string()),
-            None => (rest, String::new()),
-        };
-        let (authority, path) = match before_query.find('/') {
-            Some(i) => (&before_query[..i], before_query[i..].to_string()),
-            None => (before_query, String::new()),
-        };
-        let authority = match authority.rfind('@') {
-            Some(i) => &authority[i + 1..],
-            None => authority,
-        };
+        let (authority, path) = (parts.authority, parts.path.to_string());
+        let query = parts.query.unwrap_or_default().to_string();
         if authority.is_empty() {
             return Err(AddressError::NoHost);
         }
