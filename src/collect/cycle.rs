@@ -236,7 +236,21 @@ fn collect_target(
     };
     let dir = snapshot_dir(&cfg.args.out, t, start);
     let bytes = files.values().map(|v| v.len() as u64).sum();
-    match write_snapshot(&dir, t.port, &files, &mut meta, began) {
+    let written = write_snapshot(&dir, t.port, &files, &mut meta, began);
+    outcome(t, dir, written, status, bytes, error)
+}
+
+/// The target's line in the cycle report: the snapshot as fetched, or failed when it could not be
+/// written (with the fetch errors after the write's).
+fn outcome(
+    t: &Target,
+    dir: PathBuf,
+    written: std::io::Result<()>,
+    status: Status,
+    bytes: u64,
+    error: Option<String>,
+) -> TargetOutcome {
+    match written {
         Ok(()) => TargetOutcome {
             target: t.clone(),
             status,
