@@ -61,21 +61,9 @@ fn cpu_now() -> Duration {
 }
 
 fn go_pprof(args: &[&str], path: &std::path::Path) -> String {
-    let tmp = std::env::temp_dir();
-    let out = Command::new("go")
-        .args(["tool", "pprof"])
-        .args(args)
-        .arg(path)
-        .env("HOME", &tmp)
-        .env("PPROF_TMPDIR", &tmp)
-        .output()
-        .expect("go tool pprof");
-    assert!(
-        out.status.success(),
-        "go tool pprof failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let mut all: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+    all.push(path.as_os_str());
+    common::go_pprof_ok(&all, &std::env::temp_dir())
 }
 
 /// (flat %, name) rows of `go tool pprof -top`.
