@@ -5,7 +5,7 @@
 //! Plain values: parsing resolves host names but never binds or connects.
 #![forbid(unsafe_code)]
 
-use super::target::{parse_syslog_target, resolve, Transport};
+use super::target::{parse_syslog_target, resolve, TargetError, Transport};
 use crate::goflag::Flag;
 use crate::timefmt::format_go_duration as format_duration;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -183,7 +183,7 @@ fn number(v: &str) -> Result<u64, String> {
 }
 
 /// A `host:port` target; empty is off.
-fn optional_target(v: &str) -> Result<Option<SocketAddr>, String> {
+fn optional_target(v: &str) -> Result<Option<SocketAddr>, TargetError> {
     match v {
         "" => Ok(None),
         v => resolve(v).map(Some),

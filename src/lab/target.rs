@@ -24,32 +24,81 @@ impl Transport {
     }
 }
 
+/// Why a target's text names no address. `Display` quotes the text and says what was expected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TargetError {
+    /// No `:port`.
+    NotHostPort(String),
+    /// The resolver failed for the name (its message).
+    Unresolvable { text: String, reason: String },
+    /// The name resolved to nothing.
+    NoAddress(String),
+    /// A syslog target without `udp://` or `tcp://`.
+    SyslogScheme(String),
+    /// A syslog target whose `host:port` part names no address.
+    SyslogAddress {
+        text: String,
+        cause: Box<TargetError>,
+    },
+}
+
+impl std::fmt::Display for TargetError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TargetError::NotHostPort(t) => write!(f, "{t:?} is not host:port"),
+            TargetError::Unresolvable { text, reason } => {
+                write!(f, "cannot resolve {text:?}: {reason}")
+            }
+            TargetError::NoAddress(t) => write!(f, "{t:?} resolves to no address"),
+            TargetError::SyslogScheme(t) => write!(
+                f,
+                "invalid syslog target {t:?}: want udp://host:port or tcp://host:port"
+            ),
+            TargetError::SyslogAddress { text, cause } => {
+                write!(f, "invalid syslog target {text:?}: {cause}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for TargetError {}
+
+impl From<TargetError> for String {
+    fn from(e: TargetError) -> String {
+        e.to_string()
+    }
+}
+
 /// Resolves `host:port` to its first address.
-pub fn resolve(text: &str) -> Result<SocketAddr, String> {
+pub fn resolve(text: &str) -> Result<SocketAddr, TargetError> {
     if let Ok(a) = text.parse::<SocketAddr>() {
         return Ok(a);
     }
     if !text.contains(':') {
-        return Err(format!("{text:?} is not host:port"));
+        return Err(TargetError::NotHostPort(text.to_string()));
     }
     text.to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {text:?}: {e}"))?
+        .map_err(|e| TargetError::Unresolvable {
+            text: text.to_string(),
+            reason: e.to_string(),
+        })?
         .next()
-        .ok_or_else(|| format!("{text:?} resolves to no address"))
+        .ok_or_else(|| TargetError::NoAddress(text.to_string()))
 }
 
 /// `udp://host:port` or `tcp://host:port`.
-pub fn parse_syslog_target(text: &str) -> Result<(Transport, SocketAddr), String> {
+pub fn parse_syslog_target(text: &str) -> Result<(Transport, SocketAddr), TargetError> {
     let (transport, rest) = if let Some(r) = text.strip_prefix("udp://") {
         (Transport::Udp, r)
     } else if let Some(r) = text.strip_prefix("tcp://") {
         (Transport::Tcp, r)
     } else {
-        return Err(format!(
-            "invalid syslog target {text:?}: want udp://host:port or tcp://host:port"
-        ));
+        return Err(TargetError::SyslogScheme(text.to_string()));
     };
-    let addr = resolve(rest).map_err(|e| format!("invalid syslog target {text:?}: {e}"))?;
+    let addr = resolve(rest).map_err(|cause| TargetError::SyslogAddress {
+        text: text.to_string(),
+        cause: Box::new(cause),
+    })?;
     Ok((transport, addr))
 }
 
@@ -67,9 +116,9 @@ mod tests {
             parse_syslog_target("tcp://127.0.0.1:6514").unwrap().0,
             Transport::Tcp
         );
-        assert!(parse_syslog_target("127.0.0.1:514")
-            .unwrap_err()
-            .contains("udp://host:port"));
+        let e = parse_syslog_target("127.0.0.1:514").unwrap_err();
+        assert_eq!(e, TargetError::SyslogScheme("127.0.0.1:514".into()));
+        assert!(e.to_string().contains("udp://host:port"), "{e}");
         assert!(parse_syslog_target("tcp://nohost").is_err());
     }
 }
