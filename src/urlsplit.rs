@@ -67,24 +67,29 @@ pub fn split(url: &str) -> Option<UrlParts<'_>> {
     })
 }
 
+/// `host[:port]` (IPv6 in brackets) as host without brackets and port text (`None` when absent; not
+/// checked).
+pub fn split_host_port(authority: &str) -> Result<(&str, Option<&str>), HostPortError> {
+    if let Some(rest) = authority.strip_prefix('[') {
+        let (host, after) = rest.split_once(']').ok_or(HostPortError::UnclosedBracket)?;
+        return match after {
+            "" => Ok((host, None)),
+            p => Ok((
+                host,
+                Some(p.strip_prefix(':').ok_or(HostPortError::JunkAfterBracket)?),
+            )),
+        };
+    }
+    Ok(match authority.rsplit_once(':') {
+        Some((h, p)) => (h, Some(p)),
+        None => (authority, None),
+    })
+}
+
 impl<'a> UrlParts<'a> {
     /// The authority as host (without brackets) and port text (`None` when absent; not checked).
     pub fn host_port(&self) -> Result<(&'a str, Option<&'a str>), HostPortError> {
-        let authority = self.authority;
-        if let Some(rest) = authority.strip_prefix('[') {
-            let (host, after) = rest.split_once(']').ok_or(HostPortError::UnclosedBracket)?;
-            return match after {
-                "" => Ok((host, None)),
-                p => Ok((
-                    host,
-                    Some(p.strip_prefix(':').ok_or(HostPortError::JunkAfterBracket)?),
-                )),
-            };
-        }
-        Ok(match authority.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (authority, None),
-        })
+        split_host_port(self.authority)
     }
 
     /// True when the host was written in brackets (an IPv6 literal).

@@ -78,10 +78,11 @@ impl ServerAddress {
     /// The host without port or brackets (for `NO_PROXY` matching).
     pub fn host(&self) -> &str {
         let a = self.authority.as_str();
-        if let Some(rest) = a.strip_prefix('[') {
-            return rest.split(']').next().unwrap_or(rest);
+        match crate::urlsplit::split_host_port(a) {
+            Ok((host, _)) => host,
+            // A malformed bracket (refused by the gate before any push starts): the text inside it.
+            Err(_) => a.trim_start_matches('[').split(']').next().unwrap_or(a),
         }
-        a.rsplit_once(':').map(|(h, _)| h).unwrap_or(a)
     }
 
     /// The address for humans (logs, errors): scheme, authority and path, never userinfo.
