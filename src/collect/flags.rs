@@ -182,6 +182,7 @@ pub fn parse_args(args: Vec<OsString>) -> Result<CollectArgs, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::goflag::Takes;
 
     fn os(args: &[&str]) -> Vec<OsString> {
         args.iter().map(OsString::from).collect()
@@ -301,5 +302,35 @@ mod tests {
                 f.default
             );
         }
+    }
+
+    /// docs/collect.md lists every flag as `-name DEFAULT` (or `-name VALUE` when there is no default):
+    /// a flag added, renamed or given a new default here fails until the page says so.
+    #[test]
+    fn the_collect_page_lists_every_flag_with_its_default() {
+        let page = include_str!("../../docs/collect.md");
+        let list = page
+            .split("`nl6 collect -help` lists them):\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\n\n").next())
+            .expect("docs/collect.md lists the flags");
+        let listed: Vec<&str> = list
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|code| code.starts_with('-'))
+            .collect();
+        for f in FLAGS.iter().filter(|f| f.name != "help") {
+            let want = match f.takes {
+                Takes::Value(v) if f.default.is_empty() => format!("-{} {v}", f.name),
+                Takes::Value(_) => format!("-{} {}", f.name, f.default),
+                _ => format!("-{}", f.name),
+            };
+            assert!(
+                listed.contains(&want.as_str()),
+                "docs/collect.md lacks `{want}`: {listed:?}"
+            );
+        }
+        assert_eq!(listed.len(), FLAGS.len() - 1, "{listed:?}");
     }
 }
