@@ -7,7 +7,8 @@
 //! are served on `/debug/pprof/` ([`api`]) and pushed to Pyroscope ([`push`]); [`http`] serves it all
 //! with a poll thread and a fixed worker pool. `nl6 collect` ([`collect`]) and `nl6 report` ([`report`])
 //! archive and compare profiles from a fleet; [`console`] is the web page; [`cli`] is the command line;
-//! [`timefmt`] turns time into text; [`goflag`] holds the Go `flag` habits the command lines share.
+//! [`timefmt`] turns time into text; [`goflag`] holds the Go `flag` habits the command lines share;
+//! [`fsutil`] writes files atomically; [`urlsplit`] is the one URL splitter.
 //!
 //! Threads with the gate closed: main (signals), the server's poll thread and 16 workers, the fleet's
 //! loops. The gate open adds the CPU collector while a profile runs and `nl6-push` while pushing.
@@ -17,6 +18,7 @@ pub mod api;
 pub mod cli;
 pub mod collect;
 pub mod console;
+pub mod fsutil;
 pub mod gate;
 pub mod goflag;
 pub mod http;
@@ -27,3 +29,4 @@ pub mod probe;
 pub mod push;
 pub mod report;
 pub mod timefmt;
+pub mod urlsplit;

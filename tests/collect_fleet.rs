@@ -5,6 +5,7 @@
 //! another branch). Everything stays on 127.0.0.1; every wait is bounded.
 
 mod collect_support;
+mod common;
 
 use std::collections::BTreeSet;
 use std::fs;

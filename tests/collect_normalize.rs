@@ -1,10 +1,11 @@
 //! `collect -baseline` over windows of different lengths: the new profile is normalised as
 //! `go tool pprof -normalize -diff_base` does, checked against go tool pprof itself on the same files.
+mod common;
+
 use nl6_profile::proto::{Function, Line, Location, Profile, Sample, ValueType};
 use prost::Message;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// A Go-shaped CPU profile over `seconds` with (function, sample count) leaf-only stacks under `main`.
 fn cpu(seconds: i64, samples: &[(&str, i64)]) -> Profile {
@@ -95,20 +96,14 @@ fn a_baseline_of_another_length_is_normalised_as_go_tool_pprof_does() {
         "{note}"
     );
     let ours = nl6::report::default_diff_table(&base, &scaled).unwrap();
-    let out = Command::new("go")
-        .args(["tool", "pprof", "-top", "-normalize", "-diff_base"])
-        .arg(&bp)
-        .arg(&np)
-        .env("HOME", &dir)
-        .env("PPROF_TMPDIR", &dir)
-        .output()
-        .expect("go tool pprof runs");
-    let theirs = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let top: &[&std::ffi::OsStr] = &[
+        "-top".as_ref(),
+        "-normalize".as_ref(),
+        "-diff_base".as_ref(),
+        bp.as_os_str(),
+        np.as_os_str(),
+    ];
+    let theirs = common::go_pprof_ok(top, &dir);
     assert_eq!(
         rows(&ours),
         rows(&theirs),

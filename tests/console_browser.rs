@@ -16,7 +16,6 @@ use console_support::{Browser, TempDir};
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -32,22 +31,7 @@ fn screenshot_dir() -> PathBuf {
 }
 
 fn go_pprof_top(file: &Path, work: &Path) -> String {
-    let out = Command::new("go")
-        .args(["tool", "pprof", "-top"])
-        .arg(file)
-        .env("HOME", work)
-        .env("PPROF_TMPDIR", work)
-        .env_remove("http_proxy")
-        .env_remove("HTTP_PROXY")
-        .output()
-        .expect("`go` must be installed (scripts/setup.sh installs golang-go)");
-    assert!(
-        out.status.success(),
-        "go tool pprof -top {} failed: {}",
-        file.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    common::go_pprof_ok(&[Path::new("-top"), file], work)
 }
 
 /// A thread that keeps nl6 busy with requests (bounded to 30 s) until stopped.

@@ -128,3 +128,30 @@ fn running_out_of_descriptors_at_boot_names_the_limit_and_the_need() {
     );
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
+
+/// `nl6 report -svg -d.svg` writes `-d.svg`, as Go's flag package and `nl6 -profiling-pyroscope-tenant
+/// -x` take a dash-led value; report's own rewriter used to turn it into `--d.svg`.
+#[test]
+fn report_takes_a_dash_led_value_as_typed() {
+    let n = boot().args(&["-devices", "0"]).start();
+    n.open_pull_only();
+    let (status, _, profile) = n.http("GET", "/debug/pprof/heap", b"");
+    assert_eq!(status, 200);
+    let dir = std::env::temp_dir().join(format!("nl6-flags-report-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("heap.pb.gz"), &profile).unwrap();
+    let out = std::process::Command::new(common::BIN)
+        .args(["report", "-svg", "-d.svg", "heap.pb.gz"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dir.join("-d.svg").is_file(), "no -d.svg");
+    assert!(!dir.join("--d.svg").exists(), "the value was rewritten");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

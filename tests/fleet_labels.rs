@@ -1,8 +1,9 @@
 //! The long-lived loops' birth labels read back from the thread-stack profile: each loop thread is found
 //! by name, its stack is inside its loop function, and it carries its subsystem label.
+mod common;
 mod fleet_common;
 
-use fleet_common::wait_for;
+use common::wait_for;
 use nl6::lab::syslog::Transport;
 use nl6::lab::{Fleet, FleetConfig};
 use nl6_profile::labels::Subsystem;

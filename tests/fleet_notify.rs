@@ -1,8 +1,10 @@
 //! Traps and INFORMs received by Debian's snmptrapd (which acknowledges INFORMs), plus INFORM retries
 //! against a target that never answers.
+mod common;
 mod fleet_common;
 
-use fleet_common::{free_udp_port, wait_for, Guard};
+use common::wait_for;
+use fleet_common::{free_udp_port, Guard};
 use nl6::lab::{Fleet, FleetConfig};
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, UdpSocket};

@@ -1,8 +1,10 @@
 //! The SNMP agent against Debian's net-snmp tools (snmpget, snmpwalk, snmpbulkwalk), malformed packets,
 //! bind failures and the devices API, with a fleet started in-process on ephemeral ports.
+mod common;
 mod fleet_common;
 
-use fleet_common::{run, wait_for};
+use common::wait_for;
+use fleet_common::run;
 use nl6::http::Request;
 use nl6::lab::{api, Fleet, FleetConfig};
 use std::net::UdpSocket;

@@ -1,8 +1,9 @@
 //! Syslog export read by our own receivers: RFC 5424 over UDP, RFC 6587 octet counting over TCP, a TCP
 //! receiver restart mid-stream with nothing lost, and the queue bound with counted drops.
+mod common;
 mod fleet_common;
 
-use fleet_common::wait_for;
+use common::wait_for;
 use nl6::http::Request;
 use nl6::lab::syslog::{parse_octet_counted, Transport};
 use nl6::lab::{api, Fleet, FleetConfig};

@@ -226,11 +226,14 @@ fn drive(tag: &'static str, auth_args: Vec<String>) -> (usize, usize) {
         .status()
         .unwrap();
     assert!(ok.success());
-    let deadline = Instant::now() + Duration::from_secs(25);
-    while n.child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "{tag}: no exit after SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert!(
+        common::wait_until(Duration::from_secs(25), || n
+            .child
+            .try_wait()
+            .unwrap()
+            .is_some()),
+        "{tag}: no exit after SIGTERM"
+    );
     let stderr = std::fs::read(&n.err).unwrap();
     let stdout = std::fs::read(&n.out).unwrap();
     assert!(

@@ -8,6 +8,7 @@
 //! processes started here are killed.
 
 mod collect_support;
+mod common;
 mod hostile_support;
 
 use std::fs;

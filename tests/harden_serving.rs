@@ -167,18 +167,10 @@ fn accepting_resumes_as_soon_as_descriptors_free_up() {
         let t = Instant::now();
         drop(conns);
         // The server notices the closed sockets, then accepts the next client.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let (status, _) = probe(n.addr);
-            if status == 200 {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "round {round}: no 200 within 10 s of freeing descriptors"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        assert!(
+            common::wait_until(Duration::from_secs(10), || probe(n.addr).0 == 200),
+            "round {round}: no 200 within 10 s of freeing descriptors"
+        );
         recoveries.push(t.elapsed());
     }
     // ACCEPT_PAUSE is 100 ms; the server also has to notice 150 closed sockets first.

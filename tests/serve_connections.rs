@@ -45,15 +45,12 @@ fn a_thousand_idle_and_slow_connections_with_bounded_threads() {
         }
         conns.push(s);
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while open_fds(pid) < baseline_fds + 1000 {
-        assert!(
-            Instant::now() < deadline,
-            "server holds only {} fds",
-            open_fds(pid)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert!(
+        common::wait_until(Duration::from_secs(10), || open_fds(pid)
+            >= baseline_fds + 1000),
+        "server holds only {} fds",
+        open_fds(pid)
+    );
     for _ in 0..5 {
         let (status, took) = timed_get(&n);
         assert_eq!(status, 200);

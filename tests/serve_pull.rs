@@ -4,7 +4,6 @@
 mod common;
 
 use common::{boot, header};
-use std::process::Command;
 
 const GATED: &[&str] = &[
     "/debug/pprof/",
@@ -155,14 +154,7 @@ fn symbol_header_and_empty_contention_texts() {
 fn go_tool_pprof_prints_the_503_message() {
     let n = boot().start();
     let url = format!("http://{}/debug/pprof/heap", n.addr);
-    let out = Command::new("go")
-        .args(["tool", "pprof", "-top", &url])
-        .env("HOME", std::env::temp_dir())
-        .env("PPROF_TMPDIR", std::env::temp_dir())
-        .env_remove("http_proxy")
-        .env_remove("HTTP_PROXY")
-        .output()
-        .expect("go tool pprof (Go must be installed)");
+    let out = common::go_pprof(&["-top", &url], &std::env::temp_dir());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(

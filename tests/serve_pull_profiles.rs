@@ -5,19 +5,11 @@
 mod common;
 
 use common::{boot, header};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 fn pprof_top(url: &str) -> Output {
-    let tmp = std::env::temp_dir();
-    Command::new("go")
-        .args(["tool", "pprof", "-top", url])
-        .env("HOME", &tmp)
-        .env("PPROF_TMPDIR", &tmp)
-        .env_remove("http_proxy")
-        .env_remove("HTTP_PROXY")
-        .output()
-        .expect("go tool pprof")
+    common::go_pprof(&["-top", url], &std::env::temp_dir())
 }
 
 fn assert_profile(r: &common::Reply, filename: &str) {

@@ -12,10 +12,10 @@
 #![forbid(unsafe_code)]
 
 use crate::gate::control::{Gate, GateView, PendingPost, PostError, BUSY_MESSAGE};
-use crate::gate::duration::parse_go_duration;
-use crate::gate::rfc3339;
 use crate::gate::state::{AddressField, PostRequest};
 use crate::http::{Deferred, Request, Response, Waker};
+use crate::timefmt::parse_positive_go_duration as parse_go_duration;
+use crate::timefmt::rfc3339_millis as rfc3339;
 use serde::Serialize;
 use serde_json::Value;
 

@@ -1,10 +1,10 @@
-//! The `nl6` command line: the flag table ([`FLAGS`], from which `--help` is generated), parsing in two
+//! The `nl6` command line: the flag tables ([`FLAGS`] and the lab's, from which `--help` is generated), parsing in two
 //! phases (argv → validated [`Args`] without I/O in [`parse`]; [`Args`] → [`config::Config`], which reads
 //! the credentials file), the [`Mode`] enum that subcommands are variants of, and [`main`].
 //!
-//! Go-style single-dash long flags (`-profiling-pyroscope URL`, as the seed writes them) are rewritten to
-//! the double-dash form before lexopt sees them (lexopt would read `-port` as the short flags p, o, r, t).
-//! Every refusal is one line on stderr starting `nl6: ` and exit status 2.
+//! The flags are [`crate::goflag::Flag`] rows read by the one loop [`crate::goflag::parse`], which takes
+//! Go-style `-profiling-pyroscope URL` and `--profiling-pyroscope=URL` alike. Every refusal is one line
+//! on stderr starting `nl6: ` and exit status 2.
 #![deny(unsafe_code)]
 
 pub mod config;
@@ -12,67 +12,114 @@ mod run;
 pub mod signals;
 
 use crate::gate::address;
-use crate::gate::duration::parse_go_duration;
+use crate::goflag::{Bound, Flag, FlagError, Positional};
+use crate::timefmt::parse_positive_go_duration as parse_go_duration;
 use std::ffi::OsString;
 use std::time::Duration;
 
-/// One flag: its long name (used with one or two dashes), the name of its value (None: a switch), its
-/// default as shown by `--help`, and its documentation.
-#[derive(Debug)]
-pub struct FlagSpec {
-    pub name: &'static str,
-    pub value: Option<&'static str>,
-    pub default: Option<&'static str>,
-    pub doc: &'static str,
+/// Serve mode's own settings as its flags fill them, before the cross-flag checks of [`parse`].
+#[derive(Default)]
+pub struct ServeFlags {
+    port: Option<u16>,
+    listen: Option<String>,
+    pyroscope: Option<String>,
+    basic_auth: Option<(String, String)>,
+    basic_auth_file: Option<std::path::PathBuf>,
+    tenant: Option<String>,
+    heap_rate: Option<usize>,
+    upload_interval: Option<Duration>,
 }
 
-/// Every flag of `nl6` (serve mode). `--help` is generated from this table.
-pub const FLAGS: &[FlagSpec] = &[
-    FlagSpec { name: "port", value: Some("PORT"), default: Some("8080"), doc: "Listen on all interfaces at PORT." },
-    FlagSpec {
-        name: "listen",
-        value: Some("ADDR"),
-        default: None,
-        doc: "Listen on ADDR (e.g. 127.0.0.1:8080, or :8080 for all interfaces) instead of -port; port 0 picks a free port.",
-    },
-    FlagSpec {
-        name: "profiling-pyroscope",
-        value: Some("URL"),
-        default: None,
-        doc: "Open the profiling gate at start and push to this Pyroscope (http:// or https://, no user:pass@, no query).",
-    },
-    FlagSpec {
-        name: "profiling-pyroscope-basic-auth",
-        value: Some("USER:PASS"),
-        default: None,
-        doc: "Basic auth for -profiling-pyroscope's address only. Visible in the process arguments: prefer the file form.",
-    },
-    FlagSpec {
-        name: "profiling-pyroscope-basic-auth-file",
-        value: Some("PATH"),
-        default: None,
-        doc: "Read basic auth (one line USER:PASS) from PATH once at startup, keeping the secret out of argv.",
-    },
-    FlagSpec {
-        name: "profiling-pyroscope-tenant",
-        value: Some("ID"),
-        default: None,
-        doc: "X-Scope-OrgID sent to -profiling-pyroscope's address only.",
-    },
-    FlagSpec {
-        name: "profiling-heap-rate",
-        value: Some("BYTES"),
-        default: Some("524288"),
-        doc: "Heap sampling rate: one sample per BYTES allocated on average (0 turns heap sampling off).",
-    },
-    FlagSpec {
-        name: "profiling-upload-interval",
-        value: Some("DURATION"),
-        default: Some("15s"),
-        doc: "How often the push uploads (Go duration syntax, at least 1s).",
-    },
-    FlagSpec { name: "help", value: None, default: None, doc: "Print this help and exit (also -h)." },
-    FlagSpec { name: "version", value: None, default: None, doc: "Print the version and git commit and exit." },
+/// The default of `-profiling-upload-interval`.
+const UPLOAD_INTERVAL: Duration = Duration::from_secs(15);
+
+/// Every flag of `nl6` (serve mode) but the lab fleet's ([`crate::lab::FLAGS`], parsed alongside).
+/// `--help` is generated from these tables and the README's flag table is tested against them.
+pub const FLAGS: &[Flag<ServeFlags>] = &[
+    Flag::value("port", "PORT", "8080", "Listen on all interfaces at PORT.", |s, v| {
+        s.port = Some(v.parse().map_err(|_| format!("{v:?} is not a port number (0-65535)"))?);
+        Ok(())
+    }),
+    Flag::value(
+        "listen",
+        "ADDR",
+        "",
+        "Listen on ADDR (e.g. 127.0.0.1:8080, or :8080 for all interfaces) instead of -port; port 0 picks a free port.",
+        |s, v| {
+            s.listen = Some(check_listen(v)?);
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "profiling-pyroscope",
+        "URL",
+        "",
+        "Open the profiling gate at start and push to this Pyroscope (http:// or https://, no user:pass@, no query).",
+        |s, v| {
+            address::validate(v).map_err(|e| e.to_string())?;
+            s.pyroscope = Some(v.to_string());
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "profiling-pyroscope-basic-auth",
+        "USER:PASS",
+        "",
+        "Basic auth for -profiling-pyroscope's address only. Visible in the process arguments: prefer the file form.",
+        |s, v| {
+            s.basic_auth = Some(split_basic_auth(v)?);
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "profiling-pyroscope-basic-auth-file",
+        "PATH",
+        "",
+        "Read basic auth (one line USER:PASS) from PATH once at startup, keeping the secret out of argv.",
+        |s, v| {
+            s.basic_auth_file = Some(v.into());
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "profiling-pyroscope-tenant",
+        "ID",
+        "",
+        "X-Scope-OrgID sent to -profiling-pyroscope's address only.",
+        |s, v| {
+            if v.trim().is_empty() {
+                return Err("empty tenant ID".into());
+            }
+            s.tenant = Some(v.to_string());
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "profiling-heap-rate",
+        "BYTES",
+        "524288",
+        "Heap sampling rate: one sample per BYTES allocated on average (0 turns heap sampling off).",
+        |s, v| {
+            s.heap_rate = Some(v.parse().map_err(|_| format!("{v:?} is not a byte count"))?);
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "profiling-upload-interval",
+        "DURATION",
+        "15s",
+        "How often the push uploads (Go duration syntax, at least 1s).",
+        |s, v| {
+            let d = parse_go_duration(v).map_err(|e| e.to_string())?;
+            if d < Duration::from_secs(1) {
+                return Err(format!("{v} must be at least 1s"));
+            }
+            s.upload_interval = Some(d);
+            Ok(())
+        },
+    ),
+    Flag::stop("help", "Print this help and exit (also -h)."),
+    Flag::stop("version", "Print the version and git commit and exit."),
 ];
 
 /// What the command line asks for.
@@ -149,36 +196,9 @@ pub fn help_text() -> String {
          nl6 report [args]      reports over a collection archive (nl6 report -h)\n\n\
          Flags (one or two dashes: -port 8080 and --port=8080 are the same):\n",
     );
-    let column = |f: &FlagSpec| match f.value {
-        Some(v) => format!("-{} {v}", f.name),
-        None => format!("-{}", f.name),
-    };
-    let width = FLAGS.iter().map(|f| column(f).len()).max().unwrap_or(0);
-    for f in FLAGS {
-        out.push_str(&format!("  {:width$}  {}", column(f), f.doc));
-        if let Some(d) = f.default {
-            out.push_str(&format!(" (default {d})"));
-        }
-        out.push('\n');
-    }
-    // The lab fleet's flags live beside the fleet (crate::lab::FLAGS); listed here the same way.
+    out.push_str(&crate::goflag::help_rows(FLAGS));
     out.push_str("\nLab fleet flags (simulated devices):\n");
-    let lab_column = |f: &crate::lab::config::FlagDoc| match f.value {
-        "BOOL" => format!("-{}[=BOOL]", f.name),
-        v => format!("-{} {v}", f.name),
-    };
-    let lab_width = crate::lab::FLAGS
-        .iter()
-        .map(|f| lab_column(f).len())
-        .max()
-        .unwrap_or(0);
-    for f in crate::lab::FLAGS {
-        out.push_str(&format!("  {:lab_width$}  {}", lab_column(f), f.doc));
-        if !f.default.is_empty() {
-            out.push_str(&format!(" (default {})", f.default));
-        }
-        out.push('\n');
-    }
+    out.push_str(&crate::goflag::help_rows(crate::lab::FLAGS));
     out.push_str(
         "\nThe profiling gate is closed unless -profiling-pyroscope is given; open it at runtime with\n  \
          curl -X POST localhost:8080/api/v1/profiling -d '{\"enabled\":true,\"server_address\":\"\"}'\n\
@@ -187,88 +207,15 @@ pub fn help_text() -> String {
     out
 }
 
-/// Rewrites Go-style `-long-flag` to `--long-flag`, skipping the values of flags that take one (so a
-/// value starting with `-` is left alone). Short `-h` and anything after `--` are untouched.
-pub fn rewrite_go_style(args: Vec<OsString>) -> Vec<OsString> {
-    let mut out = Vec::with_capacity(args.len());
-    let mut iter = args.into_iter();
-    while let Some(arg) = iter.next() {
-        let Some(s) = arg.to_str() else {
-            out.push(arg);
-            continue;
-        };
-        if s == "--" {
-            out.push(arg);
-            out.extend(iter.by_ref());
-            break;
-        }
-        let body = s.strip_prefix("--").or_else(|| {
-            s.strip_prefix('-')
-                .filter(|b| b.len() > 1 && !b.starts_with('-'))
-        });
-        let Some(body) = body else {
-            out.push(arg);
-            continue;
-        };
-        let (name, has_inline_value) = match body.split_once('=') {
-            Some((n, _)) => (n, true),
-            None => (body, false),
-        };
-        if is_bool_flag(name) && !has_inline_value {
-            // Go's bare `-trap-inform` means true. nl6 takes no positional argument, so a following
-            // ParseBool literal (`-trap-inform false`) cannot be anything but this flag's value.
-            let value = match iter.as_slice().first().and_then(|v| v.to_str()) {
-                Some(v) if crate::goflag::is_bool_literal(v) => {
-                    let v = v.to_string();
-                    iter.next();
-                    v
-                }
-                _ => "true".to_string(),
-            };
-            out.push(OsString::from(format!("--{name}={value}")));
-            continue;
-        }
-        out.push(OsString::from(format!("--{body}")));
-        let takes_value = FLAGS.iter().any(|f| f.name == name && f.value.is_some())
-            || crate::lab::FLAGS.iter().any(|f| f.name == name);
-        if takes_value && !has_inline_value {
-            if let Some(v) = iter.next() {
-                out.push(v);
-            }
-        }
-    }
-    out
-}
-
-/// A boolean flag (Go's `flag.Bool`): bare means true, `=VALUE` is read by [`crate::goflag::parse_bool`].
-fn is_bool_flag(name: &str) -> bool {
-    crate::lab::FLAGS
-        .iter()
-        .any(|f| f.name == name && f.value == "BOOL")
-}
-
 /// The subcommands, for "did you mean" on a near miss.
 const SUBCOMMANDS: &[&str] = &["collect", "report"];
 
-/// The refusal for an unknown flag, echoed as typed (`-bogus`), naming the closest real flag if any.
-fn unknown_flag(argv: &[OsString], name: &str) -> CliError {
-    let known = FLAGS
-        .iter()
-        .map(|f| f.name)
-        .chain(crate::lab::FLAGS.iter().map(|f| f.name));
-    CliError(format!(
-        "{} (see nl6 -h)",
-        crate::goflag::unknown_flag(argv, name, known)
-    ))
-}
-
 /// The refusal for a stray word: a mistyped subcommand gets "did you mean".
-fn unexpected_word(word: &str) -> CliError {
-    match crate::goflag::nearest(word, SUBCOMMANDS.iter().copied()) {
-        Some(cmd) => CliError(format!(
-            "unknown command {word:?}: did you mean {cmd}? (see nl6 -h)"
-        )),
-        None => CliError(format!("unexpected argument {word:?} (see nl6 -h)")),
+fn unexpected_word(word: &str) -> String {
+    let command_like = !word.starts_with('-');
+    match crate::goflag::nearest(word, SUBCOMMANDS.iter().copied()).filter(|_| command_like) {
+        Some(cmd) => format!("unknown command {word:?}: did you mean {cmd}? (see nl6 -h)"),
+        None => format!("unexpected argument {word:?} (see nl6 -h)"),
     }
 }
 
@@ -279,95 +226,53 @@ pub fn parse(argv: Vec<OsString>) -> Result<Mode, CliError> {
         Some("report") => return Ok(Mode::Report(argv[1..].to_vec())),
         _ => {}
     }
-    use lexopt::prelude::*;
-    let typed = argv.clone();
-    let mut parser = lexopt::Parser::from_args(rewrite_go_style(argv));
-    let mut port: u16 = 8080;
-    let mut listen = None;
-    let mut pyroscope = None;
-    let mut basic_auth = None;
-    let mut basic_auth_file = None;
-    let mut tenant = None;
-    let mut heap_rate = None;
-    let mut upload_interval = Duration::from_secs(15);
+    let mut flags = ServeFlags::default();
     let mut fleet = crate::lab::FleetConfig::default();
-    let err = |e: lexopt::Error| CliError(e.to_string());
-    while let Some(arg) = parser.next().map_err(err)? {
-        match arg {
-            Short('h') | Long("help") => return Ok(Mode::Help),
-            Long("version") => return Ok(Mode::Version),
-            Long("port") => {
-                let v = take_value(&mut parser, "port")?;
-                port = v
-                    .parse()
-                    .map_err(|_| CliError(format!("-port {v:?}: not a port number (0-65535)")))?;
-            }
-            Long("listen") => {
-                let v = take_value(&mut parser, "listen")?;
-                listen = Some(check_listen(&v)?);
-            }
-            Long("profiling-pyroscope") => {
-                let v = take_value(&mut parser, "profiling-pyroscope")?;
-                address::validate(&v)
-                    .map_err(|e| CliError(format!("-profiling-pyroscope: {e}")))?;
-                pyroscope = Some(v);
-            }
-            Long("profiling-pyroscope-basic-auth") => {
-                let v = take_value(&mut parser, "profiling-pyroscope-basic-auth")?;
-                basic_auth = Some(
-                    split_basic_auth(&v)
-                        .map_err(|e| CliError(format!("-profiling-pyroscope-basic-auth: {e}")))?,
-                );
-            }
-            Long("profiling-pyroscope-basic-auth-file") => {
-                basic_auth_file = Some(std::path::PathBuf::from(take_value(
-                    &mut parser,
-                    "profiling-pyroscope-basic-auth-file",
-                )?));
-            }
-            Long("profiling-pyroscope-tenant") => {
-                let v = take_value(&mut parser, "profiling-pyroscope-tenant")?;
-                if v.trim().is_empty() {
-                    return refuse("-profiling-pyroscope-tenant: empty tenant ID");
-                }
-                tenant = Some(v);
-            }
-            Long("profiling-heap-rate") => {
-                let v = take_value(&mut parser, "profiling-heap-rate")?;
-                heap_rate = Some(v.parse::<usize>().map_err(|_| {
-                    CliError(format!("-profiling-heap-rate {v:?}: not a byte count"))
-                })?);
-            }
-            Long("profiling-upload-interval") => {
-                let v = take_value(&mut parser, "profiling-upload-interval")?;
-                let d = parse_go_duration(&v)
-                    .map_err(|e| CliError(format!("-profiling-upload-interval: {e}")))?;
-                if d < Duration::from_secs(1) {
-                    return refuse(format!(
-                        "-profiling-upload-interval {v}: must be at least 1s"
-                    ));
-                }
-                upload_interval = d;
-            }
-            Long(name) if crate::lab::FLAGS.iter().any(|f| f.name == name) => {
-                let name = name.to_string();
-                let v = take_value(&mut parser, &name)?;
-                // FleetConfig::set's errors already start with the flag's name.
-                fleet.set(&name, &v).map_err(CliError)?;
-            }
-            Value(v) => return Err(unexpected_word(&v.to_string_lossy())),
-            Long(name) => return Err(unknown_flag(&typed, name)),
-            other => return refuse(format!("{} (see nl6 -h)", other.unexpected())),
-        }
+    let parsed = crate::goflag::parse(
+        &argv,
+        &mut [
+            &mut Bound(FLAGS, &mut flags),
+            &mut Bound(crate::lab::FLAGS, &mut fleet),
+        ],
+        Positional::Refuse(&unexpected_word),
+    )
+    .map_err(|e| match e {
+        FlagError::Unknown(m) => CliError(format!("{m} (see nl6 -h)")),
+        e => CliError(e.to_string()),
+    })?;
+    match parsed.stopped_at {
+        Some("help") => return Ok(Mode::Help),
+        Some(_) => return Ok(Mode::Version),
+        None => {}
     }
-    if pyroscope.is_none() {
+    check_credentials_need_the_address(&flags)?;
+    let port = flags.port.unwrap_or(8080);
+    Ok(Mode::Serve(Box::new(Args {
+        listen: flags.listen.unwrap_or_else(|| format!("0.0.0.0:{port}")),
+        pyroscope: flags.pyroscope,
+        basic_auth: flags.basic_auth,
+        basic_auth_file: flags.basic_auth_file,
+        tenant: flags.tenant,
+        heap_rate: flags.heap_rate,
+        upload_interval: flags.upload_interval.unwrap_or(UPLOAD_INTERVAL),
+        fleet,
+    })))
+}
+
+/// Credentials and the tenant are bound to `-profiling-pyroscope`'s address, so they need it; the two
+/// forms of basic auth are exclusive.
+fn check_credentials_need_the_address(flags: &ServeFlags) -> Result<(), CliError> {
+    if flags.pyroscope.is_none() {
         for (set, flag) in [
-            (basic_auth.is_some(), "-profiling-pyroscope-basic-auth"),
             (
-                basic_auth_file.is_some(),
+                flags.basic_auth.is_some(),
+                "-profiling-pyroscope-basic-auth",
+            ),
+            (
+                flags.basic_auth_file.is_some(),
                 "-profiling-pyroscope-basic-auth-file",
             ),
-            (tenant.is_some(), "-profiling-pyroscope-tenant"),
+            (flags.tenant.is_some(), "-profiling-pyroscope-tenant"),
         ] {
             if set {
                 return refuse(format!(
@@ -376,28 +281,10 @@ pub fn parse(argv: Vec<OsString>) -> Result<Mode, CliError> {
             }
         }
     }
-    if basic_auth.is_some() && basic_auth_file.is_some() {
+    if flags.basic_auth.is_some() && flags.basic_auth_file.is_some() {
         return refuse("-profiling-pyroscope-basic-auth and -profiling-pyroscope-basic-auth-file are exclusive: give one");
     }
-    let listen = listen.unwrap_or_else(|| format!("0.0.0.0:{port}"));
-    Ok(Mode::Serve(Box::new(Args {
-        listen,
-        pyroscope,
-        basic_auth,
-        basic_auth_file,
-        tenant,
-        heap_rate,
-        upload_interval,
-        fleet,
-    })))
-}
-
-fn take_value(parser: &mut lexopt::Parser, flag: &str) -> Result<String, CliError> {
-    let v = parser
-        .value()
-        .map_err(|_| CliError(format!("-{flag} needs a value")))?;
-    v.into_string()
-        .map_err(|_| CliError(format!("-{flag}: value is not valid UTF-8")))
+    Ok(())
 }
 
 /// `user:pass` with both parts non-empty (the password may contain `:`).
@@ -410,15 +297,15 @@ pub fn split_basic_auth(v: &str) -> Result<(String, String), String> {
 
 /// `-listen`'s value as the address to bind. As in Go, an empty host (`:8080`) means every interface,
 /// which here is `0.0.0.0` (what `-port` binds).
-fn check_listen(v: &str) -> Result<String, CliError> {
+fn check_listen(v: &str) -> Result<String, String> {
     if v.parse::<std::net::SocketAddr>().is_ok() {
         return Ok(v.to_string());
     }
     match v.rsplit_once(':') {
         Some(("", port)) if port.parse::<u16>().is_ok() => Ok(format!("0.0.0.0:{port}")),
         Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(v.to_string()),
-        _ => refuse(format!(
-            "-listen {v:?}: expected HOST:PORT such as 127.0.0.1:8080 (or :8080 for every interface)"
+        _ => Err(format!(
+            "{v:?} is not HOST:PORT such as 127.0.0.1:8080 (or :8080 for every interface)"
         )),
     }
 }

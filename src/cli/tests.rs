@@ -48,11 +48,15 @@ fn every_flag_is_unique_parsed_in_both_styles_and_documented() {
             f.name
         );
         assert!(!f.doc.is_empty() && f.doc.ends_with('.'), "{}", f.name);
-        if let Some(d) = f.default {
-            assert!(help.contains(&format!("(default {d})")), "{}", f.name);
+        if !f.default.is_empty() {
+            assert!(
+                help.contains(&format!("(default {})", f.default)),
+                "{}",
+                f.name
+            );
         }
-        match f.value {
-            Some(_) => {
+        match f.takes {
+            crate::goflag::Takes::Value(_) => {
                 let v = sample(f.name).unwrap_or_else(|| panic!("no sample value for -{}", f.name));
                 let mut base = vec![format!("-{}", f.name), v.to_string()];
                 if f.name != "profiling-pyroscope" {
@@ -68,7 +72,8 @@ fn every_flag_is_unique_parsed_in_both_styles_and_documented() {
                 b_args.extend(&single[2..]);
                 assert_eq!(serve(&b_args), a, "{}", f.name);
             }
-            None => {
+            crate::goflag::Takes::Bool => panic!("serve mode has no boolean flag of its own"),
+            crate::goflag::Takes::Stop => {
                 let want = if f.name == "help" {
                     Mode::Help
                 } else {
@@ -124,9 +129,11 @@ fn values_starting_with_a_dash_are_not_rewritten() {
     ]);
     assert_eq!(a.tenant.as_deref(), Some("-x-tenant"));
     assert_eq!(
-        rewrite_go_style(os(&["-port", "1", "-h", "--", "-port"])),
-        os(&["--port", "1", "-h", "--", "-port"])
+        parse(os(&["-port", "1", "-h", "--", "-port"])).unwrap(),
+        Mode::Help
     );
+    let m = refused(&["-port", "1", "--", "-port"]);
+    assert!(m.contains("unexpected argument \"-port\""), "{m}");
 }
 
 #[test]
@@ -215,11 +222,11 @@ fn every_refusal_names_its_cause() {
             &["-profiling-pyroscope", "http://p/#x"],
             "query or a fragment",
         ),
-        (&["-port", "99999"], "-port \"99999\": not a port number"),
-        (&["-listen", "nope"], "-listen \"nope\": expected HOST:PORT"),
+        (&["-port", "99999"], "-port: \"99999\" is not a port number"),
+        (&["-listen", "nope"], "-listen: \"nope\" is not HOST:PORT"),
         (
             &["-profiling-heap-rate", "-1"],
-            "-profiling-heap-rate \"-1\": not a byte count",
+            "-profiling-heap-rate: \"-1\" is not a byte count",
         ),
         (
             &["-profiling-upload-interval", "500ms"],
@@ -229,7 +236,7 @@ fn every_refusal_names_its_cause() {
             &["-profiling-upload-interval", "soon"],
             "-profiling-upload-interval: invalid duration",
         ),
-        (&["-port"], "-port needs a value"),
+        (&["-port"], "flag needs an argument: -port"),
         (
             &["-bogus"],
             "flag provided but not defined: -bogus (see nl6 -h)",
@@ -255,7 +262,7 @@ fn every_refusal_names_its_cause() {
             &["-trap-inform=yes"],
             "-trap-inform: invalid boolean \"yes\"",
         ),
-        (&["-listen", ":x"], "-listen \":x\": expected HOST:PORT"),
+        (&["-listen", ":x"], "-listen: \":x\" is not HOST:PORT"),
     ];
     for (args, want) in rows {
         let m = refused(args);
@@ -396,11 +403,7 @@ fn lab_fleet_flags_parse_in_both_forms_and_are_documented() {
     assert_eq!(a.fleet, expected);
     let help = help_text();
     for f in crate::lab::FLAGS {
-        let column = match f.value {
-            "BOOL" => format!("-{}[=BOOL]", f.name),
-            v => format!("-{} {v}", f.name),
-        };
-        assert!(help.contains(&column), "{} missing from --help", f.name);
+        assert!(help.contains(&f.usage()), "{} missing from --help", f.name);
         assert!(
             !FLAGS.iter().any(|g| g.name == f.name),
             "{} defined twice",
@@ -447,4 +450,72 @@ fn listen_with_an_empty_host_means_every_interface() {
     assert_eq!(serve(&["-listen", ":8080"]).listen, "0.0.0.0:8080");
     assert_eq!(serve(&["--listen=:0"]).listen, "0.0.0.0:0");
     assert_eq!(serve(&["-listen", "[::1]:80"]).listen, "[::1]:80");
+}
+
+/// The README's flag table, as (flag names, default text) per row: the names are the backticked words
+/// starting with `-` in the first cell, the defaults the second cell split at ` / ` (one per name).
+fn readme_flag_rows() -> Vec<(Vec<String>, Vec<String>)> {
+    let readme = include_str!("../../README.md");
+    let table = readme
+        .split("| flag | default | meaning |\n|---|---|---|\n")
+        .nth(1)
+        .expect("README has the serve flag table");
+    let mut rows = Vec::new();
+    for line in table.lines().take_while(|l| l.starts_with('|')) {
+        let line = line.replace("\\|", "/");
+        let cells: Vec<&str> = line.split('|').skip(1).map(str::trim).collect();
+        let names: Vec<String> = cells[0]
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter_map(|code| code.strip_prefix('-'))
+            .map(|code| {
+                let name = code.trim_start_matches('-');
+                let end = name.find([' ', '[']).unwrap_or(name.len());
+                name[..end].to_string()
+            })
+            .collect();
+        let defaults = cells[1]
+            .split(" / ")
+            .map(|d| d.trim().to_string())
+            .collect();
+        rows.push((names, defaults));
+    }
+    rows
+}
+
+#[test]
+fn the_readme_flag_table_matches_the_definitions() {
+    let mut documented = std::collections::BTreeMap::new();
+    for (names, defaults) in readme_flag_rows() {
+        for (i, name) in names.iter().enumerate() {
+            let name = if name == "h" { "help" } else { name.as_str() };
+            let default = defaults.get(i).cloned().unwrap_or_default();
+            assert!(
+                documented.insert(name.to_string(), default).is_none(),
+                "-{name} twice in README"
+            );
+        }
+    }
+    let defined: Vec<(&str, &str)> = FLAGS
+        .iter()
+        .map(|f| (f.name, f.default))
+        .chain(crate::lab::FLAGS.iter().map(|f| (f.name, f.default)))
+        .collect();
+    for (name, default) in &defined {
+        let readme = documented
+            .get(*name)
+            .unwrap_or_else(|| panic!("-{name} is defined but not in README's flag table"));
+        let readme = match readme.as_str() {
+            "—" | "off" => "",
+            d => d,
+        };
+        assert_eq!(readme, *default, "README's default of -{name}");
+    }
+    for name in documented.keys() {
+        assert!(
+            defined.iter().any(|(n, _)| n == name),
+            "README documents -{name}, which no table defines"
+        );
+    }
 }

@@ -56,10 +56,20 @@ impl Stamp {
 
     /// RFC 3339 (`2026-11-29T23:15:00Z`), for meta.json and logs.
     pub fn rfc3339(self) -> String {
-        format!(
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
-            self.year, self.month, self.day, self.hour, self.minute, self.second
-        )
+        let mut out = String::new();
+        let _ = crate::timefmt::Timestamp {
+            year: self.year,
+            month: self.month,
+            day: self.day,
+            hour: self.hour,
+            minute: self.minute,
+            second: self.second,
+            fraction: 0,
+            frac_digits: 0,
+            offset_minutes: 0,
+        }
+        .write_to(&mut out);
+        out
     }
 
     /// Reads the four dated components back; `None` unless they are exactly `yyyy`, `mm`, `dd`,

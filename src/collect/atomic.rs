@@ -1,49 +1,16 @@
-//! Atomic writes: every file is written under a hidden temporary name in its final directory, synced and
-//! renamed into place, so a reader sees the old file or the whole new one; a snapshot directory is
-//! assembled under a hidden partial name ([`super::archive::partial_name`]) and renamed into place only
-//! when complete, so a crash never leaves a directory that looks finished.
+//! Atomic snapshot directories: a snapshot directory is assembled under a hidden partial name
+//! ([`super::archive::partial_name`]) and renamed into place only when complete, so a crash never leaves a
+//! directory that looks finished. Each file in it is written by [`crate::fsutil::write_atomically`].
 //!
 //! Never follows a path out of the directory it is given; never deletes anything but its own temporaries.
 #![forbid(unsafe_code)]
 
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::archive::partial_name;
-
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// Writes `bytes` to `path` atomically (temporary sibling, fsync, rename).
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}-{}",
-        name.to_string_lossy(),
-        std::process::id(),
-        TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let result = (|| {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
-}
+use crate::fsutil::write_atomically;
 
 /// A snapshot directory under construction. Files go into the hidden partial directory; [`commit`]
 /// renames it to its final name. Dropped without a commit, it removes the partial directory.
@@ -125,30 +92,10 @@ mod tests {
     use super::*;
 
     fn tempdir(tag: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!(
-            "nl6-atomic-{tag}-{}-{}",
-            std::process::id(),
-            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
+        let d = std::env::temp_dir().join(format!("nl6-atomic-{tag}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&d);
         fs::create_dir_all(&d).unwrap();
         d
-    }
-
-    #[test]
-    fn atomic_write_replaces_and_leaves_no_temporaries() {
-        let d = tempdir("w");
-        let f = d.join("a.txt");
-        write_atomically(&f, b"one").unwrap();
-        write_atomically(&f, b"two").unwrap();
-        assert_eq!(fs::read(&f).unwrap(), b"two");
-        let names: Vec<_> = fs::read_dir(&d)
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(names, [std::ffi::OsString::from("a.txt")]);
-        assert!(write_atomically(&d.join("missing/x"), b"x").is_err());
-        fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

@@ -17,13 +17,14 @@ use super::archive::{newest_for_target, snapshot_dir, Stamp};
 use super::atomic::PartialDir;
 use super::budget::{Budget, Held, BUDGET_BYTES};
 use super::fetch::{fetch_within, Fetched};
-use super::meta::{rfc3339_millis, BaselineMeta, Meta, ProfileMeta, Status};
+use super::meta::{BaselineMeta, Meta, ProfileMeta, Status};
 use super::retention::{apply_retention, find_files};
 use super::targets::Target;
 use super::Config;
 use crate::report;
 use crate::timefmt::format_go_duration;
 use nl6_profile::proto::Profile;
+use crate::timefmt::rfc3339_millis;
 
 /// The outcome of one target in one cycle.
 #[derive(Debug, Clone)]
@@ -163,6 +164,8 @@ fn check(f: &Fetched, held: &mut Held) -> Result<Good, String> {
     Ok(Good { gz, profile })
 }
 
+/// One target's snapshot: fetch both profiles, archive what decoded (with its tables and flame graph),
+/// diff against the baseline, write the directory with its meta.json.
 fn collect_target(
     cfg: &Config,
     t: &Target,
@@ -180,88 +183,32 @@ fn collect_target(
         Duration::from_secs(cfg.args.cpu_seconds) + cfg.args.timeout,
         &mut held,
     );
-    let dir = snapshot_dir(&cfg.args.out, t, start);
-    let title_for = |kind: &str| {
-        format!(
-            "{} {}:{} {kind} {}",
-            t.program,
-            t.fqdn,
-            t.port,
-            start.rfc3339()
-        )
-    };
-
     let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut profiles = BTreeMap::new();
     let mut errors = Vec::new();
     let mut cpu_profile = None;
     for (kind, fetched) in [("cpu", &cpu), ("heap", &heap)] {
-        let mut pm = ProfileMeta {
-            url: fetched.url.clone(),
-            status: Status::Failed,
-            http_status: fetched.http_status,
-            bytes: 0,
-            records: None,
-            sample_type: None,
-            fetch_ms: fetched.elapsed.as_millis() as u64,
-            error: None,
-        };
-        match check(fetched, &mut held) {
-            Ok(good) => {
-                let index = report::default_sample_index(&good.profile);
-                pm.status = Status::Ok;
-                pm.bytes = good.gz.len() as u64;
-                pm.records = Some(good.profile.sample.len());
-                pm.sample_type = index
-                    .and_then(|i| report::nodes::sample_type(&good.profile, i))
-                    .map(|(t, _)| t);
-                files.insert(
-                    format!("{kind}.top.txt"),
-                    report::default_top_table(&good.profile).into_bytes(),
-                );
-                files.insert(
-                    format!("{kind}.svg"),
-                    report::flamegraph_svg(&good.profile, &title_for(kind)),
-                );
-                files.insert(format!("{kind}.pb.gz"), good.gz);
-                if kind == "cpu" {
-                    cpu_profile = Some(good.profile);
-                }
-            }
-            Err(e) => {
-                errors.push(format!("{kind}: {e}"));
-                pm.error = Some(e);
-            }
+        let title = format!(
+            "{} {}:{} {kind} {}",
+            t.program,
+            t.fqdn,
+            t.port,
+            start.rfc3339()
+        );
+        let (pm, profile) = archive_profile(kind, fetched, &mut held, &title, &mut files);
+        if let Some(e) = &pm.error {
+            errors.push(format!("{kind}: {e}"));
+        }
+        if kind == "cpu" {
+            cpu_profile = profile;
         }
         profiles.insert(kind.to_string(), pm);
     }
-
     let baseline = cfg.args.baseline.as_ref().map(|dir| {
-        let mut bm = BaselineMeta {
-            dir: dir.display().to_string(),
-            profile: None,
-            error: None,
-        };
-        match (&cpu_profile, newest_for_target(baselines, t, "cpu.pb.gz")) {
-            (None, _) => bm.error = Some("no CPU profile this cycle".into()),
-            (Some(_), None) => {
-                bm.error = Some("no cpu.pb.gz for this target under the baseline directory".into())
-            }
-            (Some(new), Some(path)) => {
-                bm.profile = Some(path.display().to_string());
-                match diff_against(path, new) {
-                    Ok(text) => {
-                        files.insert("cpu.diff.txt".into(), text.into_bytes());
-                    }
-                    Err(e) => bm.error = Some(e),
-                }
-            }
-        }
-        bm
+        let base = newest_for_target(baselines, t, "cpu.pb.gz").map(PathBuf::as_path);
+        baseline_diff(dir, base, cpu_profile.as_ref(), &mut files)
     });
-
-    let ok_count = profiles.values().filter(|p| p.status == Status::Ok).count();
-    let status = match ok_count {
+    let status = match profiles.values().filter(|p| p.status == Status::Ok).count() {
         2 => Status::Ok,
         0 => Status::Failed,
         _ => Status::Partial,
@@ -287,8 +234,23 @@ fn collect_target(
         baseline,
         collector: concat!("nl6 ", env!("CARGO_PKG_VERSION")).to_string(),
     };
+    let dir = snapshot_dir(&cfg.args.out, t, start);
     let bytes = files.values().map(|v| v.len() as u64).sum();
-    match write_snapshot(&dir, t.port, &files, &mut meta, began) {
+    let written = write_snapshot(&dir, t.port, &files, &mut meta, began);
+    outcome(t, dir, written, status, bytes, error)
+}
+
+/// The target's line in the cycle report: the snapshot as fetched, or failed when it could not be
+/// written (with the fetch errors after the write's).
+fn outcome(
+    t: &Target,
+    dir: PathBuf,
+    written: std::io::Result<()>,
+    status: Status,
+    bytes: u64,
+    error: Option<String>,
+) -> TargetOutcome {
+    match written {
         Ok(()) => TargetOutcome {
             target: t.clone(),
             status,
@@ -308,6 +270,82 @@ fn collect_target(
             )),
         },
     }
+}
+
+/// One fetched profile's record, and when it decoded, its files (`<kind>.pb.gz`, `.top.txt`, `.svg`)
+/// added to `files` and the decoded profile returned (the CPU one is diffed against the baseline).
+fn archive_profile(
+    kind: &str,
+    fetched: &Fetched,
+    held: &mut Held,
+    title: &str,
+    files: &mut BTreeMap<String, Vec<u8>>,
+) -> (ProfileMeta, Option<Profile>) {
+    let mut pm = ProfileMeta {
+        url: fetched.url.clone(),
+        status: Status::Failed,
+        http_status: fetched.http_status,
+        bytes: 0,
+        records: None,
+        sample_type: None,
+        fetch_ms: fetched.elapsed.as_millis() as u64,
+        error: None,
+    };
+    let good = match check(fetched, held) {
+        Ok(good) => good,
+        Err(e) => {
+            pm.error = Some(e);
+            return (pm, None);
+        }
+    };
+    let index = report::default_sample_index(&good.profile);
+    pm.status = Status::Ok;
+    pm.bytes = good.gz.len() as u64;
+    pm.records = Some(good.profile.sample.len());
+    pm.sample_type = index
+        .and_then(|i| report::nodes::sample_type(&good.profile, i))
+        .map(|(t, _)| t);
+    files.insert(
+        format!("{kind}.top.txt"),
+        report::default_top_table(&good.profile).into_bytes(),
+    );
+    files.insert(
+        format!("{kind}.svg"),
+        report::flamegraph_svg(&good.profile, title),
+    );
+    files.insert(format!("{kind}.pb.gz"), good.gz);
+    (pm, Some(good.profile))
+}
+
+/// `-baseline`'s record: `cpu.diff.txt` added to `files` against the newest baseline profile of this
+/// target, or why there is none.
+fn baseline_diff(
+    dir: &Path,
+    base: Option<&Path>,
+    cpu_profile: Option<&Profile>,
+    files: &mut BTreeMap<String, Vec<u8>>,
+) -> BaselineMeta {
+    let mut bm = BaselineMeta {
+        dir: dir.display().to_string(),
+        profile: None,
+        error: None,
+    };
+    match (cpu_profile, base) {
+        (None, _) => bm.error = Some("no CPU profile this cycle".into()),
+        (Some(_), None) => {
+            bm.error = Some("no cpu.pb.gz for this target under the baseline directory".into())
+        }
+        (Some(new), Some(path)) => {
+            bm.profile = Some(path.display().to_string());
+            match diff_against(path, new) {
+                Ok(text) => {
+                    files.insert("cpu.diff.txt".into(), text.into_bytes());
+                }
+                Err(e) => bm.error = Some(e),
+            }
+        }
+    }
+    bm
 }
 
 fn diff_against(base_path: &Path, new: &Profile) -> Result<String, String> {

@@ -1,136 +1,122 @@
-//! `nl6 collect` flags: one table ([`FLAGS`]) that the parser and `-help` both use, Go-style single-dash
-//! long flags (`-targets`) accepted as well as `--targets`, and parsing into validated low-level
-//! arguments without I/O ([`parse_args`]); reading the targets file happens in [`super::Config`].
+//! `nl6 collect` flags: one table ([`FLAGS`], [`crate::goflag::Flag`] rows) that the parser and `-help`
+//! both use, and parsing into validated low-level arguments without I/O ([`parse_args`]); reading the
+//! targets file happens in [`super::Config`].
 #![forbid(unsafe_code)]
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::goflag::{Bound, Flag, Positional};
 use crate::timefmt::parse_go_duration;
 
-/// A flag: name (without dashes), value name (empty for a switch), default, and what it does.
-pub struct Flag {
-    pub name: &'static str,
-    pub value: &'static str,
-    pub default: &'static str,
-    pub doc: &'static str,
+/// Every `nl6 collect` flag: `-help` and the parser both read this table.
+pub const FLAGS: &[Flag<CollectArgs>] = &[
+    Flag::value(
+        "targets",
+        "FILE",
+        "",
+        "targets file: `program_name http://host:port` per line, # comments (required)",
+        |a, v| {
+            a.targets = PathBuf::from(v);
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "out",
+        "DIR",
+        "",
+        "archive root: <out>/<program>/<yyyy>/<mm>/<dd>/<hh:mm:ss>/<fqdn>/<port>/ (required)",
+        |a, v| {
+            a.out = PathBuf::from(v);
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "interval",
+        "DURATION",
+        "1h",
+        "time between cycle starts (Go duration: 90s, 1h)",
+        |a, v| {
+            a.interval = duration(v)?;
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "cpu-seconds",
+        "N",
+        "10",
+        "length of each CPU profile in seconds",
+        |a, v| {
+            a.cpu_seconds = positive(v)?;
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "retain",
+        "DURATION",
+        "168h",
+        "delete dated directories older than this (by the date in their path)",
+        |a, v| {
+            a.retain = duration(v)?;
+            Ok(())
+        },
+    ),
+    Flag::value("concurrency", "N", "8", "targets collected at once", |a, v| {
+        a.concurrency = positive(v)? as usize;
+        Ok(())
+    }),
+    Flag::value(
+        "timeout",
+        "DURATION",
+        "30s",
+        "per-request bound: heap fetch, and CPU fetch beyond its -cpu-seconds",
+        |a, v| {
+            a.timeout = duration(v)?;
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "baseline",
+        "DIR",
+        "",
+        "write cpu.diff.txt against the newest cpu.pb.gz for the same target under DIR (normalised as pprof -normalize when the windows differ)",
+        |a, v| {
+            a.baseline = Some(PathBuf::from(v));
+            Ok(())
+        },
+    ),
+    Flag::boolean(
+        "once",
+        "false",
+        "run one cycle and exit (-once=false: keep cycling)",
+        |a, v| {
+            a.once = crate::goflag::parse_bool(v)?;
+            Ok(())
+        },
+    ),
+    Flag::stop("help", "print this help"),
+];
+
+fn duration(v: &str) -> Result<Duration, String> {
+    parse_go_duration(v).map_err(|e| e.to_string())
 }
 
-/// Every `nl6 collect` flag.
-pub const FLAGS: &[Flag] = &[
-    Flag {
-        name: "targets",
-        value: "FILE",
-        default: "",
-        doc: "targets file: `program_name http://host:port` per line, # comments (required)",
-    },
-    Flag {
-        name: "out",
-        value: "DIR",
-        default: "",
-        doc: "archive root: <out>/<program>/<yyyy>/<mm>/<dd>/<hh:mm:ss>/<fqdn>/<port>/ (required)",
-    },
-    Flag {
-        name: "interval",
-        value: "DURATION",
-        default: "1h",
-        doc: "time between cycle starts (Go duration: 90s, 1h)",
-    },
-    Flag {
-        name: "cpu-seconds",
-        value: "N",
-        default: "10",
-        doc: "length of each CPU profile in seconds",
-    },
-    Flag {
-        name: "retain",
-        value: "DURATION",
-        default: "168h",
-        doc: "delete dated directories older than this (by the date in their path)",
-    },
-    Flag {
-        name: "concurrency",
-        value: "N",
-        default: "8",
-        doc: "targets collected at once",
-    },
-    Flag {
-        name: "timeout",
-        value: "DURATION",
-        default: "30s",
-        doc: "per-request bound: heap fetch, and CPU fetch beyond its -cpu-seconds",
-    },
-    Flag {
-        name: "baseline",
-        value: "DIR",
-        default: "",
-        doc: "write cpu.diff.txt against the newest cpu.pb.gz for the same target under DIR (normalised as pprof -normalize when the windows differ)",
-    },
-    Flag {
-        name: "once",
-        value: "",
-        default: "",
-        doc: "run one cycle and exit (-once=false: keep cycling)",
-    },
-    Flag {
-        name: "help",
-        value: "",
-        default: "",
-        doc: "print this help",
-    },
-];
+fn positive(v: &str) -> Result<u64, String> {
+    match v.parse::<u64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("want a positive whole number, got {v:?}")),
+    }
+}
 
 /// The `-help` text, generated from [`FLAGS`].
 pub fn usage() -> String {
     let mut s = String::from("usage: nl6 collect -targets FILE -out DIR [flags]\n\nflags:\n");
-    for f in FLAGS {
-        let head = if f.value.is_empty() {
-            format!("-{}", f.name)
-        } else {
-            format!("-{} {}", f.name, f.value)
-        };
-        let default = if f.default.is_empty() {
-            String::new()
-        } else {
-            format!(" (default {})", f.default)
-        };
-        s.push_str(&format!("  {head:<22} {}{default}\n", f.doc));
-    }
+    s.push_str(&crate::goflag::help_rows(FLAGS));
     s
 }
 
-/// Rewrites Go-style `-flag` / `-flag=value` (a single dash before a multi-letter name) to `--flag…`
-/// so lexopt reads them as long options. Arguments after `--`, lone `-`, and single-letter `-h` are
-/// left as they are.
-pub fn go_style_args(args: Vec<OsString>) -> Vec<OsString> {
-    let mut out = Vec::with_capacity(args.len());
-    let mut rest = false;
-    for a in args {
-        if rest {
-            out.push(a);
-            continue;
-        }
-        match a.to_str() {
-            Some("--") => {
-                rest = true;
-                out.push(a);
-            }
-            Some(s) if s.starts_with('-') && !s.starts_with("--") => {
-                let name = s[1..].split('=').next().unwrap_or("");
-                if name.chars().count() > 1 {
-                    out.push(OsString::from(format!("-{s}")));
-                } else {
-                    out.push(a);
-                }
-            }
-            _ => out.push(a),
-        }
-    }
-    out
-}
-
-/// Validated flags, before any I/O.
+/// Validated flags, before any I/O. [`Default`] holds the defaults [`FLAGS`] documents.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CollectArgs {
     pub targets: PathBuf,
@@ -145,73 +131,42 @@ pub struct CollectArgs {
     pub help: bool,
 }
 
-/// Parses `nl6 collect` arguments. Errors name the flag and what was wrong.
-pub fn parse_args(args: Vec<OsString>) -> Result<CollectArgs, String> {
-    use lexopt::prelude::*;
-    let typed = args.clone();
-    let mut p = lexopt::Parser::from_args(go_style_args(args));
-    let mut targets = None;
-    let mut out = None;
-    let mut a = CollectArgs {
-        targets: PathBuf::new(),
-        out: PathBuf::new(),
-        interval: Duration::from_secs(3600),
-        cpu_seconds: 10,
-        retain: Duration::from_secs(168 * 3600),
-        concurrency: 8,
-        timeout: Duration::from_secs(30),
-        baseline: None,
-        once: false,
-        help: false,
-    };
-    let text = |p: &mut lexopt::Parser, flag: &str| -> Result<String, String> {
-        p.value()
-            .map_err(|e| format!("-{flag}: {e}"))?
-            .into_string()
-            .map_err(|v| format!("-{flag}: not UTF-8: {v:?}"))
-    };
-    let duration =
-        |v: String, flag: &str| parse_go_duration(&v).map_err(|e| format!("-{flag}: {e}"));
-    let positive = |v: String, flag: &str| match v.parse::<u64>() {
-        Ok(n) if n > 0 => Ok(n),
-        _ => Err(format!("-{flag}: want a positive whole number, got {v:?}")),
-    };
-    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
-        match arg {
-            Long("targets") => targets = Some(PathBuf::from(text(&mut p, "targets")?)),
-            Long("out") => out = Some(PathBuf::from(text(&mut p, "out")?)),
-            Long("interval") => a.interval = duration(text(&mut p, "interval")?, "interval")?,
-            Long("cpu-seconds") => {
-                a.cpu_seconds = positive(text(&mut p, "cpu-seconds")?, "cpu-seconds")?
-            }
-            Long("retain") => a.retain = duration(text(&mut p, "retain")?, "retain")?,
-            Long("concurrency") => {
-                a.concurrency = positive(text(&mut p, "concurrency")?, "concurrency")? as usize
-            }
-            Long("timeout") => a.timeout = duration(text(&mut p, "timeout")?, "timeout")?,
-            Long("baseline") => a.baseline = Some(PathBuf::from(text(&mut p, "baseline")?)),
-            // A Go bool: bare `-once` is true, `-once=false` is read by strconv.ParseBool's rules.
-            Long("once") => {
-                a.once = match p.optional_value() {
-                    Some(v) => crate::goflag::parse_bool(&v.to_string_lossy())
-                        .map_err(|e| format!("-once: {e}"))?,
-                    None => true,
-                }
-            }
-            Short('h') | Long("help") => a.help = true,
-            Value(v) => return Err(format!("unexpected argument {v:?}")),
-            Long(name) => {
-                let known = FLAGS.iter().map(|f| f.name);
-                return Err(crate::goflag::unknown_flag(&typed, name, known));
-            }
-            _ => return Err(arg.unexpected().to_string()),
+impl Default for CollectArgs {
+    fn default() -> CollectArgs {
+        CollectArgs {
+            targets: PathBuf::new(),
+            out: PathBuf::new(),
+            interval: Duration::from_secs(3600),
+            cpu_seconds: 10,
+            retain: Duration::from_secs(168 * 3600),
+            concurrency: 8,
+            timeout: Duration::from_secs(30),
+            baseline: None,
+            once: false,
+            help: false,
         }
     }
-    if a.help {
+}
+
+/// Parses `nl6 collect` arguments. Errors name the flag and what was wrong.
+pub fn parse_args(args: Vec<OsString>) -> Result<CollectArgs, String> {
+    let mut a = CollectArgs::default();
+    let refuse = |word: &str| format!("unexpected argument {word:?}");
+    let parsed = crate::goflag::parse(
+        &args,
+        &mut [&mut Bound(FLAGS, &mut a)],
+        Positional::Refuse(&refuse),
+    )?;
+    if parsed.stopped_at == Some("help") {
+        a.help = true;
         return Ok(a);
     }
-    a.targets = targets.ok_or("missing -targets FILE")?;
-    a.out = out.ok_or("missing -out DIR")?;
+    if a.targets.as_os_str().is_empty() {
+        return Err("missing -targets FILE".into());
+    }
+    if a.out.as_os_str().is_empty() {
+        return Err("missing -out DIR".into());
+    }
     if a.interval < Duration::from_secs(1) {
         return Err("-interval: must be at least 1s".into());
     }
@@ -227,32 +182,10 @@ pub fn parse_args(args: Vec<OsString>) -> Result<CollectArgs, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::goflag::Takes;
 
     fn os(args: &[&str]) -> Vec<OsString> {
         args.iter().map(OsString::from).collect()
-    }
-
-    #[test]
-    fn go_style_rewrite() {
-        let got = go_style_args(os(&[
-            "-targets", "t", "-once", "-h", "--out", "o", "-x=1", "-", "--", "-keep",
-        ]));
-        assert_eq!(
-            got,
-            os(&[
-                "--targets",
-                "t",
-                "--once",
-                "-h",
-                "--out",
-                "o",
-                "-x=1",
-                "-",
-                "--",
-                "-keep"
-            ])
-        );
-        assert_eq!(go_style_args(os(&["-retain=2h"])), os(&["--retain=2h"]));
     }
 
     #[test]
@@ -344,7 +277,7 @@ mod tests {
         let u = usage();
         for f in FLAGS {
             assert_eq!(
-                u.matches(&format!("  -{} ", f.name)).count(),
+                u.matches(&format!("  {} ", f.usage())).count(),
                 1,
                 "{}",
                 f.name
@@ -354,5 +287,50 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), FLAGS.len(), "duplicate flag in FLAGS");
+    }
+
+    #[test]
+    fn documented_defaults_are_the_defaults() {
+        for f in FLAGS.iter().filter(|f| !f.default.is_empty()) {
+            let mut a = CollectArgs::default();
+            (f.apply)(&mut a, f.default).unwrap();
+            assert_eq!(
+                a,
+                CollectArgs::default(),
+                "-{} default {}",
+                f.name,
+                f.default
+            );
+        }
+    }
+
+    /// docs/collect.md lists every flag as `-name DEFAULT` (or `-name VALUE` when there is no default):
+    /// a flag added, renamed or given a new default here fails until the page says so.
+    #[test]
+    fn the_collect_page_lists_every_flag_with_its_default() {
+        let page = include_str!("../../docs/collect.md");
+        let list = page
+            .split("`nl6 collect -help` lists them):\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\n\n").next())
+            .expect("docs/collect.md lists the flags");
+        let listed: Vec<&str> = list
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|code| code.starts_with('-'))
+            .collect();
+        for f in FLAGS.iter().filter(|f| f.name != "help") {
+            let want = match f.takes {
+                Takes::Value(v) if f.default.is_empty() => format!("-{} {v}", f.name),
+                Takes::Value(_) => format!("-{} {}", f.name, f.default),
+                _ => format!("-{}", f.name),
+            };
+            assert!(
+                listed.contains(&want.as_str()),
+                "docs/collect.md lacks `{want}`: {listed:?}"
+            );
+        }
+        assert_eq!(listed.len(), FLAGS.len() - 1, "{listed:?}");
     }
 }

@@ -2,15 +2,11 @@
 //! sizes of the files written, errors (a closed nl6 gate's 503 message is kept verbatim), and the baseline
 //! used for `cpu.diff.txt`.
 //!
-//! Plain serde values; written by [`super::cycle`].
+//! Plain serde values; written by [`super::cycle`]. Time text comes from [`crate::timefmt`].
 #![forbid(unsafe_code)]
 
-use std::collections::BTreeMap;
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use serde::Serialize;
-
-use super::archive::Stamp;
+use std::collections::BTreeMap;
 
 /// Per-profile outcome.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -71,23 +67,9 @@ pub struct Meta {
     pub collector: String,
 }
 
-/// `t` as RFC 3339 UTC with milliseconds (`2026-11-29T23:15:00.123Z`).
-pub fn rfc3339_millis(t: SystemTime) -> String {
-    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let s = Stamp::from_unix(d.as_secs() as i64).rfc3339();
-    format!("{}.{:03}Z", s.trim_end_matches('Z'), d.subsec_millis())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
-
-    #[test]
-    fn millis_timestamps() {
-        let t = UNIX_EPOCH + Duration::from_millis(1_795_994_107_042);
-        assert_eq!(rfc3339_millis(t), "2026-11-29T23:15:07.042Z");
-    }
 
     #[test]
     fn the_record_count_is_named_for_what_it_counts() {

@@ -15,7 +15,7 @@
 //!
 //! Modules: [`flags`] (the flag table and parsing; durations come from [`crate::timefmt`]), [`targets`] (the
 //! targets file), [`archive`] (layout and retention rules as plain values), [`retention`] (the archive
-//! I/O), [`atomic`] (temp + rename writes), [`fetch`] (the HTTP client, the collector's only network
+//! I/O), [`atomic`] (snapshot directories renamed into place when complete), [`fetch`] (the HTTP client, the collector's only network
 //! code), [`budget`] (the memory all targets fetched at once may hold), [`cycle`] (one cycle on plain
 //! threads), [`meta`] (meta.json).
 //!

@@ -105,28 +105,24 @@ fn parse_line(content: &str, line: usize) -> Result<Target, TargetsError> {
         )));
     };
     check_component(program).map_err(|m| err(format!("program name {program:?}: {m}")))?;
-    let (scheme, rest) = url
-        .split_once("://")
+    let parts = crate::urlsplit::split(url)
         .ok_or_else(|| err(format!("URL {url:?}: missing http:// or https://")))?;
-    let scheme = scheme.to_ascii_lowercase();
+    let scheme = parts.scheme.to_ascii_lowercase();
     let default_port = match scheme.as_str() {
         "http" => 80,
         "https" => 443,
         _ => return Err(err(format!("URL {url:?}: scheme must be http or https"))),
     };
-    if rest.contains(['?', '#']) {
+    if parts.query.is_some() || parts.fragment.is_some() {
         return Err(err(format!("URL {url:?}: no query or fragment allowed")));
     }
-    let (authority, path) = match rest.find('/') {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    if authority.contains('@') {
+    if parts.userinfo.is_some() {
         return Err(err(format!(
             "URL {url:?}: credentials in the URL are not supported"
         )));
     }
-    let (host, port) = split_host_port(authority).map_err(|m| err(format!("URL {url:?}: {m}")))?;
+    let path = parts.path;
+    let (host, port) = split_host_port(&parts).map_err(|m| err(format!("URL {url:?}: {m}")))?;
     let port = port.unwrap_or(default_port);
     check_component(&host).map_err(|m| err(format!("URL {url:?}: host {m}")))?;
     let prefix = path.trim_end_matches('/').to_string();
@@ -142,19 +138,8 @@ fn parse_line(content: &str, line: usize) -> Result<Target, TargetsError> {
 }
 
 /// Splits `host[:port]` or `[v6][:port]`.
-fn split_host_port(authority: &str) -> Result<(String, Option<u16>), String> {
-    let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
-        let (h, after) = rest.split_once(']').ok_or("unclosed [ in host")?;
-        match after {
-            "" => (h, None),
-            p => (h, Some(p.strip_prefix(':').ok_or("junk after ]")?)),
-        }
-    } else {
-        match authority.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (authority, None),
-        }
-    };
+fn split_host_port(parts: &crate::urlsplit::UrlParts<'_>) -> Result<(String, Option<u16>), String> {
+    let (host, port) = parts.host_port().map_err(|e| e.to_string())?;
     if host.is_empty() {
         return Err("missing host".into());
     }

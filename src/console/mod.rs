@@ -176,14 +176,14 @@ impl CpuSlot {
             crate::timefmt::format_go_duration(std::time::Duration::from_millis(window_millis));
         let mut title = format!(
             "nl6 CPU profile, {}, {window} from {}",
-            crate::gate::rfc3339(taken.0),
+            crate::timefmt::rfc3339_millis(taken.0),
             taken.1.words()
         );
         if let Some((t, source)) = newer_empty {
             title.push_str(&format!(
                 " (a newer one from {}, {}, had no samples)",
                 source.words(),
-                crate::gate::rfc3339(t)
+                crate::timefmt::rfc3339_millis(t)
             ));
         }
         title

@@ -8,105 +8,161 @@
 /// Longest push address accepted (it is echoed by GET and in log lines).
 pub const MAX_ADDRESS_LEN: usize = 2048;
 
+/// The rule a push address broke. `Display` names the address (never one that embeds credentials) and
+/// the remedy; the REST API answers it in a 400, the command line refuses to start with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AddressError {
+    /// Longer than [`MAX_ADDRESS_LEN`] bytes (the length).
+    TooLong(usize),
+    /// No `scheme://`.
+    NotAUrl(String),
+    /// A scheme other than http or https.
+    Scheme(String),
+    /// `user:pass@` in the address (which is echoed by GET and the logs).
+    Credentials,
+    /// A `?query` or `#fragment` (the push appends `/ingest?…`).
+    QueryOrFragment(String),
+    Whitespace(String),
+    /// Non-ASCII: an internationalised host must be given in its `xn--` form.
+    NonAscii(String),
+    MalformedIpv6(String),
+    InvalidPort(String),
+    PortZero(String),
+    NoHost(String),
+    /// A host that is neither an IP literal nor a DNS name.
+    Host {
+        address: String,
+        host: String,
+    },
+    /// Not a `Uri` the push client (ureq, through the `http` crate) can send to.
+    NotSendable {
+        address: String,
+        reason: String,
+    },
+}
+
+impl std::fmt::Display for AddressError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AddressError::TooLong(len) => write!(
+                f,
+                "server address is {len} bytes; the limit is {MAX_ADDRESS_LEN}"
+            ),
+            AddressError::NotAUrl(a) => {
+                write!(f, "server address {a:?} is not an http:// or https:// URL")
+            }
+            AddressError::Scheme(a) => write!(f, "server address {a:?} must use http:// or https://"),
+            AddressError::Credentials => f.write_str(
+                "server address must not embed credentials (user:pass@host): they would be echoed by \
+                 GET and the logs; use -profiling-pyroscope-basic-auth-file",
+            ),
+            AddressError::QueryOrFragment(a) => {
+                write!(f, "server address {a:?} must not have a query or a fragment")
+            }
+            AddressError::Whitespace(a) => write!(f, "server address {a:?} contains whitespace"),
+            AddressError::NonAscii(a) => write!(
+                f,
+                "server address {a:?} has non-ASCII characters: give an internationalised host in its \
+                 xn-- (punycode) form and percent-encode the path"
+            ),
+            AddressError::MalformedIpv6(a) => {
+                write!(f, "server address {a:?} has a malformed IPv6 host")
+            }
+            AddressError::InvalidPort(a) => write!(f, "server address {a:?} has an invalid port"),
+            AddressError::PortZero(a) => {
+                write!(f, "server address {a:?}: port 0 cannot be connected to")
+            }
+            AddressError::NoHost(a) => write!(f, "server address {a:?} has no host"),
+            AddressError::Host { address, host } => write!(
+                f,
+                "server address {address:?}: host {host:?} is neither an IP address nor a DNS name \
+                 (letters, digits, '-', '.', '_')"
+            ),
+            AddressError::NotSendable { address, reason } => write!(
+                f,
+                "server address {address:?} is not a URL the push client can send to: {reason} (its \
+                 path must be percent-encoded)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for AddressError {}
+
 /// Checks a push address: an `http://` or `https://` URL with a host, no `user:pass@`, no query or
 /// fragment (the push appends `/ingest`), at most [`MAX_ADDRESS_LEN`] bytes, and nothing the push
 /// client could not use: the host is an IP literal or an ASCII name of letters, digits, `-`, `.` and
 /// `_` (an internationalised name must be given in its `xn--` form), the port is 1-65535 in digits,
-/// and the whole URL parses as the `Uri` the client (ureq, through the `http` crate) sends. Returns a
-/// message naming the rule broken.
-pub fn validate(address: &str) -> Result<(), String> {
+/// and the whole URL parses as the `Uri` the client (ureq, through the `http` crate) sends. The error
+/// is the rule broken.
+pub fn validate(address: &str) -> Result<(), AddressError> {
     if address.len() > MAX_ADDRESS_LEN {
-        return Err(format!(
-            "server address is {} bytes; the limit is {MAX_ADDRESS_LEN}",
-            address.len()
-        ));
+        return Err(AddressError::TooLong(address.len()));
     }
-    let (scheme, rest) = match address.split_once("://") {
-        Some(parts) => parts,
-        None => {
-            return Err(format!(
-                "server address {address:?} is not an http:// or https:// URL"
-            ))
-        }
+    let a = || address.to_string();
+    let Some(parts) = crate::urlsplit::split(address) else {
+        return Err(AddressError::NotAUrl(a()));
     };
+    let scheme = parts.scheme;
     if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
-        return Err(format!(
-            "server address {address:?} must use http:// or https://"
-        ));
+        return Err(AddressError::Scheme(a()));
     }
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    if authority.contains('@') {
-        return Err("server address must not embed credentials (user:pass@host): they would be echoed by GET and the \
-                    logs; use -profiling-pyroscope-basic-auth-file"
-            .to_string());
+    if parts.userinfo.is_some() {
+        return Err(AddressError::Credentials);
     }
-    if address.contains('?') || address.contains('#') {
-        return Err(format!(
-            "server address {address:?} must not have a query or a fragment"
-        ));
+    if parts.query.is_some() || parts.fragment.is_some() {
+        return Err(AddressError::QueryOrFragment(a()));
     }
     if address.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!("server address {address:?} contains whitespace"));
+        return Err(AddressError::Whitespace(a()));
     }
     if !address.is_ascii() {
-        return Err(format!(
-            "server address {address:?} has non-ASCII characters: give an internationalised host in its \
-             xn-- (punycode) form and percent-encode the path"
-        ));
+        return Err(AddressError::NonAscii(a()));
     }
-    let host = if let Some(v6) = authority.strip_prefix('[') {
-        match v6.split_once(']') {
-            Some((h, port)) if h.parse::<std::net::Ipv6Addr>().is_ok() => {
-                check_port(address, port.strip_prefix(':'), !port.is_empty())?;
-                h
-            }
-            _ => {
-                return Err(format!(
-                    "server address {address:?} has a malformed IPv6 host"
-                ))
-            }
+    let malformed_v6 = || AddressError::MalformedIpv6(a());
+    let host = match parts.host_port() {
+        Ok((h, _)) if parts.bracketed() && h.parse::<std::net::Ipv6Addr>().is_err() => {
+            return Err(malformed_v6())
         }
-    } else {
-        match authority.rsplit_once(':') {
-            Some((h, port)) => {
-                check_port(address, Some(port), true)?;
-                h
-            }
-            None => authority,
+        Ok((h, port)) => {
+            check_port(port).map_err(|rule| rule(a()))?;
+            h
+        }
+        Err(crate::urlsplit::HostPortError::UnclosedBracket) => return Err(malformed_v6()),
+        Err(crate::urlsplit::HostPortError::JunkAfterBracket) => {
+            return Err(AddressError::InvalidPort(a()))
         }
     };
     if host.is_empty() {
-        return Err(format!("server address {address:?} has no host"));
+        return Err(AddressError::NoHost(a()));
     }
-    if !authority.starts_with('[')
+    if !parts.bracketed()
         && !host
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
     {
-        return Err(format!(
-            "server address {address:?}: host {host:?} is neither an IP address nor a DNS name \
-             (letters, digits, '-', '.', '_')"
-        ));
+        return Err(AddressError::Host {
+            address: a(),
+            host: host.to_string(),
+        });
     }
     // The client sends `<address>/ingest?…` through ureq, which parses it as an `http::Uri`.
     let ingest = format!("{}/ingest", address.trim_end_matches('/'));
     if let Err(e) = ingest.parse::<ureq::http::Uri>() {
-        return Err(format!(
-            "server address {address:?} is not a URL the push client can send to: {e} (its path \
-             must be percent-encoded)"
-        ));
+        return Err(AddressError::NotSendable {
+            address: a(),
+            reason: e.to_string(),
+        });
     }
     Ok(())
 }
 
-fn check_port(address: &str, port: Option<&str>, present: bool) -> Result<(), String> {
-    if !present {
-        return Ok(());
-    }
+/// The port text after `:` when there is one: 1-65535 in digits. The error is the rule broken, to be
+/// given the address.
+fn check_port(port: Option<&str>) -> Result<(), fn(String) -> AddressError> {
     match port {
-        Some("0") => Err(format!(
-            "server address {address:?}: port 0 cannot be connected to"
-        )),
+        None => Ok(()),
+        Some("0") => Err(AddressError::PortZero),
         Some(p)
             if !p.is_empty()
                 && p.bytes().all(|b| b.is_ascii_digit())
@@ -114,23 +170,29 @@ fn check_port(address: &str, port: Option<&str>, present: bool) -> Result<(), St
         {
             Ok(())
         }
-        _ => Err(format!("server address {address:?} has an invalid port")),
+        _ => Err(AddressError::InvalidPort),
     }
 }
 
 /// The form two addresses are compared in: scheme and host lower-cased, trailing slashes dropped.
 /// The path keeps its case (servers may distinguish it).
 pub fn normalise(address: &str) -> String {
-    let (scheme, rest) = address.split_once("://").unwrap_or(("", address));
-    let (authority, path) = match rest.find('/') {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
+    let Some(p) = crate::urlsplit::split(address) else {
+        return address.trim_end_matches('/').to_ascii_lowercase();
     };
+    let userinfo = p.userinfo.map(|u| format!("{u}@")).unwrap_or_default();
+    let mut tail = p.path.to_string();
+    if let Some(q) = p.query {
+        tail = format!("{tail}?{q}");
+    }
+    if let Some(f) = p.fragment {
+        tail = format!("{tail}#{f}");
+    }
     format!(
         "{}://{}{}",
-        scheme.to_ascii_lowercase(),
-        authority.to_ascii_lowercase(),
-        path.trim_end_matches('/')
+        p.scheme.to_ascii_lowercase(),
+        format!("{userinfo}{}", p.authority).to_ascii_lowercase(),
+        tail.trim_end_matches('/')
     )
 }
 
@@ -172,12 +234,14 @@ mod tests {
             ("http://[::1", "IPv6"),
         ];
         for (a, want) in cases {
-            let e = validate(a).expect_err(a);
+            let e = validate(a).expect_err(a).to_string();
             assert!(e.contains(want), "{a}: {e}");
         }
-        assert!(!validate("http://user:secret@host")
-            .unwrap_err()
-            .contains("secret"));
+        assert_eq!(
+            validate("http://user:secret@host"),
+            Err(AddressError::Credentials),
+            "the credentials are never repeated"
+        );
     }
 
     #[test]
@@ -205,11 +269,11 @@ mod tests {
             ("http://h/p q", "whitespace"),
         ];
         for (a, want) in cases {
-            let e = validate(a).expect_err(a);
+            let e = validate(a).expect_err(a).to_string();
             assert!(e.contains(want), "{a}: {e}");
         }
         let long = format!("http://{}.example", "a".repeat(60_000));
-        let e = validate(&long).unwrap_err();
+        let e = validate(&long).unwrap_err().to_string();
         assert!(e.contains("2048") && e.len() < 300, "{e}");
         for a in [
             "http://xn--bcher-kva.example:4040",

@@ -247,7 +247,7 @@ impl Gate {
                 mono: Instant::now(),
             },
         )
-        .map_err(PostError::Invalid)?;
+        .map_err(|refusal| PostError::Invalid(refusal.to_string()))?;
         // An abandoned flush is not a failure of the POST: the gate did close (or re-target), and the flush
         // logged its own line. Found by tests/harden_push_faults.rs (a hanging collector made the closing
         // POST answer 500 while the state it carried said enabled:false).

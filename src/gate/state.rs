@@ -13,7 +13,7 @@
 
 use super::address;
 use super::port::PushTarget;
-use super::rfc3339;
+use crate::timefmt::rfc3339_millis as rfc3339;
 use std::time::{Duration, Instant, SystemTime};
 
 /// The environment variable the Go SDK would silently push to; nl6 never reads it and refuses to push
@@ -180,6 +180,33 @@ pub fn adhoc_refusal() -> String {
     )
 }
 
+/// Why a POST was refused: a 400 naming the field; the state is then unchanged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PostRefusal {
+    /// `server_address` given with `enabled:false`, where it would be ignored.
+    AddressWhileDisabling,
+    /// `duration` reaches past what this system's clock can represent.
+    DurationOverflow,
+    /// `server_address` breaks an address rule.
+    Address(address::AddressError),
+}
+
+impl std::fmt::Display for PostRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PostRefusal::AddressWhileDisabling => f.write_str(
+                "server_address is not accepted with enabled:false (it would be ignored)",
+            ),
+            PostRefusal::DurationOverflow => {
+                f.write_str("duration: too long for this system's clock")
+            }
+            PostRefusal::Address(e) => write!(f, "server_address: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for PostRefusal {}
+
 /// A POST. `Err` is a 400 with its message; the state is then unchanged.
 pub fn on_post(
     state: &GateState,
@@ -187,17 +214,20 @@ pub fn on_post(
     startup: &Startup,
     adhoc_env_set: bool,
     now: Now,
-) -> Result<Transition, String> {
+) -> Result<Transition, PostRefusal> {
     if !req.enabled && req.server_address != AddressField::Omitted {
-        return Err(
-            "server_address is not accepted with enabled:false (it would be ignored)".to_string(),
-        );
+        return Err(PostRefusal::AddressWhileDisabling);
     }
     let revert = match req.duration {
         Some(d) => {
-            let too_long = || "duration: too long for this system's clock".to_string();
-            let at = now.wall.checked_add(d).ok_or_else(too_long)?;
-            let due = now.mono.checked_add(d).ok_or_else(too_long)?;
+            let at = now
+                .wall
+                .checked_add(d)
+                .ok_or(PostRefusal::DurationOverflow)?;
+            let due = now
+                .mono
+                .checked_add(d)
+                .ok_or(PostRefusal::DurationOverflow)?;
             Some(Revert {
                 at,
                 due,
@@ -217,7 +247,7 @@ pub fn on_post(
             AddressField::Omitted => startup.flag_address.clone(),
             AddressField::Empty => None,
             AddressField::Value(a) => {
-                address::validate(a).map_err(|e| format!("server_address: {e}"))?;
+                address::validate(a).map_err(PostRefusal::Address)?;
                 Some(a.clone())
             }
         };

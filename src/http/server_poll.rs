@@ -210,6 +210,8 @@ impl Parked {
     }
 }
 
+/// The poll thread: parks idle connections, hands ready ones to the workers, accepts new ones and keeps
+/// the connection and pending-output limits, until the server stops.
 pub(super) fn poll_loop(shared: &Arc<Shared>, listener: TcpListener, mut wake_rx: UnixStream) {
     let config = &shared.config;
     let mut parked = Parked {
@@ -236,18 +238,7 @@ pub(super) fn poll_loop(shared: &Arc<Shared>, listener: TcpListener, mut wake_rx
         }
         let mut ready = Vec::new();
         parked.expire(config, now, &mut ready);
-        let mut timeout = parked.timeout(config, now);
-        if let Some(t) = listener_paused_until {
-            timeout = timeout.min(
-                t.saturating_duration_since(now)
-                    .max(Duration::from_millis(1)),
-            );
-        }
-        parked.fds[1] = PollFd::readable(if listener_paused_until.is_none() {
-            listener.as_raw_fd()
-        } else {
-            -1
-        });
+        let timeout = arm_listener(&mut parked, &listener, listener_paused_until, config, now);
         // Connections already due are served at once; the poll then only collects what else is ready.
         let wait = if ready.is_empty() {
             timeout
@@ -264,14 +255,7 @@ pub(super) fn poll_loop(shared: &Arc<Shared>, listener: TcpListener, mut wake_rx
             while matches!(wake_rx.read(&mut sink), Ok(n) if n > 0) {}
         }
         parked.take_ready(&mut ready);
-        let queued = {
-            let mut q = lock(&shared.queue);
-            q.extend(ready);
-            q.len()
-        };
-        if queued > 0 {
-            shared.queue_ready.notify_all();
-        }
+        hand_to_workers(shared, ready);
         if parked.fds[1].is_ready() {
             let mut pass = AcceptPass {
                 parked: &mut parked,
@@ -282,6 +266,41 @@ pub(super) fn poll_loop(shared: &Arc<Shared>, listener: TcpListener, mut wake_rx
         }
         limit_connections(&mut parked, shared.peers.open(), config, &mut logged);
         limit_pending_output(&mut parked, config, &mut logged);
+    }
+}
+
+/// Arms the listener's poll slot (disarmed while accepting is paused after an error) and returns how
+/// long the poll may wait: until the next connection deadline, or the pause's end if sooner.
+fn arm_listener(
+    parked: &mut Parked,
+    listener: &TcpListener,
+    paused_until: Option<Instant>,
+    config: &ServerConfig,
+    now: Instant,
+) -> Duration {
+    let mut timeout = parked.timeout(config, now);
+    if let Some(t) = paused_until {
+        timeout = timeout.min(
+            t.saturating_duration_since(now)
+                .max(Duration::from_millis(1)),
+        );
+    }
+    parked.fds[1] = PollFd::readable(match paused_until {
+        None => listener.as_raw_fd(),
+        Some(_) => -1,
+    });
+    timeout
+}
+
+/// Queues connections that are ready (or due) for the workers and wakes them.
+fn hand_to_workers(shared: &Shared, ready: Vec<Conn>) {
+    let queued = {
+        let mut q = lock(&shared.queue);
+        q.extend(ready);
+        q.len()
+    };
+    if queued > 0 {
+        shared.queue_ready.notify_all();
     }
 }
 

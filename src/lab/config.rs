@@ -1,121 +1,194 @@
-//! The fleet's configuration: [`FleetConfig`], its flag table ([`FLAGS`]: name, value name, default, doc,
-//! for the CLI to register and `--help` to print) and [`FleetConfig::set`], which parses one flag's text
-//! value with an error naming the flag.
+//! The fleet's configuration: [`FleetConfig`] and its flag table ([`FLAGS`]: name, value name, default,
+//! doc and how each value applies; `nl6`'s parser and `--help` read it, and [`FleetConfig::set`] applies
+//! one flag's text the same way).
 //!
 //! Plain values: parsing resolves host names but never binds or connects.
 #![forbid(unsafe_code)]
 
-use super::syslog::{self, Transport};
+use super::target::{parse_syslog_target, resolve, TargetError, Transport};
+use crate::goflag::Flag;
 use crate::timefmt::format_go_duration as format_duration;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-/// One fleet flag, defined once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FlagDoc {
-    /// The flag without its leading dash.
-    pub name: &'static str,
-    /// What the value is, for `--help` (`N`, `ADDR`, `DURATION`).
-    pub value: &'static str,
-    /// The default as text (empty: off).
-    pub default: &'static str,
-    pub doc: &'static str,
+/// Every fleet flag, defined once ([`crate::goflag::Flag`] rows: `--help`, the parser and
+/// [`FleetConfig::set`] all read this table). A new flag is one more row here, one field and its default.
+pub const FLAGS: &[Flag<FleetConfig>] = &[
+    Flag::value(
+        "devices",
+        "N",
+        "4",
+        "number of simulated devices (0 allowed)",
+        |c, v| {
+            c.devices = number(v)? as usize;
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "bind",
+        "ADDR",
+        "127.0.0.1",
+        "address every device socket binds to",
+        |c, v| {
+            c.bind = v.parse().map_err(|_| format!("invalid IP address {v:?}"))?;
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "snmp-port",
+        "PORT",
+        "16100",
+        "device i answers SNMP on UDP PORT+i; 0 gives every device an ephemeral port",
+        |c, v| {
+            c.snmp_port =
+                u16::try_from(number(v)?).map_err(|_| format!("port {v} is above 65535"))?;
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "snmp-community",
+        "TEXT",
+        DEFAULT_COMMUNITY,
+        "SNMPv2c community the agents answer and traps carry",
+        |c, v| {
+            if v.is_empty() {
+                return Err("the community cannot be empty".into());
+            }
+            c.snmp_community = v.into();
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "trap-target",
+        "HOST:PORT",
+        "",
+        "send linkUp/linkDown notifications there (off when unset)",
+        |c, v| {
+            c.trap_target = optional_target(v)?;
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "trap-interval",
+        "DURATION",
+        "30s",
+        "each device toggles an interface and notifies this often",
+        |c, v| {
+            c.trap_interval = parse_positive(v)?;
+            Ok(())
+        },
+    ),
+    Flag::boolean(
+        "trap-inform",
+        "false",
+        "send acknowledged INFORMs instead of traps (bare -trap-inform means true)",
+        |c, v| {
+            c.trap_inform = crate::goflag::parse_bool(v)?;
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "inform-timeout",
+        "DURATION",
+        "1s",
+        "wait this long for an INFORM response before resending",
+        |c, v| {
+            c.inform_timeout = parse_positive(v)?;
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "inform-retries",
+        "N",
+        "2",
+        "resend an unanswered INFORM this many times",
+        |c, v| {
+            c.inform_retries =
+                u32::try_from(number(v)?).map_err(|_| "too many retries".to_string())?;
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "syslog-target",
+        "URL",
+        "",
+        "udp://host:port or tcp://host:port for RFC 5424 syslog (off when unset)",
+        |c, v| {
+            c.syslog_target = match v {
+                "" => None,
+                v => Some(parse_syslog_target(v)?),
+            };
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "syslog-interval",
+        "DURATION",
+        "10s",
+        "each device emits one syslog message this often (jittered)",
+        |c, v| {
+            c.syslog_interval = parse_positive(v)?;
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "syslog-queue",
+        "N",
+        "1024",
+        "TCP syslog send queue bound; messages beyond it are dropped and counted",
+        |c, v| match number(v)? {
+            0 => Err("the queue bound must be at least 1".into()),
+            n => {
+                c.syslog_queue = n as usize;
+                Ok(())
+            }
+        },
+    ),
+    Flag::value(
+        "flow-target",
+        "HOST:PORT",
+        "",
+        "send NetFlow v9 there (off when unset)",
+        |c, v| {
+            c.flow_target = optional_target(v)?;
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "flow-interval",
+        "DURATION",
+        "10s",
+        "the fleet flow ticker exports every device's flows this often",
+        |c, v| {
+            c.flow_interval = parse_positive(v)?;
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "traffic",
+        "PERIOD",
+        "",
+        "keep the lab busy: every PERIOD (e.g. 10ms) walk each device over SNMP and send flaps, \
+         syslog and flows (unset targets: a local discard socket)",
+        |c, v| {
+            c.traffic = parse_traffic(v)?;
+            Ok(())
+        },
+    ),
+];
+
+fn number(v: &str) -> Result<u64, String> {
+    v.parse::<u64>()
+        .map_err(|_| format!("invalid number {v:?}"))
 }
 
-/// Every fleet flag. [`FleetConfig::set`] accepts exactly these names.
-pub const FLAGS: &[FlagDoc] = &[
-    FlagDoc {
-        name: "devices",
-        value: "N",
-        default: "4",
-        doc: "number of simulated devices (0 allowed)",
-    },
-    FlagDoc {
-        name: "bind",
-        value: "ADDR",
-        default: "127.0.0.1",
-        doc: "address every device socket binds to",
-    },
-    FlagDoc {
-        name: "snmp-port",
-        value: "PORT",
-        default: "16100",
-        doc: "device i answers SNMP on UDP PORT+i; 0 gives every device an ephemeral port",
-    },
-    FlagDoc {
-        name: "snmp-community",
-        value: "TEXT",
-        default: "public",
-        doc: "SNMPv2c community the agents answer and traps carry",
-    },
-    FlagDoc {
-        name: "trap-target",
-        value: "HOST:PORT",
-        default: "",
-        doc: "send linkUp/linkDown notifications there (off when unset)",
-    },
-    FlagDoc {
-        name: "trap-interval",
-        value: "DURATION",
-        default: "30s",
-        doc: "each device toggles an interface and notifies this often",
-    },
-    FlagDoc {
-        name: "trap-inform",
-        value: "BOOL",
-        default: "false",
-        doc: "send acknowledged INFORMs instead of traps (bare -trap-inform means true)",
-    },
-    FlagDoc {
-        name: "inform-timeout",
-        value: "DURATION",
-        default: "1s",
-        doc: "wait this long for an INFORM response before resending",
-    },
-    FlagDoc {
-        name: "inform-retries",
-        value: "N",
-        default: "2",
-        doc: "resend an unanswered INFORM this many times",
-    },
-    FlagDoc {
-        name: "syslog-target",
-        value: "URL",
-        default: "",
-        doc: "udp://host:port or tcp://host:port for RFC 5424 syslog (off when unset)",
-    },
-    FlagDoc {
-        name: "syslog-interval",
-        value: "DURATION",
-        default: "10s",
-        doc: "each device emits one syslog message this often (jittered)",
-    },
-    FlagDoc {
-        name: "syslog-queue",
-        value: "N",
-        default: "1024",
-        doc: "TCP syslog send queue bound; messages beyond it are dropped and counted",
-    },
-    FlagDoc {
-        name: "flow-target",
-        value: "HOST:PORT",
-        default: "",
-        doc: "send NetFlow v9 there (off when unset)",
-    },
-    FlagDoc {
-        name: "flow-interval",
-        value: "DURATION",
-        default: "10s",
-        doc: "the fleet flow ticker exports every device's flows this often",
-    },
-    FlagDoc {
-        name: "traffic",
-        value: "PERIOD",
-        default: "",
-        doc: "keep the lab busy: every PERIOD (e.g. 10ms) walk each device over SNMP and send flaps, \
-              syslog and flows (unset targets: a local discard socket)",
-    },
-];
+/// A `host:port` target; empty is off.
+fn optional_target(v: &str) -> Result<Option<SocketAddr>, TargetError> {
+    match v {
+        "" => Ok(None),
+        v => resolve(v).map(Some),
+    }
+}
 
 /// The SNMPv2c community devices answer when `-snmp-community` is not given.
 pub const DEFAULT_COMMUNITY: &str = "public";
@@ -163,20 +236,6 @@ impl Default for FleetConfig {
     }
 }
 
-/// Resolves `host:port` to its first address.
-pub fn resolve(text: &str) -> Result<SocketAddr, String> {
-    if let Ok(a) = text.parse::<SocketAddr>() {
-        return Ok(a);
-    }
-    if !text.contains(':') {
-        return Err(format!("{text:?} is not host:port"));
-    }
-    text.to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {text:?}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{text:?} resolves to no address"))
-}
-
 fn parse_positive(text: &str) -> Result<Duration, String> {
     let d = crate::timefmt::parse_go_duration(text).map_err(|e| e.to_string())?;
     if d.is_zero() {
@@ -201,69 +260,14 @@ fn parse_traffic(text: &str) -> Result<Option<Duration>, String> {
 }
 
 impl FleetConfig {
-    /// Sets flag `name` (with or without its leading dash) from its text value. The error names the flag
-    /// and says what was wrong, e.g. `-trap-interval: invalid duration "x": unknown unit (e.g. 500ms, 10s)`.
+    /// Sets flag `name` (with or without its leading dash) from its text value, as the command line
+    /// would. The error names the flag and says what was wrong, e.g. `-trap-interval: invalid duration
+    /// "x": unknown unit (e.g. 500ms, 10s)`.
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
-        let flag = name.trim_start_matches('-');
-        let num = |v: &str| {
-            v.parse::<u64>()
-                .map_err(|_| format!("invalid number {v:?}"))
-        };
-        let target = |v: &str| {
-            if v.is_empty() {
-                Ok(None)
-            } else {
-                resolve(v).map(Some)
-            }
-        };
-        let r: Result<(), String> = (|| {
-            match flag {
-                "devices" => self.devices = num(value)? as usize,
-                "bind" => {
-                    self.bind = value
-                        .parse()
-                        .map_err(|_| format!("invalid IP address {value:?}"))?
-                }
-                "snmp-port" => {
-                    self.snmp_port = u16::try_from(num(value)?)
-                        .map_err(|_| format!("port {value} is above 65535"))?
-                }
-                "snmp-community" => {
-                    if value.is_empty() {
-                        return Err("the community cannot be empty".into());
-                    }
-                    self.snmp_community = value.into()
-                }
-                "trap-target" => self.trap_target = target(value)?,
-                "trap-interval" => self.trap_interval = parse_positive(value)?,
-                "trap-inform" => self.trap_inform = crate::goflag::parse_bool(value)?,
-                "inform-timeout" => self.inform_timeout = parse_positive(value)?,
-                "inform-retries" => {
-                    self.inform_retries =
-                        u32::try_from(num(value)?).map_err(|_| "too many retries".to_string())?
-                }
-                "syslog-target" => {
-                    self.syslog_target = if value.is_empty() {
-                        None
-                    } else {
-                        Some(syslog::parse_target(value)?)
-                    }
-                }
-                "syslog-interval" => self.syslog_interval = parse_positive(value)?,
-                "syslog-queue" => {
-                    self.syslog_queue = num(value)? as usize;
-                    if self.syslog_queue == 0 {
-                        return Err("the queue bound must be at least 1".into());
-                    }
-                }
-                "flow-target" => self.flow_target = target(value)?,
-                "flow-interval" => self.flow_interval = parse_positive(value)?,
-                "traffic" => self.traffic = parse_traffic(value)?,
-                _ => return Err("unknown fleet flag".into()),
-            }
-            Ok(())
-        })();
-        r.map_err(|e| format!("-{flag}: {e}"))
+        let name = name.trim_start_matches('-');
+        let flag =
+            crate::goflag::find(FLAGS, name).ok_or(format!("-{name}: unknown fleet flag"))?;
+        (flag.apply)(self, value).map_err(|e| format!("-{}: {e}", flag.name))
     }
 
     /// Checks what depends on several fields (the port range) before anything binds.
@@ -431,7 +435,7 @@ impl FleetConfig {
             traffic,
         } = self;
         let syslog = syslog_target
-            .map(|(t, a)| format!("{}://{a}", if t == Transport::Udp { "udp" } else { "tcp" }))
+            .map(|(t, a)| format!("{}://{a}", t.scheme()))
             .unwrap_or_default();
         vec![
             ("devices", devices.to_string()),

@@ -5,7 +5,8 @@
 //!   MIB view as an ordered table; [`device`]: one device's identity, interfaces and counters;
 //! - [`trap`]: SNMPv2-Trap / INFORM; [`syslog`]: RFC 5424 over UDP or TCP (RFC 6587 framing);
 //!   [`netflow`]: NetFlow v9; [`scenario`]: link-flap scenarios; [`traffic`]: the `-traffic` load;
-//! - [`config`]: [`FleetConfig`] and its flag table; [`fleet`]: [`Fleet::start`] / [`Fleet::stop`] and the
+//! - [`config`]: [`FleetConfig`] and its flag table; [`target`]: where the fleet sends (`host:port`,
+//!   `udp://`/`tcp://`), shared by config and syslog; [`fleet`]: [`Fleet::start`] / [`Fleet::stop`] and the
 //!   thread map; [`api`]: the REST routes (time text comes from [`crate::timefmt`]).
 //!
 //! Never here: gNMI (needs HTTP/2 + gRPC; its label values stay reserved), traffic outside the configured
@@ -31,6 +32,7 @@ pub mod netflow;
 pub mod scenario;
 pub mod snmp;
 pub mod syslog;
+pub mod target;
 pub mod traffic;
 pub mod trap;
 
@@ -39,5 +41,5 @@ mod label_probe;
 #[cfg(test)]
 mod label_tests;
 
-pub use config::{FlagDoc, FleetConfig, FLAGS};
+pub use config::{FleetConfig, FLAGS};
 pub use fleet::{Fleet, FleetError};

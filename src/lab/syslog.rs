@@ -18,28 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, SystemTime};
 
-/// Transport of a syslog target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transport {
-    Udp,
-    Tcp,
-}
-
-/// `udp://host:port` or `tcp://host:port`.
-pub fn parse_target(text: &str) -> Result<(Transport, SocketAddr), String> {
-    let (transport, rest) = if let Some(r) = text.strip_prefix("udp://") {
-        (Transport::Udp, r)
-    } else if let Some(r) = text.strip_prefix("tcp://") {
-        (Transport::Tcp, r)
-    } else {
-        return Err(format!(
-            "invalid syslog target {text:?}: want udp://host:port or tcp://host:port"
-        ));
-    };
-    let addr =
-        super::config::resolve(rest).map_err(|e| format!("invalid syslog target {text:?}: {e}"))?;
-    Ok((transport, addr))
-}
+pub use super::target::Transport;
 
 /// One SD-ELEMENT: an SD-ID and its parameters.
 #[derive(Debug, Clone, Copy)]
@@ -561,22 +540,6 @@ mod tests {
         let (msgs, used) = parse_octet_counted(&f[..50]).unwrap();
         assert!(msgs.is_empty() && used == 0);
         assert!(parse_octet_counted(b"<34>1 x").is_err());
-    }
-
-    #[test]
-    fn targets_parse_with_clear_errors() {
-        assert_eq!(
-            parse_target("udp://127.0.0.1:514").unwrap(),
-            (Transport::Udp, "127.0.0.1:514".parse().unwrap())
-        );
-        assert_eq!(
-            parse_target("tcp://127.0.0.1:6514").unwrap().0,
-            Transport::Tcp
-        );
-        assert!(parse_target("127.0.0.1:514")
-            .unwrap_err()
-            .contains("udp://host:port"));
-        assert!(parse_target("tcp://nohost").is_err());
     }
 
     #[test]

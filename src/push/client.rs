@@ -28,12 +28,13 @@
 //!   `nl6-push`.
 #![forbid(unsafe_code)]
 
-use super::ingest_url::{IngestParams, ServerAddress};
+use super::ingest_url::{AddressError, IngestParams, ServerAddress};
 use super::multipart;
 use super::source::EncodedProfile;
 use crate::gate::port::PushTarget;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
+use std::fmt;
 use std::net::IpAddr;
 use std::time::Duration;
 use ureq::unversioned::transport::{ConnectProxyConnector, Connector, TcpConnector};
@@ -66,8 +67,8 @@ impl Client {
         version: &str,
         upload_timeout: Duration,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Client, String> {
-        let address = ServerAddress::parse(&target.address).map_err(|e| e.to_string())?;
+    ) -> Result<Client, PushError> {
+        let address = ServerAddress::parse(&target.address).map_err(PushError::Address)?;
         let mut secrets = Vec::new();
         let authorization = target.basic_auth.as_ref().map(|(user, password)| {
             let token = STANDARD.encode(format!("{user}:{password}"));
@@ -77,20 +78,16 @@ impl Client {
             format!("Basic {token}")
         });
         // Userinfo in the address is never used, but must not leak through an error either.
-        if let Some((info, _)) = target
-            .address
-            .split_once("://")
-            .and_then(|(_, r)| r.split_once('@'))
-        {
-            if !info.contains('/') {
-                secrets.extend(info.split(':').map(str::to_string));
-            }
+        if let Some(info) = crate::urlsplit::split(&target.address).and_then(|p| p.userinfo) {
+            secrets.extend(info.split(':').map(str::to_string));
         }
         let proxy_url = proxy_for(&address, env);
         let proxy = match &proxy_url {
             Some(url) => {
-                let p = ureq::Proxy::new(url)
-                    .map_err(|e| format!("proxy {}: {e}", strip_userinfo(url)))?;
+                let p = ureq::Proxy::new(url).map_err(|e| PushError::Proxy {
+                    proxy: strip_userinfo(url),
+                    reason: e.to_string(),
+                })?;
                 if let Some(pw) = p.password() {
                     secrets.push(pw.to_string());
                 }
@@ -141,7 +138,7 @@ impl Client {
     }
 
     /// Uploads one profile within `timeout`. `Ok` only for a 200; the `Err` is credential-free.
-    pub fn upload(&self, profile: &EncodedProfile, timeout: Duration) -> Result<(), String> {
+    pub fn upload(&self, profile: &EncodedProfile, timeout: Duration) -> Result<(), PushError> {
         let (units, aggregation, sample_rate) = profile.kind.query_meta();
         let url = self.address.ingest_url(&IngestParams {
             name: self.name.clone(),
@@ -172,10 +169,10 @@ impl Client {
             Ok(r) => r,
             // ureq's message can quote what the server sent (a malformed status line or header).
             Err(e) => {
-                return Err(format!(
-                    "{kind} upload: {}",
-                    crate::logtext::remote(&self.scrub(&e.to_string()))
-                ))
+                return Err(PushError::Transport {
+                    kind,
+                    message: crate::logtext::remote(&self.scrub(&e.to_string())),
+                })
             }
         };
         let status = response.status().as_u16();
@@ -190,26 +187,80 @@ impl Client {
         if status == 200 {
             return Ok(());
         }
-        // Scrubbed before escaping: an escaped secret would no longer match its exact copy.
-        let reason = crate::logtext::remote(&self.scrub(&server_message(&text)));
-        let msg =
-            if (300..400).contains(&status) {
-                format!("{kind} upload: server answered {status} (redirects are not followed)")
-            } else if status == 401 || status == 403 {
-                // A collector may echo the credentials transformed (upper-cased, percent- or JSON-escaped),
-                // which the exact-copy scrubber cannot recognise: a refusal's body is never shown.
-                format!(
-                "{kind} upload: server answered {status} {}: check the push credentials and tenant",
-                if status == 401 { "Unauthorized" } else { "Forbidden" }
-            )
-            } else if reason.is_empty() {
-                format!("{kind} upload: server answered {status}")
-            } else {
-                format!("{kind} upload: server answered {status}: {reason}")
-            };
-        Err(self.scrub(&msg))
+        Err(match status {
+            300..=399 => PushError::Redirect { kind, status },
+            // A collector may echo the credentials transformed (upper-cased, percent- or JSON-escaped),
+            // which the exact-copy scrubber cannot recognise: a refusal's body is never shown.
+            401 | 403 => PushError::Refused { kind, status },
+            _ => PushError::Status {
+                kind,
+                status,
+                // Scrubbed before escaping: an escaped secret would no longer match its exact copy.
+                reason: crate::logtext::remote(&self.scrub(&server_message(&text))),
+            },
+        })
     }
 }
+
+/// Why the push could not be set up, or one upload failed. `Display` is credential-free (text from the
+/// server or ureq is scrubbed of every configured secret, then escaped for a log line) and names the
+/// remedy where nl6 knows one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PushError {
+    /// The server address cannot be used (scheme, host).
+    Address(AddressError),
+    /// The proxy named by the environment (`HTTPS_PROXY`, …) cannot be used.
+    Proxy { proxy: String, reason: String },
+    /// No answer: connect, TLS, time-out or a malformed answer, in ureq's words.
+    Transport { kind: &'static str, message: String },
+    /// A 3xx: redirects are not followed.
+    Redirect { kind: &'static str, status: u16 },
+    /// 401 or 403: the credentials or the tenant are wrong (the body is never shown).
+    Refused { kind: &'static str, status: u16 },
+    /// Any other answer but 200, with the server's reason when it gave one.
+    Status {
+        kind: &'static str,
+        status: u16,
+        reason: String,
+    },
+}
+
+impl fmt::Display for PushError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PushError::Address(e) => write!(f, "{e}"),
+            PushError::Proxy { proxy, reason } => write!(f, "proxy {proxy}: {reason}"),
+            PushError::Transport { kind, message } => write!(f, "{kind} upload: {message}"),
+            PushError::Redirect { kind, status } => write!(
+                f,
+                "{kind} upload: server answered {status} (redirects are not followed)"
+            ),
+            PushError::Refused { kind, status } => {
+                write!(
+                f,
+                "{kind} upload: server answered {status} {}: check the push credentials and tenant",
+                if *status == 401 { "Unauthorized" } else { "Forbidden" }
+            )
+            }
+            PushError::Status {
+                kind,
+                status,
+                reason,
+            } if reason.is_empty() => {
+                write!(f, "{kind} upload: server answered {status}")
+            }
+            PushError::Status {
+                kind,
+                status,
+                reason,
+            } => {
+                write!(f, "{kind} upload: server answered {status}: {reason}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for PushError {}
 
 /// The `message` of Pyroscope's JSON error body, else the body's first line (raw: the caller scrubs
 /// and escapes it with [`crate::logtext::remote`]).
@@ -354,15 +405,17 @@ fn in_cidr(ip: IpAddr, net: IpAddr, bits: u32) -> bool {
 
 /// `scheme://user:pass@host` → `scheme://host` (for log lines about a proxy).
 pub fn strip_userinfo(url: &str) -> String {
-    match url.split_once("://") {
-        Some((scheme, rest)) => {
-            let authority_end = rest.find('/').unwrap_or(rest.len());
-            match rest[..authority_end].rfind('@') {
-                Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
-                None => url.to_string(),
-            }
-        }
-        None => url.to_string(),
+    match crate::urlsplit::split(url) {
+        Some(p) => match p.userinfo {
+            // Everything after `scheme://userinfo@`: the host onwards.
+            Some(info) => format!(
+                "{}://{}",
+                p.scheme,
+                &url[p.scheme.len() + 3 + info.len() + 1..]
+            ),
+            None => url.to_string(),
+        },
+        _ => url.to_string(),
     }
 }
 

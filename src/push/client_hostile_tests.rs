@@ -62,7 +62,9 @@ fn upload_error(address: String) -> String {
         from: std::time::SystemTime::now(),
         until: std::time::SystemTime::now(),
     };
-    c.upload(&profile, Duration::from_secs(5)).unwrap_err()
+    c.upload(&profile, Duration::from_secs(5))
+        .unwrap_err()
+        .to_string()
 }
 
 /// A collector that echoes the password transformed (upper-cased, percent- or JSON-escaped) defeats

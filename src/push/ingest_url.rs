@@ -56,26 +56,14 @@ impl ServerAddress {
     /// Splits `address` (`scheme://[user@]host[:port][/path][?query][#fragment]`).
     pub fn parse(address: &str) -> Result<ServerAddress, AddressError> {
         let address = address.trim();
-        let (scheme, rest) = address
-            .split_once("://")
-            .ok_or_else(|| AddressError::Scheme(String::new()))?;
-        let scheme = scheme.to_ascii_lowercase();
+        let parts =
+            crate::urlsplit::split(address).ok_or_else(|| AddressError::Scheme(String::new()))?;
+        let scheme = parts.scheme.to_ascii_lowercase();
         if scheme != "http" && scheme != "https" {
             return Err(AddressError::Scheme(scheme));
         }
-        let rest = rest.split('#').next().unwrap_or("");
-        let (before_query, query) = match rest.split_once('?') {
-            Some((b, q)) => (b, q.to_string()),
-            None => (rest, String::new()),
-        };
-        let (authority, path) = match before_query.find('/') {
-            Some(i) => (&before_query[..i], before_query[i..].to_string()),
-            None => (before_query, String::new()),
-        };
-        let authority = match authority.rfind('@') {
-            Some(i) => &authority[i + 1..],
-            None => authority,
-        };
+        let (authority, path) = (parts.authority, parts.path.to_string());
+        let query = parts.query.unwrap_or_default().to_string();
         if authority.is_empty() {
             return Err(AddressError::NoHost);
         }
@@ -90,10 +78,11 @@ impl ServerAddress {
     /// The host without port or brackets (for `NO_PROXY` matching).
     pub fn host(&self) -> &str {
         let a = self.authority.as_str();
-        if let Some(rest) = a.strip_prefix('[') {
-            return rest.split(']').next().unwrap_or(rest);
+        match crate::urlsplit::split_host_port(a) {
+            Ok((host, _)) => host,
+            // A malformed bracket (refused by the gate before any push starts): the text inside it.
+            Err(_) => a.trim_start_matches('[').split(']').next().unwrap_or(a),
         }
-        a.rsplit_once(':').map(|(h, _)| h).unwrap_or(a)
     }
 
     /// The address for humans (logs, errors): scheme, authority and path, never userinfo.

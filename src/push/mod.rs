@@ -177,7 +177,8 @@ impl Pusher for PyroscopePusher {
             &self.config.version,
             self.config.upload_timeout,
             &|k| std::env::var(k).ok(),
-        )?;
+        )
+        .map_err(|e| e.to_string())?;
         let address = client.display_address();
         if let Some(proxy) = client.proxy() {
             (self.config.log)(&format!(
@@ -428,7 +429,7 @@ impl Worker {
                 true
             }
             Err(e) => {
-                self.shared.fail(e);
+                self.shared.fail(e.to_string());
                 false
             }
         }

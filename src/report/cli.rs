@@ -11,8 +11,8 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use crate::collect::atomic::write_atomically;
-use crate::collect::flags::go_style_args;
+use crate::fsutil::write_atomically;
+use crate::goflag::{Bound, Flag, Positional};
 use nl6_profile::proto::Profile;
 
 const USAGE: &str =
@@ -28,42 +28,66 @@ struct ReportArgs {
     help: bool,
 }
 
+/// Every `nl6 report` flag (Go pprof's `-diff_base` and `-sample_index` spellings are accepted too).
+const FLAGS: &[Flag<ReportArgs>] = &[
+    Flag::<ReportArgs>::value(
+        "diff-base",
+        "OLD.pb.gz",
+        "",
+        "print the difference from OLD.pb.gz to the profile",
+        |a, v| {
+            a.diff_base = Some(PathBuf::from(v));
+            Ok(())
+        },
+    )
+    .alias("diff_base"),
+    Flag::value(
+        "svg",
+        "OUT.svg",
+        "",
+        "also write a flame graph to OUT.svg",
+        |a, v| {
+            a.svg = Some(PathBuf::from(v));
+            Ok(())
+        },
+    ),
+    Flag::<ReportArgs>::value(
+        "sample-index",
+        "N|NAME",
+        "",
+        "the sample type to show, by index or name (default: the profile's default)",
+        |a, v| {
+            a.sample_index = Some(v.to_string());
+            Ok(())
+        },
+    )
+    .alias("sample_index"),
+    Flag::stop("help", "print this help"),
+];
+
 fn parse(args: Vec<OsString>) -> Result<ReportArgs, String> {
-    use lexopt::prelude::*;
-    let typed = args.clone();
-    let mut parser = lexopt::Parser::from_args(go_style_args(args));
     let mut out = ReportArgs::default();
-    let mut file: Option<PathBuf> = None;
-    while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
-        match arg {
-            Long("diff-base") | Long("diff_base") => {
-                out.diff_base = Some(parser.value().map_err(|e| e.to_string())?.into())
-            }
-            Long("svg") => out.svg = Some(parser.value().map_err(|e| e.to_string())?.into()),
-            Long("sample-index") | Long("sample_index") => {
-                out.sample_index = Some(
-                    parser
-                        .value()
-                        .map_err(|e| e.to_string())?
-                        .string()
-                        .map_err(|e| e.to_string())?,
-                )
-            }
-            Short('h') | Long("help") => out.help = true,
-            Value(v) if file.is_none() => file = Some(v.into()),
-            Value(v) => return Err(format!("unexpected extra argument {:?}", v)),
-            Long(name) => {
-                let known = ["diff-base", "svg", "sample-index", "help"];
-                return Err(crate::goflag::unknown_flag(&typed, name, known));
-            }
-            _ => return Err(arg.unexpected().to_string()),
-        }
-    }
-    if out.help {
+    let mut files = Vec::new();
+    let parsed = crate::goflag::parse(
+        &args,
+        &mut [&mut Bound(FLAGS, &mut out)],
+        Positional::Collect(&mut files),
+    )?;
+    if parsed.stopped_at == Some("help") {
+        out.help = true;
         return Ok(out);
     }
-    out.file = file.ok_or_else(|| "missing profile file".to_string())?;
+    let mut files = files.into_iter();
+    out.file = files.next().ok_or("missing profile file")?.into();
+    if let Some(extra) = files.next() {
+        return Err(format!("unexpected extra argument {extra:?}"));
+    }
     Ok(out)
+}
+
+/// `-help`: the usage line and the flags, from [`FLAGS`].
+fn help_text() -> String {
+    format!("{USAGE}\n\nflags:\n{}", crate::goflag::help_rows(FLAGS))
 }
 
 /// Runs `nl6 report` with `args` (without the program name and subcommand); returns the exit status.
@@ -76,7 +100,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
         }
     };
     if args.help {
-        println!("{USAGE}");
+        print!("{}", help_text());
         return 0;
     }
     match run(&args) {
@@ -217,6 +241,26 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(a.diff_base, Some(PathBuf::from("old.pb.gz")));
         assert_eq!(a.file, PathBuf::from("new.pb.gz"));
+    }
+
+    #[test]
+    fn a_value_starting_with_a_dash_is_taken_as_typed_as_nl6_and_go_take_it() {
+        // Go's flag package and `nl6 -profiling-pyroscope-tenant -x` keep such a value as it is; report's
+        // own rewriter used to turn it into `--d.svg`.
+        let a = parse(os(&[
+            "-svg",
+            "-d.svg",
+            "-diff-base",
+            "-old.pb.gz",
+            "new.pb.gz",
+        ]))
+        .unwrap();
+        assert_eq!(a.svg, Some(PathBuf::from("-d.svg")));
+        assert_eq!(a.diff_base, Some(PathBuf::from("-old.pb.gz")));
+        let b = parse(os(&["-diff_base=o.pb.gz", "-sample_index", "1", "n.pb.gz"])).unwrap();
+        assert_eq!(b.diff_base, Some(PathBuf::from("o.pb.gz")));
+        assert_eq!(b.sample_index.as_deref(), Some("1"));
+        assert!(help_text().contains("-svg OUT.svg"), "{}", help_text());
     }
 
     #[test]

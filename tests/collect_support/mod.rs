@@ -285,16 +285,5 @@ pub fn first_row(table: &str) -> String {
 }
 
 pub fn go_pprof_top(work: &Path, file: &Path) -> String {
-    let mut cmd = Command::new("go");
-    cmd.args(["tool", "pprof", "-top"]).arg(file);
-    go_env(&mut cmd, work);
-    cmd.env("PPROF_TMPDIR", work);
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "go tool pprof failed on {}: {}",
-        file.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    crate::common::go_pprof_ok(&[Path::new("-top"), file], work)
 }

@@ -7,8 +7,9 @@
 //! - [`Nl6::http`] / [`request`] are a small client on a raw `TcpStream` with timeouts (one request per
 //!   connection); [`read_reply`] reads one response.
 //! - Dropping an [`Nl6`] kills its own child and nothing else.
-//! - Small shared waits and probes: [`wait_until`] (bounded polling), [`status_field`] / [`threads_of`]
-//!   (`/proc/<pid>/status`). `push_support` uses this module as `crate::common`, so a test that
+//! - Small shared waits and probes: [`wait_until`] (bounded polling; [`wait_for`] panics naming what did
+//!   not happen), [`status_field`] / [`threads_of`] (`/proc/<pid>/status`).
+//! - [`go_pprof`] / [`go_pprof_ok`]: the one way tests run `go tool pprof`. `push_support` uses this module as `crate::common`, so a test that
 //!   declares `mod push_support;` also declares `mod common;`.
 //!
 //! Never sends traffic outside 127.0.0.1.
@@ -422,6 +423,42 @@ pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Polls `cond` (every 20 ms, through [`wait_until`]) for up to `secs` seconds; panics naming `what` on
+/// timeout.
+pub fn wait_for(what: &str, secs: u64, cond: impl FnMut() -> bool) {
+    assert!(
+        wait_until(Duration::from_secs(secs), cond),
+        "timed out after {secs}s waiting for {what}"
+    );
+}
+
+/// Runs `go tool pprof ARGS` (a file, a URL, flags) to completion with `HOME` and `PPROF_TMPDIR` in
+/// `work` (pprof writes its cache and fetched profiles there) and without an HTTP proxy (the URLs are
+/// loopback). The output whatever the status: a test of a refusal reads its stderr.
+pub fn go_pprof<S: AsRef<std::ffi::OsStr>>(args: &[S], work: &std::path::Path) -> Output {
+    Command::new("go")
+        .args(["tool", "pprof"])
+        .args(args)
+        .env("HOME", work)
+        .env("PPROF_TMPDIR", work)
+        .env_remove("http_proxy")
+        .env_remove("HTTP_PROXY")
+        .output()
+        .expect("`go` must be installed (scripts/setup.sh installs golang-go)")
+}
+
+/// [`go_pprof`] that must succeed: its stdout, or a panic with its stderr.
+pub fn go_pprof_ok<S: AsRef<std::ffi::OsStr>>(args: &[S], work: &std::path::Path) -> String {
+    let out = go_pprof(args, work);
+    let shown: Vec<_> = args.iter().map(|a| a.as_ref().to_string_lossy()).collect();
+    assert!(
+        out.status.success(),
+        "go tool pprof {shown:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A `/proc/<pid>/status` number (`Threads:`, `VmRSS:` in kB).

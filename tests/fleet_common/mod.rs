@@ -1,20 +1,8 @@
-//! Helpers shared by the fleet integration tests: bounded waits, free loopback ports, external tools.
+//! Helpers shared by the fleet integration tests: free loopback ports, external tools (bounded waits are
+//! `common::wait_for`).
 #![allow(dead_code)]
 
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
-
-/// Polls `ok` every 20 ms for up to `secs` seconds; panics naming `what` on timeout.
-pub fn wait_for(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !ok() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {secs}s waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 /// A UDP port free on 127.0.0.1 right now.
 pub fn free_udp_port() -> u16 {
