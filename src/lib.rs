@@ -23,6 +23,7 @@ pub mod http;
 pub mod jsonbody;
 pub mod lab;
 pub mod logtext;
+pub mod netsys;
 pub mod profiling;
 pub mod push;
 pub mod report;

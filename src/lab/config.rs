@@ -43,6 +43,13 @@ pub const FLAGS: &[FlagDoc] = &[
         doc: "device i answers SNMP on UDP PORT+i; 0 gives every device an ephemeral port",
     },
     FlagDoc {
+        name: "device-net",
+        value: "CIDR",
+        default: "",
+        doc: "device i answers SNMP at the range's first address + 1 + i, every device on -snmp-port \
+              (0: one ephemeral port for all), and sends its traps, syslog and flows from that address",
+    },
+    FlagDoc {
         name: "snmp-community",
         value: "TEXT",
         default: "public",
@@ -117,6 +124,58 @@ pub const FLAGS: &[FlagDoc] = &[
     },
 ];
 
+/// An IPv4 range of `-device-net`: device *i* is at the first address + 1 + *i*.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceNet {
+    base: Ipv4Addr,
+    prefix: u8,
+}
+
+impl DeviceNet {
+    /// Parses `a.b.c.d/n` (the address is masked to the range's first address).
+    pub fn parse(text: &str) -> Result<DeviceNet, String> {
+        let bad = || format!("want an IPv4 range like 127.1.0.0/16, not {text:?}");
+        let (ip, prefix) = text.split_once('/').ok_or_else(bad)?;
+        let ip: Ipv4Addr = ip.parse().map_err(|_| bad())?;
+        let prefix: u8 = prefix.parse().map_err(|_| bad())?;
+        if prefix > 32 {
+            return Err(bad());
+        }
+        let mask = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
+        Ok(DeviceNet {
+            base: Ipv4Addr::from(u32::from(ip) & mask),
+            prefix,
+        })
+    }
+    /// The smallest range from `base` with room for `devices`.
+    fn fitting(base: Ipv4Addr, devices: usize) -> DeviceNet {
+        let prefix = (0..=30u8)
+            .rev()
+            .find(|&p| (1usize << (32 - p)) >= devices + 2)
+            .unwrap_or(0);
+        DeviceNet::parse(&format!("{base}/{prefix}")).unwrap_or(DeviceNet { base, prefix })
+    }
+    /// How many devices fit: every address but the first and the last.
+    pub fn capacity(&self) -> usize {
+        (1usize << (32 - u32::from(self.prefix))).saturating_sub(2)
+    }
+    /// The address of device `index`.
+    pub fn device_ip(&self, index: usize) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(self.base).wrapping_add(1 + index as u32))
+    }
+    /// The device at `ip`, when `ip` is one of the first `devices` addresses of the range.
+    pub fn device_at(&self, ip: Ipv4Addr, devices: usize) -> Option<usize> {
+        let i = u32::from(ip).checked_sub(u32::from(self.base))?.checked_sub(1)? as usize;
+        (i < devices).then_some(i)
+    }
+}
+
+impl std::fmt::Display for DeviceNet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.base, self.prefix)
+    }
+}
+
 /// The SNMPv2c community devices answer when `-snmp-community` is not given.
 pub const DEFAULT_COMMUNITY: &str = "public";
 
@@ -127,6 +186,7 @@ pub struct FleetConfig {
     devices: usize,
     bind: IpAddr,
     snmp_port: u16,
+    device_net: Option<DeviceNet>,
     snmp_community: String,
     trap_target: Option<SocketAddr>,
     trap_interval: Duration,
@@ -147,6 +207,7 @@ impl Default for FleetConfig {
             devices: 4,
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
             snmp_port: 16100,
+            device_net: None,
             snmp_community: DEFAULT_COMMUNITY.into(),
             trap_target: None,
             trap_interval: Duration::from_secs(30),
@@ -228,6 +289,13 @@ impl FleetConfig {
                     self.snmp_port = u16::try_from(num(value)?)
                         .map_err(|_| format!("port {value} is above 65535"))?
                 }
+                "device-net" => {
+                    self.device_net = if value.is_empty() {
+                        None
+                    } else {
+                        Some(DeviceNet::parse(value)?)
+                    }
+                }
                 "snmp-community" => {
                     if value.is_empty() {
                         return Err("the community cannot be empty".into());
@@ -268,6 +336,18 @@ impl FleetConfig {
 
     /// Checks what depends on several fields (the port range) before anything binds.
     pub fn validate(&self) -> Result<(), String> {
+        if let Some(net) = self.device_net {
+            if self.devices > net.capacity() {
+                return Err(format!(
+                    "-device-net {net} holds {} device addresses (its first address + 1 up to the one \
+                     before the last), not -devices {}: give a wider range, e.g. -device-net {}",
+                    net.capacity(),
+                    self.devices,
+                    DeviceNet::fitting(net.base, self.devices)
+                ));
+            }
+            return Ok(());
+        }
         if self.snmp_port != 0
             && self.devices > 0
             && self.snmp_port as usize + self.devices - 1 > 65_535
@@ -287,8 +367,11 @@ impl FleetConfig {
     /// see `snmp::response_limit`, but they still leave the host). `None` on loopback, with no device or
     /// with a community of one's own.
     pub fn exposure_warning(&self) -> Option<String> {
-        if self.devices == 0 || self.bind.is_loopback() || self.snmp_community != DEFAULT_COMMUNITY
-        {
+        // With -device-net only the range's addresses are answered, whatever the sockets bind to.
+        let loopback = self
+            .device_net
+            .map_or(self.bind.is_loopback(), |n| n.base.is_loopback());
+        if self.devices == 0 || loopback || self.snmp_community != DEFAULT_COMMUNITY {
             return None;
         }
         Some(format!(
@@ -312,6 +395,14 @@ impl FleetConfig {
         self.snmp_port
     }
     /// Defaults to `public`.
+    /// `-device-net`: the range devices take their addresses from (off: one port per device).
+    pub fn device_net(&self) -> Option<DeviceNet> {
+        self.device_net
+    }
+    pub fn with_device_net(mut self, net: Option<DeviceNet>) -> Self {
+        self.device_net = net;
+        self
+    }
     pub fn snmp_community(&self) -> &str {
         &self.snmp_community
     }
@@ -417,6 +508,7 @@ impl FleetConfig {
             devices,
             bind,
             snmp_port,
+            device_net,
             snmp_community,
             trap_target,
             trap_interval,
@@ -437,6 +529,10 @@ impl FleetConfig {
             ("devices", devices.to_string()),
             ("bind", bind.to_string()),
             ("snmp-port", snmp_port.to_string()),
+            (
+                "device-net",
+                device_net.map(|n| n.to_string()).unwrap_or_default(),
+            ),
             ("snmp-community", snmp_community.clone()),
             ("trap-target", addr(*trap_target)),
             ("trap-interval", format_duration(*trap_interval)),

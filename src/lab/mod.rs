@@ -26,6 +26,8 @@ pub mod ber;
 pub mod config;
 pub mod device;
 pub mod fleet;
+pub mod fleet_error;
+pub mod listen;
 pub mod mib;
 pub mod netflow;
 pub mod scenario;

@@ -1,15 +1,16 @@
 //! SNMPv2c: the message codec (RFC 3416 PDUs over the BER codec), the agent's answer to GET, GETNEXT and
-//! GETBULK against a [`Mib`], and the per-device read loop that serves one UDP socket.
+//! GETBULK against a [`Mib`], [`respond`] (one request to one device, counted), and the serving threads
+//! ([`serve`]).
 //!
 //! [`answer`] is a plain function from request bytes to response bytes, tested without sockets. An answer
 //! is never larger than [`response_limit`] of its request: at most [`MAX_AMPLIFICATION`] × the request's
 //! size and one unfragmented datagram ([`MAX_DATAGRAM`]), so a spoofed request cannot make a device a
 //! reflector (a 120-byte GETBULK used to get 9–25 KB back). Beyond it a GETBULK answer is truncated at the
 //! end (RFC 3416 §4.2.3: the repeated bindings that fit, in order), any other answer becomes `tooBig`
-//! with no bindings (§4.2.1). The read
-//! loop ([`serve`]) runs in a thread labelled `snmp` at birth; it drops and counts malformed datagrams and
-//! wrong communities (an agent stays silent on both), retries on EINTR and polls its stop flag through a
-//! read timeout. It never sends anything but responses to the requester.
+//! with no bindings (§4.2.1). The
+//! serving threads ([`serve`]) are labelled `snmp` at birth; [`respond`] drops and counts malformed
+//! datagrams and wrong communities (an agent stays silent on both). Nothing but responses to the
+//! requester is ever sent.
 #![forbid(unsafe_code)]
 
 use super::ber::{self, tag, BerError, Oid, Reader, Value};
@@ -17,8 +18,9 @@ use super::device::{Device, DeviceCounters};
 use super::mib::Mib;
 use std::io::ErrorKind;
 use std::net::UdpSocket;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
+
+pub mod serve;
 
 /// PDU tags (context-specific, constructed).
 pub mod pdu {
@@ -298,43 +300,19 @@ fn next_binding(mib: &Mib, oid: &Oid) -> (Oid, Value) {
     }
 }
 
-/// The per-device read loop: answers requests on `socket` until `stop` is set. The socket must have a
-/// read timeout (the fleet sets one) so the loop sees `stop`; EINTR is retried.
-pub fn serve(socket: &UdpSocket, device: &Device, community: &[u8], stop: &AtomicBool) {
-    crate::lab::probe!("snmp.loop");
-    let mut buf = vec![0u8; 65_535];
-    while !stop.load(Ordering::Relaxed) {
-        let (n, peer) = match socket.recv_from(&mut buf) {
-            Ok(x) => x,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::Interrupted | ErrorKind::WouldBlock | ErrorKind::TimedOut
-                ) =>
-            {
-                continue
-            }
-            Err(_) => continue,
-        };
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
-        DeviceCounters::inc(&device.counters.snmp_requests);
-        let mib = Mib::of_device(device, Instant::now());
-        match answer(&buf[..n], community, &mib) {
-            Outcome::Reply(bytes) => {
-                crate::lab::probe!("snmp.reply");
-                if send_retrying(socket, &bytes, peer) {
-                    DeviceCounters::inc(&device.counters.snmp_responses);
-                } else {
-                    DeviceCounters::inc(&device.counters.send_errors);
-                }
-            }
-            Outcome::Malformed(_) => DeviceCounters::inc(&device.counters.malformed),
-            Outcome::Refused => DeviceCounters::inc(&device.counters.bad_community),
-            Outcome::UnsupportedVersion(_) => DeviceCounters::inc(&device.counters.bad_version),
-        }
-    }
+/// The agent's side of one request to `device`: counts it, answers it from the device's MIB, and
+/// counts what was dropped (malformed, wrong community, another version). The reply to send, if any.
+pub fn respond(device: &Device, request: &[u8], community: &[u8]) -> Option<Vec<u8>> {
+    DeviceCounters::inc(&device.counters.snmp_requests);
+    let mib = Mib::of_device(device, Instant::now());
+    let counter = match answer(request, community, &mib) {
+        Outcome::Reply(bytes) => return Some(bytes),
+        Outcome::Malformed(_) => &device.counters.malformed,
+        Outcome::Refused => &device.counters.bad_community,
+        Outcome::UnsupportedVersion(_) => &device.counters.bad_version,
+    };
+    DeviceCounters::inc(counter);
+    None
 }
 
 /// Sends one datagram, retrying on EINTR; false when the OS refused it.
