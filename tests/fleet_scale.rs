@@ -240,11 +240,12 @@ fn thirty_thousand_devices_at_their_own_addresses_on_a_handful_of_threads() {
     let total = sum(&|_| true);
     let in_lab = sum(&|s| is_lab(&s.0, &s.1));
     let snmp_labelled = sum(&|s| is_lab(&s.0, &s.1) && s.0 == "snmp");
-    // The profiler's own work: samples whose innermost nl6 frame is the profiler's (every thread's
-    // root passes through its spawn wrapper, which is not work).
+    // The profiler's own work is its self time: samples whose leaf function (past inlined thread-local
+    // accessors) is the profiler's. Every thread's root passes through its spawn wrapper, and the heap
+    // sampler wraps the allocator, whose own work (malloc, free) is the caller's.
     let machinery = sum(&|s| {
         s.1.iter()
-            .find(|f| f.starts_with("nl6::") || f.starts_with("<nl6::"))
+            .find(|f| !f.starts_with("std::thread::local::"))
             .is_some_and(|f| f.contains("nl6::profiling::"))
     });
     eprintln!(
