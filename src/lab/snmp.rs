@@ -15,7 +15,7 @@
 
 use super::ber::{self, tag, BerError, Oid, Reader, Value};
 use super::device::{Device, DeviceCounters};
-use super::mib::Mib;
+use super::mib::{DeviceMib, MibView};
 use std::io::ErrorKind;
 use std::net::UdpSocket;
 use std::time::Instant;
@@ -159,7 +159,7 @@ fn message_version(bytes: &[u8]) -> Option<i64> {
 }
 
 /// The agent: the answer to `request` against `mib` for `community`.
-pub fn answer(request: &[u8], community: &[u8], mib: &Mib) -> Outcome {
+pub fn answer<M: MibView + ?Sized>(request: &[u8], community: &[u8], mib: &M) -> Outcome {
     match message_version(request) {
         Some(v) if v != VERSION_2C => return Outcome::UnsupportedVersion(v),
         _ => {}
@@ -183,9 +183,9 @@ pub fn answer(request: &[u8], community: &[u8], mib: &Mib) -> Outcome {
     match req.pdu_type {
         pdu::GET => {
             for (oid, _) in &req.varbinds {
-                let v = match mib.get(oid) {
-                    Some(v) => v.clone(),
-                    None if mib.has_subtree(oid) || names_known_object(mib, oid) => {
+                let v = match mib.get_value(oid) {
+                    Some(v) => v,
+                    None if mib.covers(oid) || names_known_object(mib, oid) => {
                         Value::NoSuchInstance
                     }
                     None => Value::NoSuchObject,
@@ -212,7 +212,7 @@ pub fn answer(request: &[u8], community: &[u8], mib: &Mib) -> Outcome {
 /// GETBULK (RFC 3416 §4.2.3): the non-repeaters' successors, then up to max-repetitions rows of the
 /// repeaters' successors, ending early when every repeater has run out of MIB or when the bindings
 /// would no longer fit [`response_limit`] (so a large max-repetitions costs no more work than fits).
-fn bulk(req: &Message, mib: &Mib, request_len: usize, resp: &mut Message) {
+fn bulk<M: MibView + ?Sized>(req: &Message, mib: &M, request_len: usize, resp: &mut Message) {
     let non_rep = (req.error_status.max(0) as usize).min(req.varbinds.len());
     let max_rep = (req.error_index.max(0) as usize).min(MAX_REPETITIONS);
     for (oid, _) in &req.varbinds[..non_rep] {
@@ -280,22 +280,22 @@ fn put_varbind(out: &mut Vec<u8>, oid: &Oid, v: &Value) {
 /// instance is `noSuchInstance`, not `noSuchObject`): some entry's object, the entry less its instance
 /// arc (every instance here is one arc: `.0` for scalars, the ifIndex in ifTable), is a prefix of `oid`.
 /// The entries under such a prefix sort next to `oid`, so its two neighbours are the only ones to test.
-fn names_known_object(mib: &Mib, oid: &Oid) -> bool {
-    let object_of = |o: &Oid| Oid(o.0[..o.0.len().saturating_sub(1)].to_vec());
-    let before = mib.entries().partition_point(|(o, _)| o < oid);
+fn names_known_object<M: MibView + ?Sized>(mib: &M, oid: &Oid) -> bool {
+    let before = mib.position(oid, false);
     [before.checked_sub(1), Some(before)]
         .into_iter()
         .flatten()
-        .filter_map(|i| mib.entries().get(i))
-        .any(|(o, _)| {
-            let object = object_of(o);
-            object.0.len() >= 2 && oid.starts_with(&object)
+        .filter(|&i| i < mib.len())
+        .any(|i| {
+            let o = &mib.oid(i).0;
+            let object = &o[..o.len().saturating_sub(1)];
+            object.len() >= 2 && oid.0.starts_with(object)
         })
 }
 
-fn next_binding(mib: &Mib, oid: &Oid) -> (Oid, Value) {
-    match mib.next(oid) {
-        Some((o, v)) => (o.clone(), v.clone()),
+fn next_binding<M: MibView + ?Sized>(mib: &M, oid: &Oid) -> (Oid, Value) {
+    match mib.next_entry(oid) {
+        Some(entry) => entry,
         None => (oid.clone(), Value::EndOfMibView),
     }
 }
@@ -304,7 +304,7 @@ fn next_binding(mib: &Mib, oid: &Oid) -> (Oid, Value) {
 /// counts what was dropped (malformed, wrong community, another version). The reply to send, if any.
 pub fn respond(device: &Device, request: &[u8], community: &[u8]) -> Option<Vec<u8>> {
     DeviceCounters::inc(&device.counters.snmp_requests);
-    let mib = Mib::of_device(device, Instant::now());
+    let mib = DeviceMib::of(device, Instant::now());
     let counter = match answer(request, community, &mib) {
         Outcome::Reply(bytes) => return Some(bytes),
         Outcome::Malformed(_) => &device.counters.malformed,
@@ -331,6 +331,7 @@ pub fn send_retrying(socket: &UdpSocket, bytes: &[u8], to: std::net::SocketAddr)
 mod tests {
     use super::*;
     use crate::lab::device::Device;
+    use crate::lab::mib::Mib;
 
     fn o(s: &str) -> Oid {
         Oid::parse(s).unwrap()
