@@ -307,3 +307,53 @@ fn device_net_refusals_are_one_line_and_start_nothing() {
         &["192.0.2.1", "ip route add local 192.0.2.0/24 dev lo"],
     );
 }
+
+/// Under `-device-net` a device's traps, syslog messages and flow records leave from its own address.
+#[test]
+fn notifications_syslog_and_flows_come_from_the_device_address() {
+    use nl6::lab::config::DeviceNet;
+    use nl6::lab::syslog::Transport;
+    use nl6::lab::{Fleet, FleetConfig};
+    let rx = |_| {
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        s
+    };
+    let (traps, syslog, flows) = (rx(0), rx(1), rx(2));
+    let at = |s: &UdpSocket| s.local_addr().unwrap();
+    let hour = Duration::from_secs(3600);
+    let cfg = FleetConfig::default()
+        .with_devices(3)
+        .with_snmp_port(0)
+        .with_device_net(Some(DeviceNet::parse("127.3.0.0/24").unwrap()))
+        .with_trap_target(Some(at(&traps)), hour)
+        .with_syslog_target(Some((Transport::Udp, at(&syslog))), hour)
+        .with_flow_target(Some(at(&flows)), Duration::from_millis(100));
+    let fleet = Fleet::start(cfg).unwrap();
+    let ip = |i: u8| std::net::IpAddr::V4(Ipv4Addr::new(127, 3, 0, i + 1));
+    assert_eq!(fleet.devices()[2].snmp_addr().unwrap().ip(), ip(2));
+    let mut buf = [0u8; 2048];
+    assert!(fleet.set_link(2, 1, false));
+    let (_, from) = traps.recv_from(&mut buf).expect("a linkDown trap");
+    assert_eq!(from.ip(), ip(2), "the trap comes from device 2's address");
+    // The link change's syslog message (device 2), then one of device 1's.
+    let (n, from) = syslog.recv_from(&mut buf).expect("the link change's syslog message");
+    let mut from_syslog = vec![(from.ip(), String::from_utf8_lossy(&buf[..n]).into_owned())];
+    assert!(fleet.emit_syslog(1, "hello from device 1"));
+    let (n, from) = syslog.recv_from(&mut buf).expect("a syslog message");
+    from_syslog.push((from.ip(), String::from_utf8_lossy(&buf[..n]).into_owned()));
+    for (from, text) in &from_syslog {
+        let device = (0..3u8).find(|&i| text.contains(&format!("nl6-dev-000{i}"))).expect(text);
+        assert_eq!(*from, ip(device), "{text}");
+    }
+    let mut flow_sources = std::collections::BTreeSet::new();
+    let end = Instant::now() + Duration::from_secs(5);
+    while flow_sources.len() < 3 && Instant::now() < end {
+        if let Ok((_, from)) = flows.recv_from(&mut buf) {
+            assert!((0..3).any(|i| from.ip() == ip(i)), "flow from {from}");
+            flow_sources.insert(from.ip());
+        }
+    }
+    assert_eq!(flow_sources.len(), 3, "every device exports from its own address");
+    fleet.stop();
+}

@@ -17,7 +17,7 @@ use super::ber::{self, tag, BerError, Oid, Reader, Value};
 use super::device::{Device, DeviceCounters};
 use super::mib::{DeviceMib, MibView};
 use std::io::ErrorKind;
-use std::net::UdpSocket;
+use std::net::{SocketAddr, UdpSocket};
 use std::time::Instant;
 
 pub mod serve;
@@ -325,6 +325,32 @@ pub fn send_retrying(socket: &UdpSocket, bytes: &[u8], to: std::net::SocketAddr)
         }
     }
     false
+}
+
+/// Sends from a chosen local address, retrying on EINTR; false when the OS refused it.
+pub fn send_from_retrying(
+    socket: &UdpSocket,
+    bytes: &[u8],
+    to: std::net::SocketAddrV4,
+    from: std::net::Ipv4Addr,
+) -> bool {
+    for _ in 0..8 {
+        match crate::netsys::send_from(socket, bytes, to, from) {
+            Ok(_) => return true,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
+/// Sends `bytes` to `to` from `device`'s own address when it has one (`-device-net`), else from
+/// whatever `socket` is bound to; EINTR is retried. False when the OS refused it.
+pub fn send_as(device: &Device, socket: &UdpSocket, bytes: &[u8], to: SocketAddr) -> bool {
+    match (device.own_ip(), to) {
+        (Some(from), SocketAddr::V4(to)) => send_from_retrying(socket, bytes, to, from),
+        _ => send_retrying(socket, bytes, to),
+    }
 }
 
 #[cfg(test)]

@@ -15,10 +15,10 @@
 
 use super::super::config::DeviceNet;
 use super::super::device::{Device, DeviceCounters};
-use super::{respond, send_retrying};
+use super::{respond, send_from_retrying, send_retrying};
 use crate::http::sys::{poll, PollFd};
 use std::io::ErrorKind;
-use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
+use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixDatagram;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -147,31 +147,5 @@ fn drain(serving: &Serving<'_>, l: &Listener, buf: &mut [u8]) {
             };
             DeviceCounters::inc(counter);
         }
-    }
-}
-
-/// Sends from a chosen local address, retrying on EINTR; false when the OS refused it.
-pub fn send_from_retrying(
-    socket: &UdpSocket,
-    bytes: &[u8],
-    to: SocketAddrV4,
-    from: std::net::Ipv4Addr,
-) -> bool {
-    for _ in 0..8 {
-        match crate::netsys::send_from(socket, bytes, to, from) {
-            Ok(_) => return true,
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(_) => return false,
-        }
-    }
-    false
-}
-
-/// Sends `bytes` to `to` from `device`'s own address when it has one (`-device-net`), else from
-/// whatever `socket` is bound to; EINTR is retried. False when the OS refused it.
-pub fn send_as(device: &Device, socket: &UdpSocket, bytes: &[u8], to: SocketAddr) -> bool {
-    match (device.own_ip(), to) {
-        (Some(from), SocketAddr::V4(to)) => send_from_retrying(socket, bytes, to, from),
-        _ => send_retrying(socket, bytes, to),
     }
 }
