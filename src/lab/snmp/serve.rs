@@ -29,8 +29,10 @@ use std::time::Duration;
 pub const SERVING_THREADS: usize = 4;
 /// Datagrams read from one socket before the thread looks at its other ready sockets.
 const BURST: usize = 32;
-/// The longest a serving thread waits before it looks at the stop flag when nothing wakes it.
-const POLL_TIMEOUT: Duration = Duration::from_millis(500);
+/// The longest a serving thread waits before it looks at the stop flag when nothing wakes it: only a
+/// backstop, as stop wakes every thread through the [`Waker`]; each poll of a per-port thread walks all
+/// its sockets, so a short timeout would cost idle CPU in proportion to -devices.
+const POLL_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Which device a socket's datagrams are for.
 #[derive(Debug)]
