@@ -1,9 +1,10 @@
-//! The fleet: [`Fleet::start`] binds every device socket (all before any thread starts, so a bind failure
-//! stops startup with one line naming the device, the port and the remedy), then starts the threads:
+//! The fleet: [`Fleet::start`] binds every SNMP socket ([`super::listen`]: per port, or a few sockets for a
+//! `-device-net` range; all before any thread starts, so a refusal stops startup with one line naming
+//! what was wrong and the remedy), then starts the threads. None is per device:
 //!
 //! | thread | label at birth | what it does |
 //! |---|---|---|
-//! | `snmp-<i>` (one per device) | `snmp` | the device's SNMP read loop |
+//! | `snmp-<t>` (at most [`SERVING_THREADS`](super::snmp::serve::SERVING_THREADS)) | `snmp` | poll a share of the SNMP sockets and answer (see `snmp/serve.rs`) |
 //! | `trap-inform-reader`, `trap-inform-retry` (INFORM mode) | `trap` | match responses, resend |
 //! | `syslog-tcp` (TCP target) | `syslog` | the reconnect loop draining the send queue |
 //! | `flow-ticker` (flow target) | `flow` | every `-flow-interval`, one export per device |
@@ -12,12 +13,13 @@
 //! | `lab-traffic` (`-traffic`) | `scenario` | the built-in load (see `traffic.rs`); funnels label themselves |
 //!
 //! [`Fleet::stop`] (also on drop) ends every thread within about one socket timeout: it raises the stop
-//! flag, wakes sleepers and sends each device socket an empty datagram so blocked reads return at once.
+//! flag, wakes sleepers and writes the SNMP threads' wake-up socket so their polls return at once.
 #![forbid(unsafe_code)]
 
 use super::config::FleetConfig;
 use super::device::{mix, Device, INTERFACES_PER_DEVICE};
-use super::scenario::Book;
+use super::netflow::FlowExporter;
+use super::scenario::{Book, Host};
 use super::syslog::{self, SendQueue, SyslogExporter, Transport};
 use super::traffic::DiscardSink;
 use super::trap::{TrapOptions, TrapSender};
@@ -165,6 +167,47 @@ impl Shared {
             &format!("Interface eth{} changed state to {state}", if_index - 1),
         );
         true
+    }
+}
+
+impl Host for Shared {
+    fn devices(&self) -> &[Arc<Device>] {
+        &self.devices
+    }
+    fn book(&self) -> &Book {
+        &self.scenarios
+    }
+    fn sleep_until(&self, t: Instant) -> bool {
+        self.stop.sleep_until(t)
+    }
+    fn spawn_labelled(
+        &self,
+        label: Subsystem,
+        name: &str,
+        f: Box<dyn FnOnce() + Send>,
+    ) -> std::io::Result<()> {
+        self.spawn(label, name, f)
+    }
+    fn spawn_inheriting_label(
+        &self,
+        name: &str,
+        f: Box<dyn FnOnce() + Send>,
+    ) -> std::io::Result<()> {
+        self.spawn_inheriting(name, f)
+    }
+    fn set_link(&self, index: usize, if_index: u32, up: bool) -> bool {
+        Shared::set_link(self, index, if_index, up)
+    }
+    fn emit_syslog(&self, index: usize, severity: u8, msgid: &str, text: &str) -> bool {
+        Shared::emit_syslog(self, index, severity, msgid, text)
+    }
+    fn flow_exporter(&self) -> Option<FlowExporter> {
+        let (socket, target) = (self.flow_socket.as_ref()?, self.config.flow_target()?);
+        let socket = socket.try_clone().ok()?;
+        Some(FlowExporter::new(socket, target, self.devices.len()))
+    }
+    fn flow_interval(&self) -> Duration {
+        self.config.flow_interval()
     }
 }
 
