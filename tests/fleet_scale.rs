@@ -306,6 +306,32 @@ fn device_net_refusals_are_one_line_and_start_nothing() {
         2,
         &["192.0.2.1", "ip route add local 192.0.2.0/24 dev lo"],
     );
+    // A port another process holds, even one that shares ports (SO_REUSEPORT), is not joined.
+    let taken = nl6::netsys::bind_shared_port("0.0.0.0:0".parse().unwrap()).unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    refusal(
+        &["-devices", "3", "-device-net", "127.2.0.0/24", "-snmp-port", &port],
+        1,
+        &[&format!("0.0.0.0:{port}"), "nl6-dev-0000 … nl6-dev-0002", "-snmp-port 0"],
+    );
+    // Out of descriptors per port: the limit, the need, and -device-net as the way around it.
+    let out = boot()
+        .nofile(64)
+        .args(&["-devices", "200", "-snmp-port", "0"])
+        .run();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("ulimit -n 264") && err.contains("-device-net"),
+        "{err}"
+    );
+    assert!(!err.contains("-snmp-port 0"), "the port is not the problem: {err}");
+    // With -device-net the same limit is plenty: 4 sockets serve 200 devices.
+    let n = boot()
+        .nofile(64)
+        .args(&["-devices", "200", "-device-net", "127.2.0.0/24"])
+        .start();
+    assert!(threads_of(n.pid()) <= THREAD_BOUND);
 }
 
 /// Under `-device-net` a device's traps, syslog messages and flow records leave from its own address.

@@ -82,14 +82,25 @@ fn bind_device_net(
     }
     check_owned(net, devices.len())?;
     let mut port = config.snmp_port();
+    let last = devices[devices.len() - 1].name();
+    let bind_error = |at: SocketAddrV4| {
+        let device = format!("{} … {last}", devices[0].name());
+        move |cause| FleetError::Bind {
+            device,
+            addr: SocketAddr::V4(at),
+            cause,
+        }
+    };
+    // SO_REUSEPORT would let a second nl6 of this user join the port and take half the requests: a
+    // plain bind first makes a port anyone holds (with or without SO_REUSEPORT) a refusal.
+    if port != 0 {
+        let at = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port);
+        drop(UdpSocket::bind(at).map_err(bind_error(at))?);
+    }
     let mut out = Vec::with_capacity(SERVING_THREADS);
     for _ in 0..SERVING_THREADS {
         let at = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port);
-        let socket = crate::netsys::bind_shared_port(at).map_err(|cause| FleetError::Bind {
-            device: format!("{} (-device-net {net})", crate::goflag::count(devices.len(), "device", "devices")),
-            addr: SocketAddr::V4(at),
-            cause,
-        })?;
+        let socket = crate::netsys::bind_shared_port(at).map_err(bind_error(at))?;
         port = socket.local_addr().map_err(io("SNMP socket address"))?.port();
         out.push(Listener {
             socket,
