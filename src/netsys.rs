@@ -126,7 +126,12 @@ pub fn recv_with_destination(
 
 /// Sends `bytes` to `to` from local address `from` (which the host must own) on `sock`, whatever the
 /// socket is bound to, via `sendmsg` with an `IP_PKTINFO` source.
-pub fn send_from(sock: &UdpSocket, bytes: &[u8], to: SocketAddrV4, from: Ipv4Addr) -> io::Result<usize> {
+pub fn send_from(
+    sock: &UdpSocket,
+    bytes: &[u8],
+    to: SocketAddrV4,
+    from: Ipv4Addr,
+) -> io::Result<usize> {
     let mut dest = sockaddr(to);
     let mut control = Control([0; 64]);
     let mut iov = libc::iovec {
@@ -176,7 +181,8 @@ mod tests {
         // Send until socket `a` gets one (the kernel may hash the flow to `_b`).
         let mut buf = [0u8; 64];
         a.set_nonblocking(false).unwrap();
-        a.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        a.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
         let mut got = None;
         for _ in 0..20 {
             let c = UdpSocket::bind("127.0.0.1:0").unwrap();

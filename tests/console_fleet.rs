@@ -140,11 +140,15 @@ fn console_pages_a_large_fleet() {
     b.viewport(1280, 900, 1.0, false);
     b.navigate(&format!("{base}/"));
     b.wait_eval(WAIT, "!document.getElementById('devices-panel').hidden");
-    b.wait_text("devices-count", WAIT, |t| t == "150 devices, 1–100 on this page");
+    b.wait_text("devices-count", WAIT, |t| {
+        t == "150 devices, 1–100 on this page"
+    });
     let rows = "document.querySelectorAll('#devices-table tbody tr').length";
     assert_eq!(b.eval(rows), 100);
     b.eval("document.getElementById('devices-next').click()");
-    b.wait_text("devices-count", WAIT, |t| t == "150 devices, 101–150 on this page");
+    b.wait_text("devices-count", WAIT, |t| {
+        t == "150 devices, 101–150 on this page"
+    });
     assert_eq!(b.eval(rows), 50);
     let first = "document.querySelector('#devices-table tbody tr td').textContent";
     assert_eq!(b.eval(first), "nl6-dev-0100");

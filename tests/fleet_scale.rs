@@ -77,7 +77,9 @@ fn get_sysname(sock: &UdpSocket, to: SocketAddr, id: i32) -> Option<(SocketAddr,
 fn snmp(tool: &str, target: &str, oid: &str) -> String {
     let out = run(
         tool,
-        &["-v2c", "-c", "public", "-On", "-t", "2", "-r", "2", target, oid],
+        &[
+            "-v2c", "-c", "public", "-On", "-t", "2", "-r", "2", target, oid,
+        ],
     );
     assert!(
         out.status.success(),
@@ -87,8 +89,11 @@ fn snmp(tool: &str, target: &str, oid: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// CPU samples of a `profile?seconds=N` scrape: (subsystem label or "", function names of the stack, count).
-fn profile_samples(n: &Nl6, seconds: u32) -> Vec<(String, Vec<String>, i64)> {
+/// One CPU sample: its subsystem label (or ""), the function names of its stack (leaf first), its count.
+type Sample = (String, Vec<String>, i64);
+
+/// CPU samples of a `profile?seconds=N` scrape.
+fn profile_samples(n: &Nl6, seconds: u32) -> Vec<Sample> {
     let (status, _, body) = n.http_with(
         "GET",
         &format!("/debug/pprof/profile?seconds={seconds}"),
@@ -100,12 +105,7 @@ fn profile_samples(n: &Nl6, seconds: u32) -> Vec<(String, Vec<String>, i64)> {
     let p: Profile = proto::decode(&body).expect("a pprof profile");
     let text = |i: i64| p.string_table[i as usize].clone();
     let key = p.string_table.iter().position(|s| s == "subsystem");
-    let function = |id: u64| {
-        p.function
-            .iter()
-            .find(|f| f.id == id)
-            .map(|f| text(f.name))
-    };
+    let function = |id: u64| p.function.iter().find(|f| f.id == id).map(|f| text(f.name));
     p.sample
         .iter()
         .map(|s| {
@@ -234,9 +234,8 @@ fn thirty_thousand_devices_at_their_own_addresses_on_a_handful_of_threads() {
     let is_lab = |label: &str, names: &[String]| {
         lab.contains(&label) || names.iter().any(|f| f.contains("nl6::lab::"))
     };
-    let sum = |f: &dyn Fn(&(String, Vec<String>, i64)) -> bool| -> i64 {
-        samples.iter().filter(|s| f(s)).map(|s| s.2).sum()
-    };
+    let sum =
+        |f: &dyn Fn(&Sample) -> bool| -> i64 { samples.iter().filter(|s| f(s)).map(|s| s.2).sum() };
     let total = sum(&|_| true);
     let in_lab = sum(&|s| is_lab(&s.0, &s.1));
     let snmp_labelled = sum(&|s| is_lab(&s.0, &s.1) && s.0 == "snmp");
@@ -310,9 +309,20 @@ fn device_net_refusals_are_one_line_and_start_nothing() {
     let taken = nl6::netsys::bind_shared_port("0.0.0.0:0".parse().unwrap()).unwrap();
     let port = taken.local_addr().unwrap().port().to_string();
     refusal(
-        &["-devices", "3", "-device-net", "127.2.0.0/24", "-snmp-port", &port],
+        &[
+            "-devices",
+            "3",
+            "-device-net",
+            "127.2.0.0/24",
+            "-snmp-port",
+            &port,
+        ],
         1,
-        &[&format!("0.0.0.0:{port}"), "nl6-dev-0000 … nl6-dev-0002", "-snmp-port 0"],
+        &[
+            &format!("0.0.0.0:{port}"),
+            "nl6-dev-0000 … nl6-dev-0002",
+            "-snmp-port 0",
+        ],
     );
     // Out of descriptors per port: the limit, the need, and -device-net as the way around it.
     let out = boot()
@@ -325,7 +335,10 @@ fn device_net_refusals_are_one_line_and_start_nothing() {
         err.contains("ulimit -n 264") && err.contains("-device-net"),
         "{err}"
     );
-    assert!(!err.contains("-snmp-port 0"), "the port is not the problem: {err}");
+    assert!(
+        !err.contains("-snmp-port 0"),
+        "the port is not the problem: {err}"
+    );
     // With -device-net the same limit is plenty: 4 sockets serve 200 devices.
     let n = boot()
         .nofile(64)
@@ -363,13 +376,17 @@ fn notifications_syslog_and_flows_come_from_the_device_address() {
     let (_, from) = traps.recv_from(&mut buf).expect("a linkDown trap");
     assert_eq!(from.ip(), ip(2), "the trap comes from device 2's address");
     // The link change's syslog message (device 2), then one of device 1's.
-    let (n, from) = syslog.recv_from(&mut buf).expect("the link change's syslog message");
+    let (n, from) = syslog
+        .recv_from(&mut buf)
+        .expect("the link change's syslog message");
     let mut from_syslog = vec![(from.ip(), String::from_utf8_lossy(&buf[..n]).into_owned())];
     assert!(fleet.emit_syslog(1, "hello from device 1"));
     let (n, from) = syslog.recv_from(&mut buf).expect("a syslog message");
     from_syslog.push((from.ip(), String::from_utf8_lossy(&buf[..n]).into_owned()));
     for (from, text) in &from_syslog {
-        let device = (0..3u8).find(|&i| text.contains(&format!("nl6-dev-000{i}"))).expect(text);
+        let device = (0..3u8)
+            .find(|&i| text.contains(&format!("nl6-dev-000{i}")))
+            .expect(text);
         assert_eq!(*from, ip(device), "{text}");
     }
     let mut flow_sources = std::collections::BTreeSet::new();
@@ -380,6 +397,10 @@ fn notifications_syslog_and_flows_come_from_the_device_address() {
             flow_sources.insert(from.ip());
         }
     }
-    assert_eq!(flow_sources.len(), 3, "every device exports from its own address");
+    assert_eq!(
+        flow_sources.len(),
+        3,
+        "every device exports from its own address"
+    );
     fleet.stop();
 }

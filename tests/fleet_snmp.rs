@@ -212,14 +212,29 @@ fn the_device_list_is_paged_with_the_total() {
         let mut req = Request::new("GET", "/api/v1/devices");
         req.query = query.to_string();
         let r = api::route(&req, &f).unwrap();
-        (r.status, serde_json::from_slice::<serde_json::Value>(&r.body).unwrap())
+        (
+            r.status,
+            serde_json::from_slice::<serde_json::Value>(&r.body).unwrap(),
+        )
     };
     let (status, v) = page("");
     assert_eq!(status, 200);
-    assert_eq!((v["total"].as_u64(), v["limit"].as_u64()), (Some(250), Some(100)));
-    assert_eq!(v["data"].as_array().unwrap().len(), 100, "the default page is bounded");
+    assert_eq!(
+        (v["total"].as_u64(), v["limit"].as_u64()),
+        (Some(250), Some(100))
+    );
+    assert_eq!(
+        v["data"].as_array().unwrap().len(),
+        100,
+        "the default page is bounded"
+    );
     let (_, v) = page("offset=240&limit=50");
-    let names: Vec<&str> = v["data"].as_array().unwrap().iter().map(|d| d["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names.len(), 10);
     assert_eq!((names[0], names[9]), ("nl6-dev-0240", "nl6-dev-0249"));
     assert_eq!(page("offset=999").1["data"], serde_json::json!([]));

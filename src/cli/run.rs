@@ -70,7 +70,11 @@ pub(super) fn serve(args: Args) -> i32 {
         Err(e) => {
             eprintln!("nl6: {e}");
             // A flag the fleet cannot honour is a usage error; a port or a limit is a resource one.
-            return if matches!(e, crate::lab::FleetError::Config(_)) { 2 } else { 1 };
+            return if matches!(e, crate::lab::FleetError::Config(_)) {
+                2
+            } else {
+                1
+            };
         }
     };
     if let Some(warning) = config.fleet().exposure_warning() {

@@ -165,7 +165,9 @@ impl DeviceNet {
     }
     /// The device at `ip`, when `ip` is one of the first `devices` addresses of the range.
     pub fn device_at(&self, ip: Ipv4Addr, devices: usize) -> Option<usize> {
-        let i = u32::from(ip).checked_sub(u32::from(self.base))?.checked_sub(1)? as usize;
+        let i = u32::from(ip)
+            .checked_sub(u32::from(self.base))?
+            .checked_sub(1)? as usize;
         (i < devices).then_some(i)
     }
 }

@@ -111,11 +111,20 @@ impl fmt::Display for FleetError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FleetError::Config(m) => f.write_str(m),
-            FleetError::Bind { device, addr, cause } => {
-                write!(f, "device {device}: cannot bind UDP {addr}: {cause}; free the port")?;
+            FleetError::Bind {
+                device,
+                addr,
+                cause,
+            } => {
+                write!(
+                    f,
+                    "device {device}: cannot bind UDP {addr}: {cause}; free the port"
+                )?;
                 // An ephemeral port that failed to bind is not cured by asking for ephemeral ports.
                 if addr.port() != 0 {
-                    f.write_str(", pick another with -snmp-port, or use -snmp-port 0 for ephemeral ports")?;
+                    f.write_str(
+                        ", pick another with -snmp-port, or use -snmp-port 0 for ephemeral ports",
+                    )?;
                 }
                 Ok(())
             }

@@ -17,7 +17,10 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::sync::Arc;
 
 /// Binds what `config` asks for and tells every device its address.
-pub fn bind_snmp(config: &FleetConfig, devices: &[Arc<Device>]) -> Result<Vec<Listener>, FleetError> {
+pub fn bind_snmp(
+    config: &FleetConfig,
+    devices: &[Arc<Device>],
+) -> Result<Vec<Listener>, FleetError> {
     match config.device_net() {
         Some(net) => bind_device_net(config, net, devices),
         None => bind_per_port(config, devices),
@@ -29,7 +32,10 @@ fn io(what: &str) -> impl FnOnce(std::io::Error) -> FleetError {
     move |cause| FleetError::Io { what, cause }
 }
 
-fn bind_per_port(config: &FleetConfig, devices: &[Arc<Device>]) -> Result<Vec<Listener>, FleetError> {
+fn bind_per_port(
+    config: &FleetConfig,
+    devices: &[Arc<Device>],
+) -> Result<Vec<Listener>, FleetError> {
     let ip = config.bind();
     let mut out = Vec::with_capacity(devices.len());
     for d in devices {
@@ -101,7 +107,10 @@ fn bind_device_net(
     for _ in 0..SERVING_THREADS {
         let at = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port);
         let socket = crate::netsys::bind_shared_port(at).map_err(bind_error(at))?;
-        port = socket.local_addr().map_err(io("SNMP socket address"))?.port();
+        port = socket
+            .local_addr()
+            .map_err(io("SNMP socket address"))?
+            .port();
         out.push(Listener {
             socket,
             route: Route::Net(net),

@@ -76,7 +76,10 @@ enum Field {
     System(u32),
     IfNumber,
     /// An ifEntry column of the interface at `row` (0-based).
-    If { column: u32, row: usize },
+    If {
+        column: u32,
+        row: usize,
+    },
 }
 
 /// The OIDs every device answers, sorted once per process, with what each reads.

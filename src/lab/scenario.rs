@@ -43,8 +43,11 @@ pub trait Host: Send + Sync + 'static {
         f: Box<dyn FnOnce() + Send>,
     ) -> std::io::Result<()>;
     /// Spawns a fleet thread that inherits the caller's label.
-    fn spawn_inheriting_label(&self, name: &str, f: Box<dyn FnOnce() + Send>)
-        -> std::io::Result<()>;
+    fn spawn_inheriting_label(
+        &self,
+        name: &str,
+        f: Box<dyn FnOnce() + Send>,
+    ) -> std::io::Result<()>;
     /// Changes an interface's oper status and announces it; false when nothing changed.
     fn set_link(&self, index: usize, if_index: u32, up: bool) -> bool;
     /// Emits a syslog message from device `index` (false when off or dropped).

@@ -121,13 +121,13 @@ fn drain(serving: &Serving<'_>, l: &Listener, buf: &mut [u8]) {
                 .socket
                 .recv_from(buf)
                 .map(|(n, peer)| Some((n, peer, *i, None))),
-            Route::Net(net) => crate::netsys::recv_with_destination(&l.socket, buf).map(
-                |(n, peer, dst)| {
+            Route::Net(net) => {
+                crate::netsys::recv_with_destination(&l.socket, buf).map(|(n, peer, dst)| {
                     let dst = dst?;
                     let i = net.device_at(dst, serving.devices.len())?;
                     Some((n, SocketAddr::V4(peer), i, Some(dst)))
-                },
-            ),
+                })
+            }
         };
         let (n, peer, index, from) = match received {
             Ok(Some(x)) => x,
