@@ -5,6 +5,7 @@
 //! Plain values: parsing resolves host names but never binds or connects.
 #![forbid(unsafe_code)]
 
+pub use super::device_net::DeviceNet;
 use super::syslog::{self, Transport};
 use crate::timefmt::format_go_duration as format_duration;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
@@ -123,60 +124,6 @@ pub const FLAGS: &[FlagDoc] = &[
               syslog and flows (unset targets: a local discard socket)",
     },
 ];
-
-/// An IPv4 range of `-device-net`: device *i* is at the first address + 1 + *i*.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DeviceNet {
-    base: Ipv4Addr,
-    prefix: u8,
-}
-
-impl DeviceNet {
-    /// Parses `a.b.c.d/n` (the address is masked to the range's first address).
-    pub fn parse(text: &str) -> Result<DeviceNet, String> {
-        let bad = || format!("want an IPv4 range like 127.1.0.0/16, not {text:?}");
-        let (ip, prefix) = text.split_once('/').ok_or_else(bad)?;
-        let ip: Ipv4Addr = ip.parse().map_err(|_| bad())?;
-        let prefix: u8 = prefix.parse().map_err(|_| bad())?;
-        if prefix > 32 {
-            return Err(bad());
-        }
-        let mask = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
-        Ok(DeviceNet {
-            base: Ipv4Addr::from(u32::from(ip) & mask),
-            prefix,
-        })
-    }
-    /// The smallest range from `base` with room for `devices`.
-    fn fitting(base: Ipv4Addr, devices: usize) -> DeviceNet {
-        let prefix = (0..=30u8)
-            .rev()
-            .find(|&p| (1usize << (32 - p)) >= devices + 2)
-            .unwrap_or(0);
-        DeviceNet::parse(&format!("{base}/{prefix}")).unwrap_or(DeviceNet { base, prefix })
-    }
-    /// How many devices fit: every address but the first and the last.
-    pub fn capacity(&self) -> usize {
-        (1usize << (32 - u32::from(self.prefix))).saturating_sub(2)
-    }
-    /// The address of device `index`.
-    pub fn device_ip(&self, index: usize) -> Ipv4Addr {
-        Ipv4Addr::from(u32::from(self.base).wrapping_add(1 + index as u32))
-    }
-    /// The device at `ip`, when `ip` is one of the first `devices` addresses of the range.
-    pub fn device_at(&self, ip: Ipv4Addr, devices: usize) -> Option<usize> {
-        let i = u32::from(ip)
-            .checked_sub(u32::from(self.base))?
-            .checked_sub(1)? as usize;
-        (i < devices).then_some(i)
-    }
-}
-
-impl std::fmt::Display for DeviceNet {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.base, self.prefix)
-    }
-}
 
 /// The SNMPv2c community devices answer when `-snmp-community` is not given.
 pub const DEFAULT_COMMUNITY: &str = "public";
@@ -345,7 +292,7 @@ impl FleetConfig {
                      before the last), not -devices {}: give a wider range, e.g. -device-net {}",
                     net.capacity(),
                     self.devices,
-                    DeviceNet::fitting(net.base, self.devices)
+                    net.widened_for(self.devices)
                 ));
             }
             return Ok(());
@@ -372,7 +319,7 @@ impl FleetConfig {
         // With -device-net only the range's addresses are answered, whatever the sockets bind to.
         let loopback = self
             .device_net
-            .map_or(self.bind.is_loopback(), |n| n.base.is_loopback());
+            .map_or(self.bind.is_loopback(), |n| n.device_ip(0).is_loopback());
         if self.devices == 0 || loopback || self.snmp_community != DEFAULT_COMMUNITY {
             return None;
         }

@@ -25,6 +25,7 @@ pub mod api;
 pub mod ber;
 pub mod config;
 pub mod device;
+pub mod device_net;
 pub mod fleet;
 pub mod fleet_error;
 pub mod listen;
