@@ -114,7 +114,7 @@ pub const FLAGS: &[FlagDoc] = &[
         name: "flow-interval",
         value: "DURATION",
         default: "10s",
-        doc: "the fleet flow ticker exports every device's flows this often",
+        doc: "each device exports its flows this often (devices at their own phases)",
     },
     FlagDoc {
         name: "traffic",

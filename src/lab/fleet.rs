@@ -7,8 +7,7 @@
 //! | `snmp-<t>` (at most [`SERVING_THREADS`](super::snmp::serve::SERVING_THREADS)) | `snmp` | poll a share of the SNMP sockets and answer (see `snmp/serve.rs`) |
 //! | `trap-inform-reader`, `trap-inform-retry` (INFORM mode) | `trap` | match responses, resend |
 //! | `syslog-tcp` (TCP target) | `syslog` | the reconnect loop draining the send queue |
-//! | `flow-ticker` (flow target) | `flow` | every `-flow-interval`, one export per device |
-//! | `lab-scheduler` (trap or syslog target) | `scheduler` | periodic syslog (jittered) and link toggles; each job runs under its subsystem (`syslog`, `trap`) for its whole iteration |
+//! | `lab-scheduler` (trap, syslog or flow target) | `scheduler` | one timer heap for every device's periodic syslog (jittered), link toggles and flow exports (each device at its own phase, every `-flow-interval`); each job runs under its subsystem (`syslog`, `trap`, `flow`) for its whole iteration |
 //! | `scenario-<id>` | `scenario` | a running scenario (see `scenario.rs`) |
 //! | `lab-traffic` (`-traffic`) | `scenario` | the built-in load (see `traffic.rs`); funnels label themselves |
 //!
@@ -354,20 +353,7 @@ impl Fleet {
                 syslog::run_tcp_sender(&q, target, &s.devices, s.stop.flag())
             })?;
         }
-        if let (Some(sock), Some(target)) = (&sh.flow_socket, sh.config.flow_target()) {
-            let (sock, s) = (sock.try_clone()?, sh.clone());
-            sh.spawn(Subsystem::FLOW, "flow-ticker", move || {
-                let mut exporter = super::netflow::FlowExporter::new(sock, target, s.devices.len());
-                while s.stop.sleep(s.config.flow_interval()) {
-                    crate::lab::probe!("flow.ticker");
-                    let now = Instant::now();
-                    for d in &s.devices {
-                        exporter.tick(d, now);
-                    }
-                }
-            })?;
-        }
-        if sh.trap.is_some() || sh.syslog.is_some() {
+        if sh.trap.is_some() || sh.syslog.is_some() || sh.config.flow_target().is_some() {
             let s = sh.clone();
             sh.spawn(Subsystem::SCHEDULER, "lab-scheduler", move || {
                 run_scheduler(&s)
@@ -478,6 +464,7 @@ fn with_traffic_sink(config: FleetConfig) -> std::io::Result<(FleetConfig, Optio
 enum Job {
     Syslog(usize),
     Link(usize),
+    Flow(usize),
 }
 
 /// A pseudo-random fraction in [0, 1) for `(device, round)`, so devices do not fire in lockstep.
@@ -485,15 +472,26 @@ fn jitter(device: usize, round: u64) -> f64 {
     (mix((device as u64) << 32 ^ round) >> 11) as f64 / (1u64 << 53) as f64
 }
 
-/// The shared scheduler: periodic syslog (each device at a random phase, each period jittered ±10%) and
-/// the periodic link toggle (linkDown, then linkUp a trap interval later) on one interface per device.
+/// The shared scheduler: periodic syslog (each device at a random phase, each period jittered ±10%), the
+/// periodic link toggle (linkDown, then linkUp a trap interval later) on one interface per device, and
+/// each device's flow export every flow interval (at a random phase, so exports do not come in one burst).
+/// One heap for every device: no thread nor timer per device.
 fn run_scheduler(sh: &Shared) {
     let start = Instant::now();
     let mut heap: BinaryHeap<Reverse<(Instant, u64, Job)>> = BinaryHeap::new();
     let mut round: u64 = 0;
     let syslog_every = sh.config.syslog_interval();
     let trap_every = sh.config.trap_interval();
+    let flow_every = sh.config.flow_interval();
+    let mut flow = Host::flow_exporter(sh);
     for d in 0..sh.devices.len() {
+        if flow.is_some() {
+            heap.push(Reverse((
+                start + flow_every.mul_f64(jitter(d, 2)),
+                0,
+                Job::Flow(d),
+            )));
+        }
         if sh.syslog.is_some() {
             heap.push(Reverse((
                 start + syslog_every.mul_f64(jitter(d, 0)),
@@ -534,6 +532,13 @@ fn run_scheduler(sh: &Shared) {
                     .oper_up;
                 sh.set_link(d, if_index, up);
                 trap_every
+            }),
+            Job::Flow(d) => labels::with(Subsystem::FLOW, || {
+                crate::lab::probe!("flow.ticker");
+                if let Some(exporter) = flow.as_mut() {
+                    exporter.tick(&sh.devices[d], Instant::now());
+                }
+                flow_every
             }),
         };
         heap.push(Reverse((due + next, n + 1, job)));
