@@ -162,3 +162,66 @@ impl fmt::Display for FleetError {
 }
 
 impl std::error::Error for FleetError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::config::DeviceNet;
+
+    fn err(code: i32) -> std::io::Error {
+        std::io::Error::from_raw_os_error(code)
+    }
+
+    #[test]
+    fn out_of_threads_names_the_limits() {
+        let e = FleetError::Io {
+            what: "starting fleet threads".into(),
+            cause: err(libc::EAGAIN),
+        }
+        .explain_fd_limit(&FleetConfig::default());
+        let text = e.to_string();
+        for needle in [
+            "ulimit -u",
+            "threads-max",
+            "max_map_count",
+            "starting fleet threads",
+        ] {
+            assert!(text.contains(needle), "{needle}: {text}");
+        }
+    }
+
+    #[test]
+    fn out_of_descriptors_counts_what_the_mode_needs() {
+        let bind = || FleetError::Bind {
+            device: "nl6-dev-0099".into(),
+            addr: "127.0.0.1:0".parse().unwrap(),
+            cause: err(libc::EMFILE),
+        };
+        let per_port = FleetConfig::default().with_devices(1000);
+        let text = bind().explain_fd_limit(&per_port).to_string();
+        assert!(text.contains("need about 1064 file descriptors"), "{text}");
+        assert!(
+            text.contains("one socket per device") && text.contains("-device-net"),
+            "{text}"
+        );
+        assert!(!text.contains("-snmp-port 0"), "{text}");
+        let net = per_port.with_device_net(Some(DeviceNet::parse("127.1.0.0/16").unwrap()));
+        let text = bind().explain_fd_limit(&net).to_string();
+        assert!(text.contains("need about 68 file descriptors"), "{text}");
+        assert!(
+            text.contains("one socket per SNMP serving thread"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_taken_ephemeral_port_does_not_suggest_ephemeral_ports() {
+        let taken = |port: u16| FleetError::Bind {
+            device: "nl6-dev-0000".into(),
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            cause: err(libc::EADDRINUSE),
+        };
+        assert!(taken(16100).to_string().contains("-snmp-port 0"));
+        assert!(!taken(0).to_string().contains("-snmp-port 0"));
+    }
+}
