@@ -1,7 +1,7 @@
 //! A device's MIB view as an ordered table of (OID, value): the system group (1.3.6.1.2.1.1), ifNumber and
 //! the IF-MIB ifTable (1.3.6.1.2.1.2.2).
 //!
-//! Every device has the same objects, so their OIDs are sorted once per process ([`layout`]) and a
+//! Every device has the same objects, so their OIDs are sorted once per process (`layout`) and a
 //! request reads a [`DeviceMib`]: that shared layout over the device's state, locked and brought up to
 //! date once for the request. Only the values a request asks for are made, so a GET neither rebuilds
 //! nor sorts anything (it used to build and sort the whole table, about 22 KB, per request).

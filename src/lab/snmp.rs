@@ -1,6 +1,6 @@
 //! SNMPv2c: the message codec (RFC 3416 PDUs over the BER codec), the agent's answer to GET, GETNEXT and
-//! GETBULK against a [`Mib`], [`respond`] (one request to one device, counted), and the serving threads
-//! ([`serve`]).
+//! GETBULK against a [`MibView`](super::mib::MibView), [`respond`] (one request to one device, counted),
+//! and the serving threads ([`serve`]).
 //!
 //! [`answer`] is a plain function from request bytes to response bytes, tested without sockets. An answer
 //! is never larger than [`response_limit`] of its request: at most [`MAX_AMPLIFICATION`] × the request's
