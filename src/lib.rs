@@ -25,6 +25,7 @@ pub mod http;
 pub mod jsonbody;
 pub mod lab;
 pub mod logtext;
+pub mod netsys;
 pub mod probe;
 pub mod push;
 pub mod report;

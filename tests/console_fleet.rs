@@ -31,18 +31,13 @@ impl Drop for ServerGuard {
     }
 }
 
-#[test]
-fn console_shows_the_fleets_devices_and_scenarios() {
-    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/console-screenshots");
-    std::fs::create_dir_all(&shots).unwrap();
-    let fleet = Arc::new(
-        Fleet::start(FleetConfig::default().with_devices(3).with_snmp_port(0)).expect("fleet"),
-    );
+/// Serves the console, the gate's REST and `fleet`'s routes on loopback: the guard and the base URL.
+fn serve(fleet: &Arc<Fleet>) -> (ServerGuard, String) {
     let gate = Gate::new(
         Startup::new(None, None, None, Duration::from_secs(15)),
         Box::new(NoopPusher),
     );
-    let routes = Arc::clone(&fleet);
+    let routes = Arc::clone(fleet);
     let api = Arc::new(
         // As the binary composes it (cli/run.rs): the console mounted, the fleet as the extension.
         nl6::console::mount(Api::new(gate), &Arc::new(nl6::console::CpuSlot::new()))
@@ -53,6 +48,17 @@ fn console_shows_the_fleets_devices_and_scenarios() {
         Server::bind("127.0.0.1:0", ServerConfig::default(), handler).expect("bind"),
     ));
     let base = format!("http://{}", server.0.as_ref().unwrap().local_addr());
+    (server, base)
+}
+
+#[test]
+fn console_shows_the_fleets_devices_and_scenarios() {
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/console-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let fleet = Arc::new(
+        Fleet::start(FleetConfig::default().with_devices(3).with_snmp_port(0)).expect("fleet"),
+    );
+    let (_server, base) = serve(&fleet);
 
     let tmp = TempDir::new("nl6-console-fleet");
     let mut b = Browser::launch(&tmp.path().join("profile"), WAIT);
@@ -121,5 +127,32 @@ fn console_shows_the_fleets_devices_and_scenarios() {
     );
     b.scroll_to("devices-panel");
     b.screenshot(&shots.join("10-fleet-phone.png"));
+    b.close();
+}
+
+/// Issue 13: a large fleet is shown a page at a time with its total, not as one table of every device.
+#[test]
+fn console_pages_a_large_fleet() {
+    let fleet = Arc::new(
+        Fleet::start(FleetConfig::default().with_devices(150).with_snmp_port(0)).expect("fleet"),
+    );
+    let (_server, base) = serve(&fleet);
+    let tmp = TempDir::new("nl6-console-fleet-pages");
+    let mut b = Browser::launch(&tmp.path().join("profile"), WAIT);
+    b.viewport(1280, 900, 1.0, false);
+    b.navigate(&format!("{base}/"));
+    b.wait_eval(WAIT, "!document.getElementById('devices-panel').hidden");
+    b.wait_text("devices-count", WAIT, |t| {
+        t == "150 devices, 1–100 on this page"
+    });
+    let rows = "document.querySelectorAll('#devices-table tbody tr').length";
+    assert_eq!(b.eval(rows), 100);
+    b.eval("document.getElementById('devices-next').click()");
+    b.wait_text("devices-count", WAIT, |t| {
+        t == "150 devices, 101–150 on this page"
+    });
+    assert_eq!(b.eval(rows), 50);
+    let first = "document.querySelector('#devices-table tbody tr td').textContent";
+    assert_eq!(b.eval(first), "nl6-dev-0100");
     b.close();
 }

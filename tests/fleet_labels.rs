@@ -58,7 +58,7 @@ fn long_lived_loops_carry_their_birth_labels_in_the_thread_profile() {
             Some((Transport::Tcp, tcp.local_addr().unwrap())),
             Duration::from_secs(3600),
         )
-        .with_flow_target(Some(udp.local_addr().unwrap()), Duration::from_millis(50));
+        .with_flow_target(Some(udp.local_addr().unwrap()), Duration::from_secs(3600));
     let f = Fleet::start(cfg).unwrap();
     let (_conn, _) = tcp.accept().unwrap();
     std::thread::sleep(Duration::from_millis(200));
@@ -79,11 +79,12 @@ fn long_lived_loops_carry_their_birth_labels_in_the_thread_profile() {
         Subsystem::SYSLOG,
         "nl6::lab::syslog::run_tcp_sender",
     );
+    // Flow exports are jobs of the scheduler's heap: between jobs it waits as `scheduler`.
     assert_loop(
         &stacks,
-        "flow-ticker",
-        Subsystem::FLOW,
-        "nl6::lab::fleet::Fleet::spawn_threads",
+        "lab-scheduler",
+        Subsystem::SCHEDULER,
+        "nl6::lab::fleet::run_scheduler",
     );
     drop(f);
 }

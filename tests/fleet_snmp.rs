@@ -198,8 +198,54 @@ fn a_taken_port_stops_startup_naming_device_port_and_remedy() {
 fn zero_devices_is_a_fleet_too() {
     let f = fleet(0);
     let r = api::route(&Request::new("GET", "/api/v1/devices"), &f).unwrap();
-    // The one REST writer ends every body with a newline, as the gate's routes do.
-    assert_eq!(r.text(), "{\"data\":[]}\n");
+    // The one REST writer ends every body with a newline, as the gate's routes do; the page says where
+    // it is and how many devices there are in all.
+    assert_eq!(
+        r.text(),
+        "{\"data\":[],\"limit\":100,\"offset\":0,\"total\":0}\n"
+    );
+}
+
+/// Issue 13: the list is paged, so a fleet of any size never makes one unbounded body.
+#[test]
+fn the_device_list_is_paged_with_the_total() {
+    let f = fleet(250);
+    let page = |query: &str| {
+        let mut req = Request::new("GET", "/api/v1/devices");
+        req.query = query.to_string();
+        let r = api::route(&req, &f).unwrap();
+        (
+            r.status,
+            serde_json::from_slice::<serde_json::Value>(&r.body).unwrap(),
+        )
+    };
+    let (status, v) = page("");
+    assert_eq!(status, 200);
+    assert_eq!(
+        (v["total"].as_u64(), v["limit"].as_u64()),
+        (Some(250), Some(100))
+    );
+    assert_eq!(
+        v["data"].as_array().unwrap().len(),
+        100,
+        "the default page is bounded"
+    );
+    let (_, v) = page("offset=240&limit=50");
+    let names: Vec<&str> = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 10);
+    assert_eq!((names[0], names[9]), ("nl6-dev-0240", "nl6-dev-0249"));
+    assert_eq!(page("offset=999").1["data"], serde_json::json!([]));
+    for bad in ["limit=0", "limit=1001", "offset=-1", "limit=x"] {
+        let (status, v) = page(bad);
+        assert_eq!(status, 400, "{bad}: {v}");
+        let name = bad.split('=').next().unwrap();
+        assert!(v["error"].as_str().unwrap().contains(name), "{bad}: {v}");
+    }
 }
 
 #[test]

@@ -74,7 +74,12 @@ pub(super) fn serve(args: Args) -> i32 {
         Ok(f) => Arc::new(f),
         Err(e) => {
             eprintln!("nl6: {e}");
-            return 1;
+            // A flag the fleet cannot honour is a usage error; a port or a limit is a resource one.
+            return if matches!(e, crate::lab::FleetError::Config(_)) {
+                2
+            } else {
+                1
+            };
         }
     };
     if let Some(warning) = config.fleet().exposure_warning() {

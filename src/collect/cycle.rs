@@ -23,8 +23,8 @@ use super::targets::Target;
 use super::Config;
 use crate::report;
 use crate::timefmt::format_go_duration;
-use nl6_profile::proto::Profile;
 use crate::timefmt::rfc3339_millis;
+use nl6_profile::proto::Profile;
 
 /// The outcome of one target in one cycle.
 #[derive(Debug, Clone)]

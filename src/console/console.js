@@ -9,6 +9,8 @@ const GATE_REFRESH_MS = 3000;
 const FLEET_REFRESH_MS = 10000;
 const FLAME_REFRESH_MS = 15000;
 const MAX_DEVICE_ROWS = 200;
+// Devices fetched per page: the API pages its list (a fleet can hold 30 000 devices).
+const DEVICE_PAGE = 100;
 
 const $ = (id) => document.getElementById(id);
 
@@ -206,6 +208,8 @@ function uptime(seconds) {
 }
 
 let devices = [];
+let deviceTotal = 0;
+let deviceOffset = 0;
 function renderDevices() {
   const filter = $("device-filter").value.trim().toLowerCase();
   const shown = devices.filter((d) => !filter || String(d.name).toLowerCase().includes(filter));
@@ -224,9 +228,14 @@ function renderDevices() {
     cell(tr, c.malformed, true);
     body.append(tr);
   }
-  $("devices-count").textContent = devices.length + (devices.length === 1 ? " device" : " devices") +
+  const paged = deviceTotal > devices.length;
+  $("devices-count").textContent = deviceTotal + (deviceTotal === 1 ? " device" : " devices") +
+    (paged ? ", " + (deviceOffset + 1) + "–" + (deviceOffset + devices.length) + " on this page" : "") +
     (shown.length > MAX_DEVICE_ROWS ? ", first " + MAX_DEVICE_ROWS + " of " + shown.length + " shown" :
       filter ? ", " + shown.length + " match" : "");
+  $("devices-prev").hidden = $("devices-next").hidden = !paged && deviceOffset === 0;
+  $("devices-prev").disabled = deviceOffset === 0;
+  $("devices-next").disabled = deviceOffset + devices.length >= deviceTotal;
 }
 
 function renderScenarios(list) {
@@ -254,10 +263,13 @@ async function refreshFleet() {
   clearTimeout(fleetTimer);
   let present = false;
   try {
-    const resp = await fetch("/api/v1/devices", { cache: "no-store" });
+    const resp = await fetch("/api/v1/devices?offset=" + deviceOffset + "&limit=" + DEVICE_PAGE,
+      { cache: "no-store" });
     if (resp.ok) {
       present = true;
-      devices = (await resp.json()).data || [];
+      const page = await resp.json();
+      devices = page.data || [];
+      deviceTotal = page.total === undefined ? devices.length : page.total;
       renderDevices();
       const sc = await fetch("/api/v1/scenarios", { cache: "no-store" });
       if (sc.ok) renderScenarios((await sc.json()).data || []);
@@ -292,6 +304,9 @@ function init() {
   $("flame-split").addEventListener("change", showFlame);
   $("device-filter").addEventListener("input", renderDevices);
   $("refresh-fleet").addEventListener("click", refreshFleet);
+  const turn = (by) => { deviceOffset = Math.max(0, deviceOffset + by); refreshFleet(); };
+  $("devices-prev").addEventListener("click", () => turn(-DEVICE_PAGE));
+  $("devices-next").addEventListener("click", () => turn(DEVICE_PAGE));
   refreshGate();
   checkFlame();
   refreshFleet();

@@ -1,7 +1,9 @@
 //! The fleet's REST routes, as one routing function over request and reply values:
 //!
-//! - `GET /api/v1/devices`: `{"data":[…]}`, each device's name, SNMP address and port, interfaces and
-//!   counters (messages sent, dropped, malformed packets received, and their parts);
+//! - `GET /api/v1/devices?offset=&limit=`: one page, `{"total":N,"offset":…,"limit":…,"data":[…]}`, each
+//!   device's name, SNMP address and port, interfaces and counters (messages sent, dropped, malformed
+//!   packets received, and their parts); at most [`MAX_PAGE`] devices a page, [`DEFAULT_PAGE`] unless
+//!   asked, so 30 000 devices never make one unbounded body;
 //! - `GET /api/v1/scenarios`: `{"data":[…]}`, every scenario and its state;
 //! - `POST /api/v1/scenarios`: `{"name":"link-flap","device":"…","duration":"30s","start_at"?:RFC 3339}`
 //!   → 201 with the scenario; a bad body → 400 whose error names the field; 429 when
@@ -21,7 +23,10 @@ use crate::api::rest::{error, json};
 /// Routes a request to the fleet API; `None` when the path is not ours.
 pub fn route(req: &crate::http::Request, fleet: &Fleet) -> Option<crate::http::Response> {
     Some(match (req.method.as_str(), req.path.as_str()) {
-        ("GET", "/api/v1/devices") => devices(fleet),
+        ("GET", "/api/v1/devices") => match page(req) {
+            Ok((offset, limit)) => devices(fleet, offset, limit),
+            Err(e) => error(400, &e),
+        },
         ("GET", "/api/v1/scenarios") => list_scenarios(fleet),
         ("POST", "/api/v1/scenarios") => post_scenario(req, fleet),
         (m, p @ "/api/v1/devices") => {
@@ -35,11 +40,37 @@ pub fn route(req: &crate::http::Request, fleet: &Fleet) -> Option<crate::http::R
     })
 }
 
-fn devices(fleet: &Fleet) -> Response {
+/// Devices in a page when the request does not say.
+pub const DEFAULT_PAGE: usize = 100;
+/// The most devices one page holds.
+pub const MAX_PAGE: usize = 1000;
+
+/// `?offset=&limit=`, each optional; the error names the parameter.
+fn page(req: &Request) -> Result<(usize, usize), String> {
+    let number = |name: &str, default: usize| match req.query_param(name) {
+        None => Ok(default),
+        Some(v) if v.is_empty() => Ok(default),
+        Some(v) => v
+            .parse::<usize>()
+            .map_err(|_| format!("query parameter {name}: want a whole number, not {v:?}")),
+    };
+    let offset = number("offset", 0)?;
+    let limit = number("limit", DEFAULT_PAGE)?;
+    if limit == 0 || limit > MAX_PAGE {
+        return Err(format!(
+            "query parameter limit: want 1 to {MAX_PAGE}, not {limit}"
+        ));
+    }
+    Ok((offset, limit))
+}
+
+fn devices(fleet: &Fleet, offset: usize, limit: usize) -> Response {
     let now = Instant::now();
-    let data: Vec<serde_json::Value> = fleet
-        .devices()
+    let all = fleet.devices();
+    let data: Vec<serde_json::Value> = all
         .iter()
+        .skip(offset)
+        .take(limit)
         .map(|d| {
             let addr = d.snmp_addr();
             let interfaces: Vec<serde_json::Value> = d
@@ -63,7 +94,10 @@ fn devices(fleet: &Fleet) -> Response {
             })
         })
         .collect();
-    json(200, &serde_json::json!({ "data": data }))
+    json(
+        200,
+        &serde_json::json!({ "total": all.len(), "offset": offset, "limit": limit, "data": data }),
+    )
 }
 
 fn list_scenarios(fleet: &Fleet) -> Response {

@@ -5,6 +5,7 @@
 //! Plain values: parsing resolves host names but never binds or connects.
 #![forbid(unsafe_code)]
 
+pub use super::device_net::DeviceNet;
 use super::target::{parse_syslog_target, resolve, TargetError, Transport};
 use crate::goflag::Flag;
 use crate::timefmt::format_go_duration as format_duration;
@@ -42,6 +43,20 @@ pub const FLAGS: &[Flag<FleetConfig>] = &[
         |c, v| {
             c.snmp_port =
                 u16::try_from(number(v)?).map_err(|_| format!("port {v} is above 65535"))?;
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "device-net",
+        "CIDR",
+        "",
+        "device i answers SNMP at the range's first address + 1 + i, every device on -snmp-port \
+         (0: one ephemeral port for all), and sends its traps, syslog and flows from that address",
+        |c, v| {
+            c.device_net = match v {
+                "" => None,
+                v => Some(DeviceNet::parse(v)?),
+            };
             Ok(())
         },
     ),
@@ -158,7 +173,7 @@ pub const FLAGS: &[Flag<FleetConfig>] = &[
         "flow-interval",
         "DURATION",
         "10s",
-        "the fleet flow ticker exports every device's flows this often",
+        "each device exports its flows this often (devices at their own phases)",
         |c, v| {
             c.flow_interval = parse_positive(v)?;
             Ok(())
@@ -200,6 +215,7 @@ pub struct FleetConfig {
     devices: usize,
     bind: IpAddr,
     snmp_port: u16,
+    device_net: Option<DeviceNet>,
     snmp_community: String,
     trap_target: Option<SocketAddr>,
     trap_interval: Duration,
@@ -220,6 +236,7 @@ impl Default for FleetConfig {
             devices: 4,
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
             snmp_port: 16100,
+            device_net: None,
             snmp_community: DEFAULT_COMMUNITY.into(),
             trap_target: None,
             trap_interval: Duration::from_secs(30),
@@ -272,6 +289,18 @@ impl FleetConfig {
 
     /// Checks what depends on several fields (the port range) before anything binds.
     pub fn validate(&self) -> Result<(), String> {
+        if let Some(net) = self.device_net {
+            if self.devices > net.capacity() {
+                return Err(format!(
+                    "-device-net {net} holds {} device addresses (its first address + 1 up to the one \
+                     before the last), not -devices {}: give a wider range, e.g. -device-net {}",
+                    net.capacity(),
+                    self.devices,
+                    net.widened_for(self.devices)
+                ));
+            }
+            return Ok(());
+        }
         if self.snmp_port != 0
             && self.devices > 0
             && self.snmp_port as usize + self.devices - 1 > 65_535
@@ -291,8 +320,11 @@ impl FleetConfig {
     /// see `snmp::response_limit`, but they still leave the host). `None` on loopback, with no device or
     /// with a community of one's own.
     pub fn exposure_warning(&self) -> Option<String> {
-        if self.devices == 0 || self.bind.is_loopback() || self.snmp_community != DEFAULT_COMMUNITY
-        {
+        // With -device-net only the range's addresses are answered, whatever the sockets bind to.
+        let loopback = self
+            .device_net
+            .map_or(self.bind.is_loopback(), |n| n.device_ip(0).is_loopback());
+        if self.devices == 0 || loopback || self.snmp_community != DEFAULT_COMMUNITY {
             return None;
         }
         Some(format!(
@@ -314,6 +346,14 @@ impl FleetConfig {
     /// SNMP base port (0: ephemeral). Defaults to 16100.
     pub fn snmp_port(&self) -> u16 {
         self.snmp_port
+    }
+    /// `-device-net`: the range devices take their addresses from (off: one port per device).
+    pub fn device_net(&self) -> Option<DeviceNet> {
+        self.device_net
+    }
+    pub fn with_device_net(mut self, net: Option<DeviceNet>) -> Self {
+        self.device_net = net;
+        self
     }
     /// Defaults to `public`.
     pub fn snmp_community(&self) -> &str {
@@ -421,6 +461,7 @@ impl FleetConfig {
             devices,
             bind,
             snmp_port,
+            device_net,
             snmp_community,
             trap_target,
             trap_interval,
@@ -441,6 +482,10 @@ impl FleetConfig {
             ("devices", devices.to_string()),
             ("bind", bind.to_string()),
             ("snmp-port", snmp_port.to_string()),
+            (
+                "device-net",
+                device_net.map(|n| n.to_string()).unwrap_or_default(),
+            ),
             ("snmp-community", snmp_community.clone()),
             ("trap-target", addr(*trap_target)),
             ("trap-interval", format_duration(*trap_interval)),

@@ -6,7 +6,7 @@
 //! background. Everything here is plain state behind one small mutex plus atomics; no I/O.
 #![forbid(unsafe_code)]
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
@@ -137,6 +137,8 @@ pub struct Device {
     sys_descr: String,
     boot: Instant,
     snmp_addr: OnceLock<SocketAddr>,
+    /// The device's own address (`-device-net`): what it answers on and sends everything from.
+    own_ip: OnceLock<Ipv4Addr>,
     state: Mutex<DeviceState>,
     pub counters: DeviceCounters,
 }
@@ -184,6 +186,7 @@ impl Device {
             name,
             boot,
             snmp_addr: OnceLock::new(),
+            own_ip: OnceLock::new(),
             state: Mutex::new(DeviceState {
                 interfaces,
                 last_advance: boot,
@@ -207,6 +210,13 @@ impl Device {
     }
     pub(crate) fn set_snmp_addr(&self, a: SocketAddr) {
         let _ = self.snmp_addr.set(a);
+    }
+    /// The device's own address under `-device-net` (set once by the fleet), else `None`.
+    pub fn own_ip(&self) -> Option<Ipv4Addr> {
+        self.own_ip.get().copied()
+    }
+    pub(crate) fn set_own_ip(&self, ip: Ipv4Addr) {
+        let _ = self.own_ip.set(ip);
     }
     /// sysUpTime at `now`, in centiseconds (wraps like TimeTicks).
     pub fn uptime_ticks(&self, now: Instant) -> u32 {

@@ -1,30 +1,31 @@
-//! The fleet: [`Fleet::start`] binds every device socket (all before any thread starts, so a bind failure
-//! stops startup with one line naming the device, the port and the remedy), then starts the threads:
+//! The fleet: [`Fleet::start`] binds every SNMP socket ([`super::listen`]: per port, or a few sockets for a
+//! `-device-net` range; all before any thread starts, so a refusal stops startup with one line naming
+//! what was wrong and the remedy), then starts the threads. None is per device:
 //!
 //! | thread | label at birth | what it does |
 //! |---|---|---|
-//! | `snmp-<i>` (one per device) | `snmp` | the device's SNMP read loop |
+//! | `snmp-<t>` (at most [`SERVING_THREADS`](super::snmp::serve::SERVING_THREADS)) | `snmp` | poll a share of the SNMP sockets and answer (see `snmp/serve.rs`) |
 //! | `trap-inform-reader`, `trap-inform-retry` (INFORM mode) | `trap` | match responses, resend |
 //! | `syslog-tcp` (TCP target) | `syslog` | the reconnect loop draining the send queue |
-//! | `flow-ticker` (flow target) | `flow` | every `-flow-interval`, one export per device |
-//! | `lab-scheduler` (trap or syslog target) | `scheduler` | periodic syslog (jittered) and link toggles; each job runs under its subsystem (`syslog`, `trap`) for its whole iteration |
+//! | `lab-scheduler` (trap, syslog or flow target) | `scheduler` | one timer heap for every device's periodic syslog (jittered), link toggles and flow exports (each device at its own phase, every `-flow-interval`); each job runs under its subsystem (`syslog`, `trap`, `flow`) for its whole iteration |
 //! | `scenario-<id>` | `scenario` | a running scenario (see `scenario.rs`) |
 //! | `lab-traffic` (`-traffic`) | `scenario` | the built-in load (see `traffic.rs`); funnels label themselves |
 //!
 //! [`Fleet::stop`] (also on drop) ends every thread within about one socket timeout: it raises the stop
-//! flag, wakes sleepers and sends each device socket an empty datagram so blocked reads return at once.
+//! flag, wakes sleepers and writes the SNMP threads' wake-up socket so their polls return at once.
 #![forbid(unsafe_code)]
 
 use super::config::FleetConfig;
 use super::device::{mix, Device, INTERFACES_PER_DEVICE};
-use super::scenario::Book;
+use super::netflow::FlowExporter;
+use super::scenario::{Book, Host};
+use super::snmp::serve::{self, Listener, Serving, Waker};
 use super::syslog::{self, SendQueue, SyslogExporter, Transport};
 use super::traffic::DiscardSink;
 use super::trap::{TrapOptions, TrapSender};
 use nl6_profile::labels::{self, Subsystem};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -35,115 +36,7 @@ use std::time::{Duration, Instant, SystemTime};
 /// when nothing wakes it.
 pub const LOOP_TIMEOUT: Duration = Duration::from_millis(500);
 
-/// Why the fleet did not start.
-#[derive(Debug)]
-pub enum FleetError {
-    /// The configuration is inconsistent (message says which flag).
-    Config(String),
-    /// A device's SNMP port could not be bound.
-    Bind {
-        device: String,
-        addr: SocketAddr,
-        cause: std::io::Error,
-    },
-    /// An exporter socket or a thread could not be created.
-    Io { what: String, cause: std::io::Error },
-    /// The process ran out of file descriptors (EMFILE/ENFILE) while binding: `needed` is what this
-    /// configuration takes, `limit` the soft `RLIMIT_NOFILE` when it could be read.
-    FdLimit {
-        what: String,
-        cause: std::io::Error,
-        devices: usize,
-        needed: usize,
-        limit: Option<u64>,
-    },
-}
-
-/// Descriptors nl6 holds besides the fleet's sockets: stdio, the listener and the server's wake-up
-/// pipe, the profiler's files, and room for the HTTP server's connections (16 workers, keep-alive).
-pub const FD_HEADROOM: usize = 64;
-
-impl FleetError {
-    /// Turns an EMFILE/ENFILE into [`FleetError::FdLimit`], which names the limit and the remedy (more
-    /// descriptors, not another port).
-    fn explain_fd_limit(self, config: &FleetConfig) -> FleetError {
-        let out_of_fds = |cause: &std::io::Error| {
-            matches!(
-                cause.raw_os_error(),
-                Some(libc::EMFILE) | Some(libc::ENFILE)
-            )
-        };
-        let (what, cause) = match self {
-            FleetError::Bind {
-                device,
-                addr,
-                cause,
-            } if out_of_fds(&cause) => (format!("device {device}: cannot bind UDP {addr}"), cause),
-            FleetError::Io { what, cause } if out_of_fds(&cause) => (what, cause),
-            other => return other,
-        };
-        let exporters = [
-            config.trap_target().is_some(),
-            config.syslog_target().is_some(),
-            config.flow_target().is_some(),
-        ]
-        .into_iter()
-        .filter(|&on| on)
-        .count();
-        FleetError::FdLimit {
-            what,
-            cause,
-            devices: config.devices(),
-            needed: config.devices() + exporters + FD_HEADROOM,
-            limit: open_file_limit(),
-        }
-    }
-}
-
-/// The soft open-file limit from `/proc/self/limits` (after nl6 raised it to the hard limit at boot).
-fn open_file_limit() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/self/limits").ok()?;
-    let line = text.lines().find(|l| l.starts_with("Max open files"))?;
-    line["Max open files".len()..]
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
-impl fmt::Display for FleetError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FleetError::Config(m) => f.write_str(m),
-            FleetError::Bind { device, addr, cause } => write!(
-                f,
-                "device {device}: cannot bind UDP {addr}: {cause}; free the port, pick another base with -snmp-port, or use -snmp-port 0 for ephemeral ports"
-            ),
-            FleetError::Io { what, cause } => write!(f, "{what}: {cause}"),
-            FleetError::FdLimit {
-                what,
-                cause,
-                devices,
-                needed,
-                limit,
-            } => {
-                let limit = limit.map_or("the open-file limit".to_string(), |l| {
-                    format!("the open-file limit is {l}")
-                });
-                write!(
-                    f,
-                    "{what}: {cause}: {limit}, and {} need about {needed} file descriptors (one socket per \
-                     device, one per exporter, {FD_HEADROOM} for the HTTP server and the profiler); raise the \
-                     limit to at least {needed}: `ulimit -n {needed}` in the shell that starts nl6, or \
-                     `LimitNOFILE={needed}` in its systemd unit",
-                    crate::goflag::count(*devices, "device", "devices")
-                )
-            }
-        }
-    }
-}
-
-impl std::error::Error for FleetError {}
+pub use super::fleet_error::{FleetError, FD_HEADROOM};
 
 /// A stop flag that sleepers can wait on.
 #[derive(Debug, Default)]
@@ -205,6 +98,8 @@ pub struct Shared {
     pub(crate) started: SystemTime,
     /// Where `-traffic` sends what has no target (held so the socket stays bound).
     pub(crate) traffic_sink: Option<DiscardSink>,
+    /// Wakes the SNMP serving threads at stop.
+    pub(crate) snmp_waker: Waker,
 }
 
 impl Shared {
@@ -274,6 +169,47 @@ impl Shared {
     }
 }
 
+impl Host for Shared {
+    fn devices(&self) -> &[Arc<Device>] {
+        &self.devices
+    }
+    fn book(&self) -> &Book {
+        &self.scenarios
+    }
+    fn sleep_until(&self, t: Instant) -> bool {
+        self.stop.sleep_until(t)
+    }
+    fn spawn_labelled(
+        &self,
+        label: Subsystem,
+        name: &str,
+        f: Box<dyn FnOnce() + Send>,
+    ) -> std::io::Result<()> {
+        self.spawn(label, name, f)
+    }
+    fn spawn_inheriting_label(
+        &self,
+        name: &str,
+        f: Box<dyn FnOnce() + Send>,
+    ) -> std::io::Result<()> {
+        self.spawn_inheriting(name, f)
+    }
+    fn set_link(&self, index: usize, if_index: u32, up: bool) -> bool {
+        Shared::set_link(self, index, if_index, up)
+    }
+    fn emit_syslog(&self, index: usize, severity: u8, msgid: &str, text: &str) -> bool {
+        Shared::emit_syslog(self, index, severity, msgid, text)
+    }
+    fn flow_exporter(&self) -> Option<FlowExporter> {
+        let (socket, target) = (self.flow_socket.as_ref()?, self.config.flow_target()?);
+        let socket = socket.try_clone().ok()?;
+        Some(FlowExporter::new(socket, target, self.devices.len()))
+    }
+    fn flow_interval(&self) -> Duration {
+        self.config.flow_interval()
+    }
+}
+
 /// A running fleet. Dropping it stops it.
 #[derive(Debug)]
 pub struct Fleet {
@@ -316,23 +252,13 @@ impl Fleet {
         let devices: Vec<Arc<Device>> = (0..config.devices())
             .map(|i| Arc::new(Device::new(i, boot)))
             .collect();
-        let mut sockets = Vec::with_capacity(devices.len());
-        for d in &devices {
-            let port = if config.snmp_port() == 0 {
-                0
-            } else {
-                config.snmp_port() + d.index() as u16
-            };
-            let s = bind_udp(ip, port).map_err(|cause| FleetError::Bind {
-                device: d.name().to_string(),
-                addr: SocketAddr::new(ip, port),
-                cause,
-            })?;
-            s.set_read_timeout(Some(LOOP_TIMEOUT))
-                .map_err(io("SNMP socket timeout"))?;
-            d.set_snmp_addr(s.local_addr().map_err(io("SNMP socket address"))?);
-            sockets.push(s);
-        }
+        let listeners = super::listen::bind_snmp(&config, &devices)?;
+        // Under -device-net every device sends from its own address (sendmsg with IP_PKTINFO), so the
+        // exporters' sockets bind the wildcard address.
+        let ip = match config.device_net() {
+            Some(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            None => ip,
+        };
         let trap = match config.trap_target() {
             Some(target) => {
                 let s = bind_udp(ip, 0).map_err(io("trap socket"))?;
@@ -382,24 +308,29 @@ impl Fleet {
             threads: Mutex::new(Vec::new()),
             started: SystemTime::now(),
             traffic_sink,
+            snmp_waker: Waker::new().map_err(io("SNMP wake-up socket"))?,
         });
         let fleet = Fleet {
             shared: shared.clone(),
         };
         // From here a failure drops `fleet`, which stops what already started.
         fleet
-            .spawn_threads(sockets)
+            .spawn_threads(listeners)
             .map_err(io("starting fleet threads"))?;
         Ok(fleet)
     }
 
-    fn spawn_threads(&self, sockets: Vec<UdpSocket>) -> std::io::Result<()> {
+    fn spawn_threads(&self, listeners: Vec<Listener>) -> std::io::Result<()> {
         let sh = &self.shared;
-        let community = sh.config.snmp_community().as_bytes().to_vec();
-        for (d, sock) in sh.devices.iter().zip(sockets) {
-            let (d, shared, community) = (d.clone(), sh.clone(), community.clone());
-            sh.spawn(Subsystem::SNMP, &format!("snmp-{}", d.index()), move || {
-                super::snmp::serve(&sock, &d, &community, shared.stop.flag())
+        for (t, group) in serve::groups(listeners).into_iter().enumerate() {
+            let s = sh.clone();
+            sh.spawn(Subsystem::SNMP, &format!("snmp-{t}"), move || {
+                let serving = Serving {
+                    devices: &s.devices,
+                    community: s.config.snmp_community().as_bytes(),
+                    stop: s.stop.flag(),
+                };
+                serve::run(&serving, &group, &s.snmp_waker)
             })?;
         }
         if let Some(t) = &sh.trap {
@@ -422,20 +353,7 @@ impl Fleet {
                 syslog::run_tcp_sender(&q, target, &s.devices, s.stop.flag())
             })?;
         }
-        if let (Some(sock), Some(target)) = (&sh.flow_socket, sh.config.flow_target()) {
-            let (sock, s) = (sock.try_clone()?, sh.clone());
-            sh.spawn(Subsystem::FLOW, "flow-ticker", move || {
-                let mut exporter = super::netflow::FlowExporter::new(sock, target, s.devices.len());
-                while s.stop.sleep(s.config.flow_interval()) {
-                    crate::lab::probe!("flow.ticker");
-                    let now = Instant::now();
-                    for d in &s.devices {
-                        exporter.tick(d, now);
-                    }
-                }
-            })?;
-        }
-        if sh.trap.is_some() || sh.syslog.is_some() {
+        if sh.trap.is_some() || sh.syslog.is_some() || sh.config.flow_target().is_some() {
             let s = sh.clone();
             sh.spawn(Subsystem::SCHEDULER, "lab-scheduler", move || {
                 run_scheduler(&s)
@@ -499,14 +417,8 @@ impl Fleet {
         if let Some(q) = &sh.syslog_queue {
             q.wake();
         }
-        // Wake every SNMP read loop now rather than at its next timeout.
-        if let Ok(waker) = bind_udp(sh.config.bind(), 0) {
-            for d in &sh.devices {
-                if let Some(a) = d.snmp_addr() {
-                    let _ = waker.send_to(&[], reachable(a));
-                }
-            }
-        }
+        // Wake every SNMP serving thread now rather than at its next poll timeout.
+        sh.snmp_waker.wake();
         let handles: Vec<_> =
             std::mem::take(&mut *sh.threads.lock().unwrap_or_else(|e| e.into_inner()));
         for h in handles {
@@ -552,6 +464,7 @@ fn with_traffic_sink(config: FleetConfig) -> std::io::Result<(FleetConfig, Optio
 enum Job {
     Syslog(usize),
     Link(usize),
+    Flow(usize),
 }
 
 /// A pseudo-random fraction in [0, 1) for `(device, round)`, so devices do not fire in lockstep.
@@ -559,15 +472,26 @@ fn jitter(device: usize, round: u64) -> f64 {
     (mix((device as u64) << 32 ^ round) >> 11) as f64 / (1u64 << 53) as f64
 }
 
-/// The shared scheduler: periodic syslog (each device at a random phase, each period jittered ±10%) and
-/// the periodic link toggle (linkDown, then linkUp a trap interval later) on one interface per device.
+/// The shared scheduler: periodic syslog (each device at a random phase, each period jittered ±10%), the
+/// periodic link toggle (linkDown, then linkUp a trap interval later) on one interface per device, and
+/// each device's flow export every flow interval (at a random phase, so exports do not come in one burst).
+/// One heap for every device: no thread nor timer per device.
 fn run_scheduler(sh: &Shared) {
     let start = Instant::now();
     let mut heap: BinaryHeap<Reverse<(Instant, u64, Job)>> = BinaryHeap::new();
     let mut round: u64 = 0;
     let syslog_every = sh.config.syslog_interval();
     let trap_every = sh.config.trap_interval();
+    let flow_every = sh.config.flow_interval();
+    let mut flow = Host::flow_exporter(sh);
     for d in 0..sh.devices.len() {
+        if flow.is_some() {
+            heap.push(Reverse((
+                start + flow_every.mul_f64(jitter(d, 2)),
+                0,
+                Job::Flow(d),
+            )));
+        }
         if sh.syslog.is_some() {
             heap.push(Reverse((
                 start + syslog_every.mul_f64(jitter(d, 0)),
@@ -608,6 +532,13 @@ fn run_scheduler(sh: &Shared) {
                     .oper_up;
                 sh.set_link(d, if_index, up);
                 trap_every
+            }),
+            Job::Flow(d) => labels::with(Subsystem::FLOW, || {
+                crate::lab::probe!("flow.ticker");
+                if let Some(exporter) = flow.as_mut() {
+                    exporter.tick(&sh.devices[d], Instant::now());
+                }
+                flow_every
             }),
         };
         heap.push(Reverse((due + next, n + 1, job)));

@@ -1,13 +1,20 @@
 //! A device's MIB view as an ordered table of (OID, value): the system group (1.3.6.1.2.1.1), ifNumber and
-//! the IF-MIB ifTable (1.3.6.1.2.1.2.2), built from a device snapshot at request time.
+//! the IF-MIB ifTable (1.3.6.1.2.1.2.2).
 //!
-//! Lookups are binary searches on the sorted table: [`Mib::get`] for GET, [`Mib::next`] for GETNEXT and
-//! GETBULK (the first entry strictly after an OID, which handles OIDs that are prefixes, gaps or past the
-//! end). Plain values; no I/O, no clocks (the caller passes `now`).
+//! Every device has the same objects, so their OIDs are sorted once per process (`layout`) and a
+//! request reads a [`DeviceMib`]: that shared layout over the device's state, locked and brought up to
+//! date once for the request. Only the values a request asks for are made, so a GET neither rebuilds
+//! nor sorts anything (it used to build and sort the whole table, about 22 KB, per request).
+//!
+//! Lookups ([`MibView`]) are binary searches on the sorted OIDs: `get` for GET, `next` for GETNEXT and
+//! GETBULK (the first entry strictly after an OID, which handles OIDs that are prefixes, gaps or past
+//! the end). [`Mib`] is an owned table with the same lookups. Plain values; no I/O, no clocks (the
+//! caller passes `now`).
 #![forbid(unsafe_code)]
 
 use super::ber::{Oid, Value};
-use super::device::Device;
+use super::device::{Device, DeviceState, INTERFACES_PER_DEVICE};
+use std::sync::{MutexGuard, OnceLock};
 use std::time::Instant;
 
 /// system (1.3.6.1.2.1.1).
@@ -20,6 +27,169 @@ const IF_ENTRY: [u32; 9] = [1, 3, 6, 1, 2, 1, 2, 2, 1];
 pub const SYS_UPTIME_0: [u32; 9] = [1, 3, 6, 1, 2, 1, 1, 3, 0];
 /// The sysObjectID we report: under enterprise 32473, which RFC 5612 reserves for documentation.
 pub const SYS_OBJECT_ID: [u32; 9] = [1, 3, 6, 1, 4, 1, 32473, 1, 6];
+
+/// Ordered lookups over a MIB: entry `i` has OID [`MibView::oid`] and value [`MibView::value`], OIDs
+/// strictly increasing.
+pub trait MibView {
+    fn len(&self) -> usize;
+    fn oid(&self, i: usize) -> &Oid;
+    fn value(&self, i: usize) -> Value;
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The index of the first entry whose OID is not below `oid` (`strictly_after`: not at or below).
+    fn position(&self, oid: &Oid, strictly_after: bool) -> usize {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let o = self.oid(mid);
+            if o < oid || (strictly_after && o == oid) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+    /// The value at exactly `oid`.
+    fn get_value(&self, oid: &Oid) -> Option<Value> {
+        let i = self.position(oid, false);
+        (i < self.len() && self.oid(i) == oid).then(|| self.value(i))
+    }
+    /// The first entry strictly after `oid` in OID order.
+    fn next_entry(&self, oid: &Oid) -> Option<(Oid, Value)> {
+        let i = self.position(oid, true);
+        (i < self.len()).then(|| (self.oid(i).clone(), self.value(i)))
+    }
+    /// Whether any entry lies at or under `prefix`.
+    fn covers(&self, prefix: &Oid) -> bool {
+        let i = self.position(prefix, false);
+        i < self.len() && self.oid(i).starts_with(prefix)
+    }
+}
+
+/// What one entry of the shared layout reads from a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    /// A system scalar, by its leaf arc (sysDescr is 1, sysName 5).
+    System(u32),
+    IfNumber,
+    /// An ifEntry column of the interface at `row` (0-based).
+    If {
+        column: u32,
+        row: usize,
+    },
+}
+
+/// The OIDs every device answers, sorted once per process, with what each reads.
+fn layout() -> &'static [(Oid, Field)] {
+    static LAYOUT: OnceLock<Vec<(Oid, Field)>> = OnceLock::new();
+    LAYOUT.get_or_init(|| {
+        let mut e: Vec<(Oid, Field)> = (1..=7)
+            .map(|leaf| {
+                let mut v = SYSTEM.to_vec();
+                v.extend_from_slice(&[leaf, 0]);
+                (Oid(v), Field::System(leaf))
+            })
+            .collect();
+        e.push((Oid(vec![1, 3, 6, 1, 2, 1, 2, 1, 0]), Field::IfNumber));
+        for row in 0..INTERFACES_PER_DEVICE {
+            for column in 1..=22 {
+                let mut v = IF_ENTRY.to_vec();
+                v.extend_from_slice(&[column, row as u32 + 1]);
+                e.push((Oid(v), Field::If { column, row }));
+            }
+        }
+        e.sort_by(|a, b| a.0.cmp(&b.0));
+        e
+    })
+}
+
+/// One device's MIB for the length of a request: the shared layout over the device's state, locked
+/// and brought up to date once.
+pub struct DeviceMib<'a> {
+    device: &'a Device,
+    state: MutexGuard<'a, DeviceState>,
+    uptime: u32,
+    layout: &'static [(Oid, Field)],
+}
+
+impl<'a> DeviceMib<'a> {
+    /// `device`'s view at `now` (holds the device's state lock until dropped).
+    pub fn of(device: &'a Device, now: Instant) -> DeviceMib<'a> {
+        DeviceMib {
+            uptime: device.uptime_ticks(now),
+            state: device.advance(now),
+            device,
+            layout: layout(),
+        }
+    }
+}
+
+impl MibView for DeviceMib<'_> {
+    fn len(&self) -> usize {
+        self.layout.len()
+    }
+    fn oid(&self, i: usize) -> &Oid {
+        &self.layout[i].0
+    }
+    fn value(&self, i: usize) -> Value {
+        let text = |s: &str| Value::OctetString(s.as_bytes().to_vec());
+        match self.layout[i].1 {
+            Field::System(1) => text(self.device.sys_descr()),
+            Field::System(2) => Value::Oid(Oid(SYS_OBJECT_ID.to_vec())),
+            Field::System(3) => Value::TimeTicks(self.uptime),
+            Field::System(4) => text("lab@nl6.invalid"),
+            Field::System(5) => text(self.device.name()),
+            Field::System(6) => text("nl6 lab rack"),
+            Field::System(_) => Value::Integer(72),
+            Field::IfNumber => Value::Integer(self.state.interfaces.len() as i64),
+            Field::If { column, row } => {
+                let Some(i) = self.state.interfaces.get(row) else {
+                    return Value::NoSuchInstance;
+                };
+                let status = |up: bool| Value::Integer(if up { 1 } else { 2 });
+                let c32 = |v: u64| Value::Counter32(v as u32);
+                match column {
+                    1 => Value::Integer(i.index as i64),
+                    2 => text(&i.name),
+                    3 => Value::Integer(6), // ethernetCsmacd
+                    4 => Value::Integer(1500),
+                    5 => Value::Gauge32(i.speed_bps),
+                    6 => Value::OctetString(i.mac.to_vec()),
+                    7 => status(i.admin_up),
+                    8 => status(i.oper_up),
+                    9 => Value::TimeTicks(i.last_change),
+                    10 => c32(i.in_octets),
+                    11 => c32(i.in_packets()),
+                    12 => c32(i.in_packets() / 50),
+                    13 => c32(i.in_discards),
+                    14 => c32(i.in_errors),
+                    16 => c32(i.out_octets),
+                    17 => c32(i.out_packets()),
+                    18 => c32(i.out_packets() / 50),
+                    20 => c32(i.out_errors),
+                    21 => Value::Gauge32(0),
+                    22 => Value::Oid(Oid(vec![0, 0])),
+                    _ => c32(0), // ifInUnknownProtos (15), ifOutDiscards (19)
+                }
+            }
+        }
+    }
+}
+
+impl MibView for Mib {
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+    fn oid(&self, i: usize) -> &Oid {
+        &self.entries[i].0
+    }
+    fn value(&self, i: usize) -> Value {
+        self.entries[i].1.clone()
+    }
+}
 
 /// The ordered table.
 #[derive(Debug, Clone, Default)]
@@ -42,60 +212,15 @@ impl Mib {
         Mib { entries }
     }
 
-    /// The view of `device` at `now`.
+    /// Every entry of `device`'s view at `now`, as an owned table (tests and tools; requests read a
+    /// [`DeviceMib`] instead, which copies nothing).
     pub fn of_device(device: &Device, now: Instant) -> Mib {
-        let uptime = device.uptime_ticks(now);
-        let st = device.advance(now);
-        let mut e: Vec<(Oid, Value)> = Vec::with_capacity(8 + st.interfaces.len() * 22);
-        let sys = |leaf: u32| {
-            let mut v = SYSTEM.to_vec();
-            v.extend_from_slice(&[leaf, 0]);
-            Oid(v)
-        };
-        let text = |s: &str| Value::OctetString(s.as_bytes().to_vec());
-        e.push((sys(1), text(device.sys_descr())));
-        e.push((sys(2), Value::Oid(Oid(SYS_OBJECT_ID.to_vec()))));
-        e.push((sys(3), Value::TimeTicks(uptime)));
-        e.push((sys(4), text("lab@nl6.invalid")));
-        e.push((sys(5), text(device.name())));
-        e.push((sys(6), text("nl6 lab rack")));
-        e.push((sys(7), Value::Integer(72)));
-        e.push((
-            Oid(vec![1, 3, 6, 1, 2, 1, 2, 1, 0]),
-            Value::Integer(st.interfaces.len() as i64),
-        ));
-        for i in &st.interfaces {
-            let col = |c: u32| {
-                let mut v = IF_ENTRY.to_vec();
-                v.extend_from_slice(&[c, i.index]);
-                Oid(v)
-            };
-            let status = |up: bool| Value::Integer(if up { 1 } else { 2 });
-            let c32 = |v: u64| Value::Counter32(v as u32);
-            e.push((col(1), Value::Integer(i.index as i64)));
-            e.push((col(2), text(&i.name)));
-            e.push((col(3), Value::Integer(6))); // ethernetCsmacd
-            e.push((col(4), Value::Integer(1500)));
-            e.push((col(5), Value::Gauge32(i.speed_bps)));
-            e.push((col(6), Value::OctetString(i.mac.to_vec())));
-            e.push((col(7), status(i.admin_up)));
-            e.push((col(8), status(i.oper_up)));
-            e.push((col(9), Value::TimeTicks(i.last_change)));
-            e.push((col(10), c32(i.in_octets)));
-            e.push((col(11), c32(i.in_packets())));
-            e.push((col(12), c32(i.in_packets() / 50)));
-            e.push((col(13), c32(i.in_discards)));
-            e.push((col(14), c32(i.in_errors)));
-            e.push((col(15), c32(0)));
-            e.push((col(16), c32(i.out_octets)));
-            e.push((col(17), c32(i.out_packets())));
-            e.push((col(18), c32(i.out_packets() / 50)));
-            e.push((col(19), c32(0)));
-            e.push((col(20), c32(i.out_errors)));
-            e.push((col(21), Value::Gauge32(0)));
-            e.push((col(22), Value::Oid(Oid(vec![0, 0]))));
+        let view = DeviceMib::of(device, now);
+        Mib {
+            entries: (0..view.len())
+                .map(|i| (view.oid(i).clone(), view.value(i)))
+                .collect(),
         }
-        Mib::from_entries(e)
     }
 
     /// The value at exactly `oid`.

@@ -1,13 +1,15 @@
 //! The lab: a fleet of simulated network devices whose subsystems do real protocol work a real peer can
 //! read, each on plain OS threads labelled as the profiling labels name them.
 //!
-//! - [`ber`]: the BER codec; [`snmp`]: SNMPv2c messages, the agent and its read loop; [`mib`]: a device's
-//!   MIB view as an ordered table; [`device`]: one device's identity, interfaces and counters;
+//! - [`ber`]: the BER codec; [`snmp`]: SNMPv2c messages, the agent, and its few serving threads
+//!   ([`snmp::serve`]); [`mib`]: a device's MIB view over one OID layout sorted once; [`device`]: one
+//!   device's identity, interfaces and counters; [`device_net`]: the `-device-net` address range;
 //! - [`trap`]: SNMPv2-Trap / INFORM; [`syslog`]: RFC 5424 over UDP or TCP (RFC 6587 framing);
 //!   [`netflow`]: NetFlow v9; [`scenario`]: link-flap scenarios; [`traffic`]: the `-traffic` load;
 //! - [`config`]: [`FleetConfig`] and its flag table; [`target`]: where the fleet sends (`host:port`,
 //!   `udp://`/`tcp://`), shared by config and syslog; [`fleet`]: [`Fleet::start`] / [`Fleet::stop`] and the
-//!   thread map; [`api`]: the REST routes (time text comes from [`crate::timefmt`]).
+//!   thread map; [`listen`]: binding the SNMP sockets; [`fleet_error`]: why a fleet did not start;
+//!   [`api`]: the REST routes (time text comes from [`crate::timefmt`]).
 //!
 //! Never here: gNMI (needs HTTP/2 + gRPC; its label values stay reserved), traffic outside the configured
 //! bind address and targets.
@@ -26,7 +28,10 @@ pub mod api;
 pub mod ber;
 pub mod config;
 pub mod device;
+pub mod device_net;
 pub mod fleet;
+pub mod fleet_error;
+pub mod listen;
 pub mod mib;
 pub mod netflow;
 pub mod scenario;

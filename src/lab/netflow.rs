@@ -206,7 +206,7 @@ impl FlowExporter {
             source_id: idx as u32,
         };
         encode_packet(&mut self.buf, h, &self.records[..n]);
-        if super::snmp::send_retrying(&self.socket, &self.buf, self.target) {
+        if super::snmp::send_as(device, &self.socket, &self.buf, self.target) {
             DeviceCounters::inc(&device.counters.flow_packets_sent);
             true
         } else {

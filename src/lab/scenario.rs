@@ -7,7 +7,7 @@
 //! `scenario` and inherits it. Request parsing is a plain function whose errors name the field.
 #![forbid(unsafe_code)]
 
-use super::fleet::Shared;
+use super::device::Device;
 use super::netflow::FlowExporter;
 use super::syslog;
 use crate::timefmt::{format_go_duration as format_duration, parse_rfc3339, Timestamp};
@@ -26,6 +26,36 @@ pub const MAX_START_AHEAD: Duration = Duration::from_secs(24 * 3600);
 pub const MAX_ACTIVE: usize = 64;
 /// Finished or cancelled scenarios kept for `GET /api/v1/scenarios` (the oldest are forgotten first).
 pub const KEEP_ENDED: usize = 256;
+
+/// What a scenario needs from the fleet that runs it. The fleet implements it; this module never names
+/// the fleet, so the two files do not depend on each other both ways.
+pub trait Host: Send + Sync + 'static {
+    fn devices(&self) -> &[Arc<Device>];
+    /// Where the fleet keeps its scenarios.
+    fn book(&self) -> &Book;
+    /// Sleeps until `t`; false when the fleet is stopping (at once or during the sleep).
+    fn sleep_until(&self, t: Instant) -> bool;
+    /// Spawns a fleet thread with a birth label (joined at stop).
+    fn spawn_labelled(
+        &self,
+        label: Subsystem,
+        name: &str,
+        f: Box<dyn FnOnce() + Send>,
+    ) -> std::io::Result<()>;
+    /// Spawns a fleet thread that inherits the caller's label.
+    fn spawn_inheriting_label(
+        &self,
+        name: &str,
+        f: Box<dyn FnOnce() + Send>,
+    ) -> std::io::Result<()>;
+    /// Changes an interface's oper status and announces it; false when nothing changed.
+    fn set_link(&self, index: usize, if_index: u32, up: bool) -> bool;
+    /// Emits a syslog message from device `index` (false when off or dropped).
+    fn emit_syslog(&self, index: usize, severity: u8, msgid: &str, text: &str) -> bool;
+    /// A flow exporter of the scenario's own, when flows are on.
+    fn flow_exporter(&self) -> Option<FlowExporter>;
+    fn flow_interval(&self) -> Duration;
+}
 
 /// A validated `POST /api/v1/scenarios` body.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -213,9 +243,9 @@ impl std::fmt::Display for SubmitError {
 /// Records a validated request and starts it now or schedules it. At most [`MAX_ACTIVE`] scenarios are
 /// scheduled or running at once, a start is at most [`MAX_START_AHEAD`] away, and only the newest
 /// [`KEEP_ENDED`] ended scenarios stay listed. A scenario is listed only once its thread exists.
-pub fn submit(sh: &Arc<Shared>, req: Request) -> Result<Arc<Scenario>, SubmitError> {
+pub fn submit<H: Host>(sh: &Arc<H>, req: Request) -> Result<Arc<Scenario>, SubmitError> {
     let device_index = sh
-        .devices
+        .devices()
         .iter()
         .position(|d| d.name() == req.device)
         .ok_or_else(|| {
@@ -236,13 +266,13 @@ pub fn submit(sh: &Arc<Shared>, req: Request) -> Result<Arc<Scenario>, SubmitErr
         )));
     }
     // Held across the count, the spawn and the insertion, so concurrent POSTs cannot overshoot.
-    let mut items = sh.scenarios.items.lock().unwrap_or_else(|e| e.into_inner());
+    let mut items = sh.book().items.lock().unwrap_or_else(|e| e.into_inner());
     let active = |s: &Arc<Scenario>| matches!(s.phase(), Phase::Scheduled | Phase::Running);
     if items.iter().filter(|s| active(s)).count() >= MAX_ACTIVE {
         return Err(SubmitError::TooMany);
     }
     let sc = Arc::new(Scenario {
-        id: sh.scenarios.next_id.fetch_add(1, Ordering::Relaxed) + 1,
+        id: sh.book().next_id.fetch_add(1, Ordering::Relaxed) + 1,
         request: req,
         device_index,
         created: now,
@@ -260,14 +290,17 @@ pub fn submit(sh: &Arc<Shared>, req: Request) -> Result<Arc<Scenario>, SubmitErr
             let (sh2, sc2) = (sh.clone(), sc.clone());
             let due = Instant::now() + delay;
             // Spawned under `scenario`: the waiting thread inherits it.
-            sh.spawn_inheriting(&format!("scenario-sched-{}", sc.id), move || {
-                if sh2.stop.sleep_until(due) {
-                    crate::lab::probe!("scenario.scheduled");
-                    let _ = start(&sh2, &sc2);
-                } else {
-                    sc2.lock().phase = Phase::Cancelled;
-                }
-            })
+            sh.spawn_inheriting_label(
+                &format!("scenario-sched-{}", sc.id),
+                Box::new(move || {
+                    if sh2.sleep_until(due) {
+                        crate::lab::probe!("scenario.scheduled");
+                        let _ = start(&sh2, &sc2);
+                    } else {
+                        sc2.lock().phase = Phase::Cancelled;
+                    }
+                }),
+            )
         }),
     };
     spawned.map_err(|e| SubmitError::Spawn(e.to_string()))?;
@@ -285,7 +318,7 @@ pub fn submit(sh: &Arc<Shared>, req: Request) -> Result<Arc<Scenario>, SubmitErr
 }
 
 /// Starts a scenario now (scoped `scenario`): marks it running and spawns its runner.
-pub fn start(sh: &Arc<Shared>, sc: &Arc<Scenario>) -> std::io::Result<()> {
+pub fn start<H: Host>(sh: &Arc<H>, sc: &Arc<Scenario>) -> std::io::Result<()> {
     labels::with(Subsystem::SCENARIO, || {
         crate::lab::probe!("scenario.start");
         {
@@ -301,10 +334,10 @@ pub fn start(sh: &Arc<Shared>, sc: &Arc<Scenario>) -> std::io::Result<()> {
         );
         sh.emit_syslog(sc.device_index, syslog::SEVERITY_NOTICE, "SCENARIO", &text);
         let (sh2, sc2) = (sh.clone(), sc.clone());
-        sh.spawn(
+        sh.spawn_labelled(
             Subsystem::SCENARIO,
             &format!("scenario-{}", sc.id),
-            move || run(&sh2, &sc2),
+            Box::new(move || run(&*sh2, &sc2)),
         )
     })
 }
@@ -315,21 +348,15 @@ pub fn flap_interface(sc: &Scenario) -> u32 {
 }
 
 /// The runner (the scenario flow ticker): flaps the interface and ticks flow export until the end.
-fn run(sh: &Arc<Shared>, sc: &Arc<Scenario>) {
+fn run<H: Host>(sh: &H, sc: &Arc<Scenario>) {
     let begin = Instant::now();
     let end = begin + sc.request.duration;
     let flap_every =
         (sc.request.duration / 6).clamp(Duration::from_millis(100), Duration::from_secs(5));
-    let flow_every = sh.config.flow_interval();
-    let mut exporter = match (&sh.flow_socket, sh.config.flow_target()) {
-        (Some(s), Some(t)) => s
-            .try_clone()
-            .ok()
-            .map(|s| FlowExporter::new(s, t, sh.devices.len())),
-        _ => None,
-    };
+    let flow_every = sh.flow_interval();
+    let mut exporter = sh.flow_exporter();
     let if_index = flap_interface(sc);
-    let device = sh.devices[sc.device_index].clone();
+    let device = sh.devices()[sc.device_index].clone();
     let (mut next_flap, mut next_flow) = (begin, begin + flow_every);
     let mut up = false;
     let completed = loop {
@@ -337,7 +364,7 @@ fn run(sh: &Arc<Shared>, sc: &Arc<Scenario>) {
         let due = next_flap
             .min(end)
             .min(if exporter.is_some() { next_flow } else { end });
-        if !sh.stop.sleep_until(due) {
+        if !sh.sleep_until(due) {
             break false;
         }
         let now = Instant::now();
@@ -364,7 +391,7 @@ fn run(sh: &Arc<Shared>, sc: &Arc<Scenario>) {
 }
 
 /// Ends a scenario (scoped `scenario`): brings the interface back up and records the outcome.
-fn finish(sh: &Shared, sc: &Scenario, if_index: u32, completed: bool) {
+fn finish<H: Host>(sh: &H, sc: &Scenario, if_index: u32, completed: bool) {
     labels::with(Subsystem::SCENARIO, || {
         crate::lab::probe!("scenario.finish");
         if completed {
@@ -373,7 +400,7 @@ fn finish(sh: &Shared, sc: &Scenario, if_index: u32, completed: bool) {
             sh.emit_syslog(sc.device_index, syslog::SEVERITY_NOTICE, "SCENARIO", &text);
         } else {
             // Stopping: leave the device as it is, only record the outcome.
-            let _ = sh.devices[sc.device_index].set_oper(if_index, true, Instant::now());
+            let _ = sh.devices()[sc.device_index].set_oper(if_index, true, Instant::now());
         }
         let mut p = sc.lock();
         p.phase = if completed {

@@ -1,24 +1,26 @@
 //! SNMPv2c: the message codec (RFC 3416 PDUs over the BER codec), the agent's answer to GET, GETNEXT and
-//! GETBULK against a [`Mib`], and the per-device read loop that serves one UDP socket.
+//! GETBULK against a [`MibView`](super::mib::MibView), [`respond`] (one request to one device, counted),
+//! and the serving threads ([`serve`]).
 //!
 //! [`answer`] is a plain function from request bytes to response bytes, tested without sockets. An answer
 //! is never larger than [`response_limit`] of its request: at most [`MAX_AMPLIFICATION`] × the request's
 //! size and one unfragmented datagram ([`MAX_DATAGRAM`]), so a spoofed request cannot make a device a
 //! reflector (a 120-byte GETBULK used to get 9–25 KB back). Beyond it a GETBULK answer is truncated at the
 //! end (RFC 3416 §4.2.3: the repeated bindings that fit, in order), any other answer becomes `tooBig`
-//! with no bindings (§4.2.1). The read
-//! loop ([`serve`]) runs in a thread labelled `snmp` at birth; it drops and counts malformed datagrams and
-//! wrong communities (an agent stays silent on both), retries on EINTR and polls its stop flag through a
-//! read timeout. It never sends anything but responses to the requester.
+//! with no bindings (§4.2.1). The
+//! serving threads ([`serve`]) are labelled `snmp` at birth; [`respond`] drops and counts malformed
+//! datagrams and wrong communities (an agent stays silent on both). Nothing but responses to the
+//! requester is ever sent.
 #![forbid(unsafe_code)]
 
 use super::ber::{self, tag, BerError, Oid, Reader, Value};
 use super::device::{Device, DeviceCounters};
-use super::mib::Mib;
+use super::mib::{DeviceMib, MibView};
 use std::io::ErrorKind;
-use std::net::UdpSocket;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::{SocketAddr, UdpSocket};
 use std::time::Instant;
+
+pub mod serve;
 
 /// PDU tags (context-specific, constructed).
 pub mod pdu {
@@ -157,7 +159,7 @@ fn message_version(bytes: &[u8]) -> Option<i64> {
 }
 
 /// The agent: the answer to `request` against `mib` for `community`.
-pub fn answer(request: &[u8], community: &[u8], mib: &Mib) -> Outcome {
+pub fn answer<M: MibView + ?Sized>(request: &[u8], community: &[u8], mib: &M) -> Outcome {
     match message_version(request) {
         Some(v) if v != VERSION_2C => return Outcome::UnsupportedVersion(v),
         _ => {}
@@ -181,9 +183,9 @@ pub fn answer(request: &[u8], community: &[u8], mib: &Mib) -> Outcome {
     match req.pdu_type {
         pdu::GET => {
             for (oid, _) in &req.varbinds {
-                let v = match mib.get(oid) {
-                    Some(v) => v.clone(),
-                    None if mib.has_subtree(oid) || names_known_object(mib, oid) => {
+                let v = match mib.get_value(oid) {
+                    Some(v) => v,
+                    None if mib.covers(oid) || names_known_object(mib, oid) => {
                         Value::NoSuchInstance
                     }
                     None => Value::NoSuchObject,
@@ -210,7 +212,7 @@ pub fn answer(request: &[u8], community: &[u8], mib: &Mib) -> Outcome {
 /// GETBULK (RFC 3416 §4.2.3): the non-repeaters' successors, then up to max-repetitions rows of the
 /// repeaters' successors, ending early when every repeater has run out of MIB or when the bindings
 /// would no longer fit [`response_limit`] (so a large max-repetitions costs no more work than fits).
-fn bulk(req: &Message, mib: &Mib, request_len: usize, resp: &mut Message) {
+fn bulk<M: MibView + ?Sized>(req: &Message, mib: &M, request_len: usize, resp: &mut Message) {
     let non_rep = (req.error_status.max(0) as usize).min(req.varbinds.len());
     let max_rep = (req.error_index.max(0) as usize).min(MAX_REPETITIONS);
     for (oid, _) in &req.varbinds[..non_rep] {
@@ -278,63 +280,39 @@ fn put_varbind(out: &mut Vec<u8>, oid: &Oid, v: &Value) {
 /// instance is `noSuchInstance`, not `noSuchObject`): some entry's object, the entry less its instance
 /// arc (every instance here is one arc: `.0` for scalars, the ifIndex in ifTable), is a prefix of `oid`.
 /// The entries under such a prefix sort next to `oid`, so its two neighbours are the only ones to test.
-fn names_known_object(mib: &Mib, oid: &Oid) -> bool {
-    let object_of = |o: &Oid| Oid(o.0[..o.0.len().saturating_sub(1)].to_vec());
-    let before = mib.entries().partition_point(|(o, _)| o < oid);
+fn names_known_object<M: MibView + ?Sized>(mib: &M, oid: &Oid) -> bool {
+    let before = mib.position(oid, false);
     [before.checked_sub(1), Some(before)]
         .into_iter()
         .flatten()
-        .filter_map(|i| mib.entries().get(i))
-        .any(|(o, _)| {
-            let object = object_of(o);
-            object.0.len() >= 2 && oid.starts_with(&object)
+        .filter(|&i| i < mib.len())
+        .any(|i| {
+            let o = &mib.oid(i).0;
+            let object = &o[..o.len().saturating_sub(1)];
+            object.len() >= 2 && oid.0.starts_with(object)
         })
 }
 
-fn next_binding(mib: &Mib, oid: &Oid) -> (Oid, Value) {
-    match mib.next(oid) {
-        Some((o, v)) => (o.clone(), v.clone()),
+fn next_binding<M: MibView + ?Sized>(mib: &M, oid: &Oid) -> (Oid, Value) {
+    match mib.next_entry(oid) {
+        Some(entry) => entry,
         None => (oid.clone(), Value::EndOfMibView),
     }
 }
 
-/// The per-device read loop: answers requests on `socket` until `stop` is set. The socket must have a
-/// read timeout (the fleet sets one) so the loop sees `stop`; EINTR is retried.
-pub fn serve(socket: &UdpSocket, device: &Device, community: &[u8], stop: &AtomicBool) {
-    crate::lab::probe!("snmp.loop");
-    let mut buf = vec![0u8; 65_535];
-    while !stop.load(Ordering::Relaxed) {
-        let (n, peer) = match socket.recv_from(&mut buf) {
-            Ok(x) => x,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::Interrupted | ErrorKind::WouldBlock | ErrorKind::TimedOut
-                ) =>
-            {
-                continue
-            }
-            Err(_) => continue,
-        };
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
-        DeviceCounters::inc(&device.counters.snmp_requests);
-        let mib = Mib::of_device(device, Instant::now());
-        match answer(&buf[..n], community, &mib) {
-            Outcome::Reply(bytes) => {
-                crate::lab::probe!("snmp.reply");
-                if send_retrying(socket, &bytes, peer) {
-                    DeviceCounters::inc(&device.counters.snmp_responses);
-                } else {
-                    DeviceCounters::inc(&device.counters.send_errors);
-                }
-            }
-            Outcome::Malformed(_) => DeviceCounters::inc(&device.counters.malformed),
-            Outcome::Refused => DeviceCounters::inc(&device.counters.bad_community),
-            Outcome::UnsupportedVersion(_) => DeviceCounters::inc(&device.counters.bad_version),
-        }
-    }
+/// The agent's side of one request to `device`: counts it, answers it from the device's MIB, and
+/// counts what was dropped (malformed, wrong community, another version). The reply to send, if any.
+pub fn respond(device: &Device, request: &[u8], community: &[u8]) -> Option<Vec<u8>> {
+    DeviceCounters::inc(&device.counters.snmp_requests);
+    let mib = DeviceMib::of(device, Instant::now());
+    let counter = match answer(request, community, &mib) {
+        Outcome::Reply(bytes) => return Some(bytes),
+        Outcome::Malformed(_) => &device.counters.malformed,
+        Outcome::Refused => &device.counters.bad_community,
+        Outcome::UnsupportedVersion(_) => &device.counters.bad_version,
+    };
+    DeviceCounters::inc(counter);
+    None
 }
 
 /// Sends one datagram, retrying on EINTR; false when the OS refused it.
@@ -349,10 +327,37 @@ pub fn send_retrying(socket: &UdpSocket, bytes: &[u8], to: std::net::SocketAddr)
     false
 }
 
+/// Sends from a chosen local address, retrying on EINTR; false when the OS refused it.
+pub fn send_from_retrying(
+    socket: &UdpSocket,
+    bytes: &[u8],
+    to: std::net::SocketAddrV4,
+    from: std::net::Ipv4Addr,
+) -> bool {
+    for _ in 0..8 {
+        match crate::netsys::send_from(socket, bytes, to, from) {
+            Ok(_) => return true,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
+/// Sends `bytes` to `to` from `device`'s own address when it has one (`-device-net`), else from
+/// whatever `socket` is bound to; EINTR is retried. False when the OS refused it.
+pub fn send_as(device: &Device, socket: &UdpSocket, bytes: &[u8], to: SocketAddr) -> bool {
+    match (device.own_ip(), to) {
+        (Some(from), SocketAddr::V4(to)) => send_from_retrying(socket, bytes, to, from),
+        _ => send_retrying(socket, bytes, to),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::lab::device::Device;
+    use crate::lab::mib::Mib;
 
     fn o(s: &str) -> Oid {
         Oid::parse(s).unwrap()

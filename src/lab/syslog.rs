@@ -284,7 +284,7 @@ impl SyslogExporter {
         m.write_to(&mut body);
         match &self.sink {
             Sink::Udp { socket, target } => {
-                if super::snmp::send_retrying(socket, &body, *target) {
+                if super::snmp::send_as(device, socket, &body, *target) {
                     DeviceCounters::inc(&device.counters.syslog_sent);
                     true
                 } else {

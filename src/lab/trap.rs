@@ -10,7 +10,7 @@
 use super::ber::{Oid, Value};
 use super::device::{Device, DeviceCounters};
 use super::mib::{IF_TABLE, SYS_UPTIME_0};
-use super::snmp::{pdu, send_retrying, Message, VERSION_2C};
+use super::snmp::{pdu, send_as, Message, VERSION_2C};
 use nl6_profile::labels::{self, Subsystem};
 use std::collections::HashMap;
 use std::io::ErrorKind;
@@ -152,7 +152,7 @@ impl TrapSender {
                     .unwrap_or_else(|e| e.into_inner())
                     .insert(id, p);
             }
-            let ok = send_retrying(&self.socket, &packet, self.target);
+            let ok = send_as(device, &self.socket, &packet, self.target);
             let c = &device.counters;
             DeviceCounters::inc(match (ok, self.options.inform) {
                 (false, _) => &c.send_errors,
@@ -215,13 +215,13 @@ impl TrapSender {
                 }
                 p.retries_left -= 1;
                 p.deadline = now + self.options.timeout;
-                resend.push(p.packet.clone());
+                resend.push((p.packet.clone(), p.device.clone()));
                 true
             });
         }
-        for packet in resend {
+        for (packet, device) in resend {
             labels::with(Subsystem::TRAP, || {
-                send_retrying(&self.socket, &packet, self.target)
+                send_as(&device, &self.socket, &packet, self.target)
             });
         }
     }

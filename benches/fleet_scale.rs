@@ -1,0 +1,120 @@
+//! The fleet at scale (issue 13): boot time, threads, RSS and idle CPU of a fleet of 1 000, 10 000 and
+//! 30 000 devices, per port (`-snmp-port 0`, one socket per device) and at their own addresses
+//! (`-device-net 127.1.0.0/16`), printed beside the figures measured before the serving threads.
+//!
+//! Each configuration runs in a fresh child process (this program re-executed), so one fleet's memory
+//! does not inflate the next one's RSS. `NL6_IDLE_SECS` sets the idle window (default 10 s).
+//! Run: `cargo bench --bench fleet_scale`.
+use nl6::lab::config::DeviceNet;
+use nl6::lab::{Fleet, FleetConfig};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const CHILD: &str = "NL6_FLEET_SCALE_CHILD";
+
+/// Measured on main before this change (static binary, this 2-core machine), from issue 13.
+const BEFORE: &[&str] = &[
+    "before (one thread and one socket per device, per port):",
+    "  10000 devices: boot 0.67 s, 10018 threads, RSS 161 MB, 40492 memory maps, idle CPU 11% of a core",
+    "  16000 devices: boots, 16018 threads, 64766 memory maps",
+    "  19000 devices: `starting fleet threads: Resource temporarily unavailable`",
+    "  30000 devices: `cannot bind UDP …: No file descriptors available` at device 19995",
+];
+
+fn status(field: &str) -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    s.lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// This process's user + system CPU time, in clock ticks (100 a second).
+fn cpu_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = &stat[stat.rfind(')').map_or(0, |i| i + 2)..];
+    let f: Vec<u64> = after
+        .split_whitespace()
+        .map(|v| v.parse().unwrap_or(0))
+        .collect();
+    f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)
+}
+
+fn memory_maps() -> usize {
+    std::fs::read_to_string("/proc/self/maps")
+        .map(|m| m.lines().count())
+        .unwrap_or(0)
+}
+
+/// One measurement, in this (child) process.
+fn measure(mode: &str, devices: usize, idle: Duration) {
+    nl6::http::sys::raise_nofile_limit().expect("raise RLIMIT_NOFILE");
+    let mut config = FleetConfig::default()
+        .with_devices(devices)
+        .with_snmp_port(0);
+    if mode == "device-net" {
+        config = config.with_device_net(Some(DeviceNet::parse("127.1.0.0/16").unwrap()));
+    }
+    let t = Instant::now();
+    let fleet = match Fleet::start(config) {
+        Ok(f) => f,
+        Err(e) => {
+            println!("  {devices:>5} devices, {mode:<10}: refused: nl6: {e}");
+            return;
+        }
+    };
+    let boot = t.elapsed();
+    let (threads, rss, maps) = (status("Threads:"), status("VmRSS:"), memory_maps());
+    let ticks = cpu_ticks();
+    std::thread::sleep(idle);
+    let cpu = (cpu_ticks() - ticks) as f64 / 100.0 / idle.as_secs_f64();
+    println!(
+        "  {devices:>5} devices, {mode:<10}: boot {:>6.2} s, {threads:>3} threads, RSS {:>4} MB, {maps:>5} memory maps, idle CPU {:.1}% of a core",
+        boot.as_secs_f64(),
+        rss / 1024,
+        cpu * 100.0
+    );
+    fleet.stop();
+}
+
+fn main() {
+    let idle = Duration::from_secs(
+        std::env::var("NL6_IDLE_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(10),
+    );
+    if let Ok(which) = std::env::var(CHILD) {
+        let (mode, devices) = which.split_once(':').expect("mode:devices");
+        measure(mode, devices.parse().expect("devices"), idle);
+        return;
+    }
+    for line in BEFORE {
+        println!("fleet_scale: {line}");
+    }
+    println!("fleet_scale: after (a few SNMP serving threads; idle over {idle:?}):");
+    let me = std::env::current_exe().expect("this bench's path");
+    for (mode, devices) in [
+        ("per-port", 1_000),
+        ("device-net", 1_000),
+        ("per-port", 10_000),
+        ("device-net", 10_000),
+        ("per-port", 30_000),
+        ("device-net", 30_000),
+    ] {
+        let out = Command::new(&me)
+            .env(CHILD, format!("{mode}:{devices}"))
+            .output()
+            .expect("run the measuring child");
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            println!("fleet_scale: {line}");
+        }
+        if !out.status.success() {
+            println!(
+                "fleet_scale: {mode} {devices}: child failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! `-device-net CIDR`: an IPv4 range where device *i* is at the first address + 1 + *i* (the range's
+//! first and last addresses are never a device's). Plain values: parsing, capacity, address ↔ index.
+#![forbid(unsafe_code)]
+
+use std::net::Ipv4Addr;
+
+/// An IPv4 range of `-device-net`: device *i* is at the first address + 1 + *i*.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceNet {
+    base: Ipv4Addr,
+    prefix: u8,
+}
+
+impl DeviceNet {
+    /// Parses `a.b.c.d/n` (the address is masked to the range's first address).
+    pub fn parse(text: &str) -> Result<DeviceNet, String> {
+        let bad = || format!("want an IPv4 range like 127.1.0.0/16, not {text:?}");
+        let (ip, prefix) = text.split_once('/').ok_or_else(bad)?;
+        let ip: Ipv4Addr = ip.parse().map_err(|_| bad())?;
+        let prefix: u8 = prefix.parse().map_err(|_| bad())?;
+        if prefix > 32 {
+            return Err(bad());
+        }
+        let mask = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
+        Ok(DeviceNet {
+            base: Ipv4Addr::from(u32::from(ip) & mask),
+            prefix,
+        })
+    }
+    /// The smallest range from this one's first address with room for `devices`.
+    pub fn widened_for(&self, devices: usize) -> DeviceNet {
+        let prefix = (0..=30u8)
+            .rev()
+            .find(|&p| (1usize << (32 - p)) >= devices + 2)
+            .unwrap_or(0);
+        let base = self.base;
+        DeviceNet::parse(&format!("{base}/{prefix}")).unwrap_or(DeviceNet { base, prefix })
+    }
+    /// How many devices fit: every address but the first and the last.
+    pub fn capacity(&self) -> usize {
+        (1usize << (32 - u32::from(self.prefix))).saturating_sub(2)
+    }
+    /// The address of device `index`.
+    pub fn device_ip(&self, index: usize) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(self.base).wrapping_add(1 + index as u32))
+    }
+    /// The device at `ip`, when `ip` is one of the first `devices` addresses of the range.
+    pub fn device_at(&self, ip: Ipv4Addr, devices: usize) -> Option<usize> {
+        let i = u32::from(ip)
+            .checked_sub(u32::from(self.base))?
+            .checked_sub(1)? as usize;
+        (i < devices).then_some(i)
+    }
+}
+
+impl std::fmt::Display for DeviceNet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.base, self.prefix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_map_to_devices_both_ways() {
+        let net = DeviceNet::parse("127.1.0.0/16").unwrap();
+        assert_eq!(net.capacity(), 65_534);
+        assert_eq!(net.device_ip(0), Ipv4Addr::new(127, 1, 0, 1));
+        assert_eq!(net.device_ip(29_999), Ipv4Addr::new(127, 1, 117, 48));
+        assert_eq!(
+            net.device_at(Ipv4Addr::new(127, 1, 117, 48), 30_000),
+            Some(29_999)
+        );
+        assert_eq!(net.device_at(Ipv4Addr::new(127, 1, 117, 49), 30_000), None);
+        assert_eq!(net.device_at(Ipv4Addr::new(127, 1, 0, 0), 30_000), None);
+        assert_eq!(net.device_at(Ipv4Addr::new(127, 0, 0, 1), 30_000), None);
+        // The address is masked to the range's first address.
+        assert_eq!(
+            DeviceNet::parse("10.1.2.3/24").unwrap().to_string(),
+            "10.1.2.0/24"
+        );
+        assert_eq!(net.widened_for(300).to_string(), "127.1.0.0/23");
+        for bad in ["127.1.0.0", "127.1.0.0/33", "::1/64", "x/8"] {
+            assert!(DeviceNet::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! Why the fleet did not start ([`FleetError`]), each case one line naming what was wrong and the
+//! remedy: a flag (exit 2 at the command line), a port in use, the open-file limit (with the count this
+//! configuration needs), the thread or memory-map limit.
+#![forbid(unsafe_code)]
+
+use super::config::FleetConfig;
+use std::fmt;
+use std::net::SocketAddr;
+
+/// Why the fleet did not start.
+#[derive(Debug)]
+pub enum FleetError {
+    /// The configuration is inconsistent (message says which flag).
+    Config(String),
+    /// A device's SNMP port could not be bound.
+    Bind {
+        device: String,
+        addr: SocketAddr,
+        cause: std::io::Error,
+    },
+    /// An exporter socket or a thread could not be created.
+    Io { what: String, cause: std::io::Error },
+    /// The process ran out of file descriptors (EMFILE/ENFILE) while binding: `needed` is what this
+    /// configuration takes, `limit` the soft `RLIMIT_NOFILE` when it could be read.
+    FdLimit {
+        what: String,
+        cause: std::io::Error,
+        devices: usize,
+        /// One SNMP socket per device (per-port mode) rather than one per serving thread.
+        per_device: bool,
+        needed: usize,
+        limit: Option<u64>,
+    },
+}
+
+/// Descriptors nl6 holds besides the fleet's sockets: stdio, the listener and the server's wake-up
+/// pipe, the profiler's files, and room for the HTTP server's connections (16 workers, keep-alive).
+pub const FD_HEADROOM: usize = 64;
+
+/// Threads nl6 runs besides the SNMP serving threads, at most: main, the HTTP server (poll thread and
+/// 16 workers), the lab's exporters and scheduler, the profiler's collector and pusher.
+const THREADS_BESIDES_SNMP: usize = 28;
+
+impl FleetError {
+    /// Turns an EMFILE/ENFILE into [`FleetError::FdLimit`], which names the limit and the remedy (more
+    /// descriptors, not another port).
+    pub(crate) fn explain_fd_limit(self, config: &FleetConfig) -> FleetError {
+        let out_of_fds = |cause: &std::io::Error| {
+            matches!(
+                cause.raw_os_error(),
+                Some(libc::EMFILE) | Some(libc::ENFILE)
+            )
+        };
+        let (what, cause) = match self {
+            FleetError::Bind {
+                device,
+                addr,
+                cause,
+            } if out_of_fds(&cause) => (format!("device {device}: cannot bind UDP {addr}"), cause),
+            FleetError::Io { what, cause } if out_of_fds(&cause) => (what, cause),
+            FleetError::Io { what, cause } if cause.raw_os_error() == Some(libc::EAGAIN) => {
+                return FleetError::Io {
+                    what: format!(
+                        "{what}: the process is at its thread or memory-map limit (see `ulimit -u`, \
+                         /proc/sys/kernel/threads-max and /proc/sys/vm/max_map_count; nl6 needs about \
+                         {} threads)",
+                        THREADS_BESIDES_SNMP + super::snmp::serve::SERVING_THREADS
+                    ),
+                    cause,
+                }
+            }
+            other => return other,
+        };
+        let exporters = [
+            config.trap_target().is_some(),
+            config.syslog_target().is_some(),
+            config.flow_target().is_some(),
+        ]
+        .into_iter()
+        .filter(|&on| on)
+        .count();
+        let per_device = config.device_net().is_none();
+        let snmp_sockets = if per_device {
+            config.devices()
+        } else {
+            super::snmp::serve::SERVING_THREADS
+        };
+        FleetError::FdLimit {
+            what,
+            cause,
+            devices: config.devices(),
+            per_device,
+            needed: snmp_sockets + exporters + FD_HEADROOM,
+            limit: open_file_limit(),
+        }
+    }
+}
+
+/// The soft open-file limit from `/proc/self/limits` (after nl6 raised it to the hard limit at boot).
+fn open_file_limit() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = text.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+impl fmt::Display for FleetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FleetError::Config(m) => f.write_str(m),
+            FleetError::Bind {
+                device,
+                addr,
+                cause,
+            } => {
+                write!(
+                    f,
+                    "device {device}: cannot bind UDP {addr}: {cause}; free the port"
+                )?;
+                // An ephemeral port that failed to bind is not cured by asking for ephemeral ports.
+                if addr.port() != 0 {
+                    f.write_str(
+                        ", pick another with -snmp-port, or use -snmp-port 0 for ephemeral ports",
+                    )?;
+                }
+                Ok(())
+            }
+            FleetError::Io { what, cause } => write!(f, "{what}: {cause}"),
+            FleetError::FdLimit {
+                what,
+                cause,
+                devices,
+                per_device,
+                needed,
+                limit,
+            } => {
+                let (snmp, instead) = if *per_device {
+                    (
+                        "one socket per device",
+                        "; or serve every device from a few sockets with -device-net 127.1.0.0/16",
+                    )
+                } else {
+                    ("one socket per SNMP serving thread", "")
+                };
+                let limit = limit.map_or("the open-file limit".to_string(), |l| {
+                    format!("the open-file limit is {l}")
+                });
+                write!(
+                    f,
+                    "{what}: {cause}: {limit}, and {} need about {needed} file descriptors ({snmp}, one per \
+                     exporter, {FD_HEADROOM} for the HTTP server and the profiler); raise the limit to at least \
+                     {needed}: `ulimit -n {needed}` in the shell that starts nl6, or `LimitNOFILE={needed}` in \
+                     its systemd unit{instead}",
+                    crate::goflag::count(*devices, "device", "devices")
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for FleetError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::config::DeviceNet;
+
+    fn err(code: i32) -> std::io::Error {
+        std::io::Error::from_raw_os_error(code)
+    }
+
+    #[test]
+    fn out_of_threads_names_the_limits() {
+        let e = FleetError::Io {
+            what: "starting fleet threads".into(),
+            cause: err(libc::EAGAIN),
+        }
+        .explain_fd_limit(&FleetConfig::default());
+        let text = e.to_string();
+        for needle in [
+            "ulimit -u",
+            "threads-max",
+            "max_map_count",
+            "starting fleet threads",
+        ] {
+            assert!(text.contains(needle), "{needle}: {text}");
+        }
+    }
+
+    #[test]
+    fn out_of_descriptors_counts_what_the_mode_needs() {
+        let bind = || FleetError::Bind {
+            device: "nl6-dev-0099".into(),
+            addr: "127.0.0.1:0".parse().unwrap(),
+            cause: err(libc::EMFILE),
+        };
+        let per_port = FleetConfig::default().with_devices(1000);
+        let text = bind().explain_fd_limit(&per_port).to_string();
+        assert!(text.contains("need about 1064 file descriptors"), "{text}");
+        assert!(
+            text.contains("one socket per device") && text.contains("-device-net"),
+            "{text}"
+        );
+        assert!(!text.contains("-snmp-port 0"), "{text}");
+        let net = per_port.with_device_net(Some(DeviceNet::parse("127.1.0.0/16").unwrap()));
+        let text = bind().explain_fd_limit(&net).to_string();
+        assert!(text.contains("need about 68 file descriptors"), "{text}");
+        assert!(
+            text.contains("one socket per SNMP serving thread"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_taken_ephemeral_port_does_not_suggest_ephemeral_ports() {
+        let taken = |port: u16| FleetError::Bind {
+            device: "nl6-dev-0000".into(),
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            cause: err(libc::EADDRINUSE),
+        };
+        assert!(taken(16100).to_string().contains("-snmp-port 0"));
+        assert!(!taken(0).to_string().contains("-snmp-port 0"));
+    }
+}

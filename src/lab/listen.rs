@@ -1,0 +1,125 @@
+//! Binds the fleet's SNMP sockets before any thread starts, so a refusal stops startup with one line and
+//! nothing half-started:
+//!
+//! - per port: one socket per device on `-bind`, at `-snmp-port` + *i* (or an ephemeral port each);
+//! - `-device-net CIDR`: first checks that the host owns the range's first and last device addresses,
+//!   then binds [`SERVING_THREADS`] sockets to the wildcard address on one port (`-snmp-port`, or the
+//!   ephemeral port the first socket got), sharing it with `SO_REUSEPORT`.
+//!
+//! Each device learns its SNMP address here (and, under `-device-net`, its own address).
+#![forbid(unsafe_code)]
+
+use super::config::{DeviceNet, FleetConfig};
+use super::device::Device;
+use super::fleet::FleetError;
+use super::snmp::serve::{Listener, Route, SERVING_THREADS};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::sync::Arc;
+
+/// Binds what `config` asks for and tells every device its address.
+pub fn bind_snmp(
+    config: &FleetConfig,
+    devices: &[Arc<Device>],
+) -> Result<Vec<Listener>, FleetError> {
+    match config.device_net() {
+        Some(net) => bind_device_net(config, net, devices),
+        None => bind_per_port(config, devices),
+    }
+}
+
+fn io(what: &str) -> impl FnOnce(std::io::Error) -> FleetError {
+    let what = what.to_string();
+    move |cause| FleetError::Io { what, cause }
+}
+
+fn bind_per_port(
+    config: &FleetConfig,
+    devices: &[Arc<Device>],
+) -> Result<Vec<Listener>, FleetError> {
+    let ip = config.bind();
+    let mut out = Vec::with_capacity(devices.len());
+    for d in devices {
+        let port = if config.snmp_port() == 0 {
+            0
+        } else {
+            config.snmp_port() + d.index() as u16
+        };
+        let socket =
+            UdpSocket::bind(SocketAddr::new(ip, port)).map_err(|cause| FleetError::Bind {
+                device: d.name().to_string(),
+                addr: SocketAddr::new(ip, port),
+                cause,
+            })?;
+        socket
+            .set_nonblocking(true)
+            .map_err(io("SNMP socket mode"))?;
+        d.set_snmp_addr(socket.local_addr().map_err(io("SNMP socket address"))?);
+        out.push(Listener {
+            socket,
+            route: Route::Device(d.index()),
+        });
+    }
+    Ok(out)
+}
+
+/// Refuses a range whose addresses this host does not own: binding its first and last device address
+/// fails with "cannot assign requested address".
+fn check_owned(net: DeviceNet, devices: usize) -> Result<(), FleetError> {
+    for i in [0, devices - 1] {
+        let ip = net.device_ip(i);
+        if let Err(cause) = UdpSocket::bind(SocketAddr::from((ip, 0))) {
+            return Err(FleetError::Config(format!(
+                "-device-net {net}: address {ip} (device {i}) is not this host's ({cause}); make the range \
+                 local first, e.g. `ip route add local {net} dev lo` as root, or use a range under \
+                 127.0.0.0/8 such as 127.1.0.0/16"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn bind_device_net(
+    config: &FleetConfig,
+    net: DeviceNet,
+    devices: &[Arc<Device>],
+) -> Result<Vec<Listener>, FleetError> {
+    if devices.is_empty() {
+        return Ok(Vec::new());
+    }
+    check_owned(net, devices.len())?;
+    let mut port = config.snmp_port();
+    let last = devices[devices.len() - 1].name();
+    let bind_error = |at: SocketAddrV4| {
+        let device = format!("{} … {last}", devices[0].name());
+        move |cause| FleetError::Bind {
+            device,
+            addr: SocketAddr::V4(at),
+            cause,
+        }
+    };
+    // SO_REUSEPORT would let a second nl6 of this user join the port and take half the requests: a
+    // plain bind first makes a port anyone holds (with or without SO_REUSEPORT) a refusal.
+    if port != 0 {
+        let at = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port);
+        drop(UdpSocket::bind(at).map_err(bind_error(at))?);
+    }
+    let mut out = Vec::with_capacity(SERVING_THREADS);
+    for _ in 0..SERVING_THREADS {
+        let at = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port);
+        let socket = crate::netsys::bind_shared_port(at).map_err(bind_error(at))?;
+        port = socket
+            .local_addr()
+            .map_err(io("SNMP socket address"))?
+            .port();
+        out.push(Listener {
+            socket,
+            route: Route::Net(net),
+        });
+    }
+    for d in devices {
+        let ip = net.device_ip(d.index());
+        d.set_own_ip(ip);
+        d.set_snmp_addr(SocketAddr::new(IpAddr::V4(ip), port));
+    }
+    Ok(out)
+}
