@@ -2,8 +2,8 @@
 # Runs the README's examples against a booted nl6 and checks what they print (about 40 s).
 #
 # The commands are read from README.md itself (lines in ```sh blocks that start with `cargo run`, `curl`,
-# `go tool pprof` or `snmpwalk`, and the `$ go tool pprof` line of the closed-gate block), so the README
-# cannot drift from what works. They run as written, except for the ports: nl6 listens on a free port
+# `go tool pprof`, `snmpwalk`, `nl6 -devices` or `snmpget`, and the `$ go tool pprof` line of the
+# closed-gate block), so the README cannot drift from what works. They run as written, except for the ports: nl6 listens on a free port
 # instead of 8080, its devices on free ports instead of 16100+ (`-snmp-port 0`), and the Pyroscope
 # address 127.0.0.1:4040 is the repository's /ingest double on a free port. Loopback only; kills only
 # what it started. The `nl6 collect`/`report` and static-build examples are covered by the collect tests
@@ -165,6 +165,28 @@ while IFS= read -r line; do
   run snmpwalk "$line"
   grep -q "nl6 simulated router" "$OUT/snmpwalk.out" && pass "$line" || fail "$line: $(cat "$OUT/snmpwalk.out")"
 done < <(readme_commands "snmpwalk ")
+
+# --- a fleet at scale (README "A fleet at scale"): the nl6 line as written (its -port default, its
+# -device-net range and -snmp-port), then each snmpget line must print the sysName its comment quotes.
+scale_line=$(readme_commands 'nl6 -devices 30000 -device-net ' | head -1)
+if [ -z "$scale_line" ]; then
+  fail "no 'nl6 -devices 30000 -device-net' line in $README"
+else
+  read -ra scale_args <<<"${scale_line#nl6 }"
+  "$NL6" "${scale_args[@]}" 2>"$OUT/scale.err" &
+  scale_pid=$!
+  PIDS+=("$scale_pid")
+  if wait_line "$OUT/scale.err" '^nl6 listening on ' >/dev/null; then
+    while IFS= read -r line; do
+      want=$(sed -n 's/.*# .*"\([^"]*\)".*/\1/p' <<<"$line")
+      bash -c "${line%%#*}" >"$OUT/snmpget.out" 2>&1 || true
+      [ -n "$want" ] && grep -qF "\"$want\"" "$OUT/snmpget.out" && pass "$line" ||
+        fail "$line: want \"$want\", got $(cat "$OUT/snmpget.out")"
+    done < <(readme_commands 'snmpget ')
+  else fail "$scale_line did not start: $(cat "$OUT/scale.err")"; fi
+  kill "$scale_pid" 2>/dev/null || true
+  wait "$scale_pid" 2>/dev/null || true
+fi
 
 # --- the engine crate's embed example (README "Layout"): as written, on 127.0.0.1:6060
 embed_line=$(readme_commands 'cargo run -p nl6-profile --example embed -- ' | head -1)

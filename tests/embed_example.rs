@@ -8,7 +8,7 @@
 mod collect_support;
 mod common;
 
-use collect_support::{go_env, go_pprof_top, meta, only_dated_dir, scratch};
+use collect_support::{go_pprof_top, meta, only_dated_dir, scratch};
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -83,21 +83,9 @@ fn start_embed() -> Embed {
 fn go_tool_pprof_tags_show_the_example_subsystem() {
     let embed = start_embed();
     let work = scratch("embed-tags");
-    let mut cmd = Command::new("go");
-    cmd.args(["tool", "pprof", "-tags"]).arg(format!(
-        "http://{}/debug/pprof/profile?seconds=3",
-        embed.addr
-    ));
-    go_env(&mut cmd, &work);
-    cmd.env("PPROF_TMPDIR", &work);
+    let url = format!("http://{}/debug/pprof/profile?seconds=3", embed.addr);
     let started = Instant::now();
-    let out = cmd.output().expect("go tool pprof (Debian's golang-go)");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "go tool pprof: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = common::go_pprof_ok(&["-tags", url.as_str()], &work);
     assert!(started.elapsed() < Duration::from_secs(60));
     let tags: Vec<&str> = text.lines().map(str::trim).collect();
     assert!(

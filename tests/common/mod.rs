@@ -434,32 +434,10 @@ pub fn wait_for(what: &str, secs: u64, cond: impl FnMut() -> bool) {
     );
 }
 
-/// Runs `go tool pprof ARGS` (a file, a URL, flags) to completion with `HOME` and `PPROF_TMPDIR` in
-/// `work` (pprof writes its cache and fetched profiles there) and without an HTTP proxy (the URLs are
-/// loopback). The output whatever the status: a test of a refusal reads its stderr.
-pub fn go_pprof<S: AsRef<std::ffi::OsStr>>(args: &[S], work: &std::path::Path) -> Output {
-    Command::new("go")
-        .args(["tool", "pprof"])
-        .args(args)
-        .env("HOME", work)
-        .env("PPROF_TMPDIR", work)
-        .env_remove("http_proxy")
-        .env_remove("HTTP_PROXY")
-        .output()
-        .expect("`go` must be installed (scripts/setup.sh installs golang-go)")
-}
-
-/// [`go_pprof`] that must succeed: its stdout, or a panic with its stderr.
-pub fn go_pprof_ok<S: AsRef<std::ffi::OsStr>>(args: &[S], work: &std::path::Path) -> String {
-    let out = go_pprof(args, work);
-    let shown: Vec<_> = args.iter().map(|a| a.as_ref().to_string_lossy()).collect();
-    assert!(
-        out.status.success(),
-        "go tool pprof {shown:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+#[path = "../support/go_pprof.rs"]
+mod go_pprof_support;
+#[allow(unused_imports)] // each test binary uses its own subset
+pub use go_pprof_support::{go_pprof, go_pprof_command, go_pprof_ok, go_pprof_ok_with};
 
 /// A `/proc/<pid>/status` number (`Threads:`, `VmRSS:` in kB).
 pub fn status_field(pid: u32, key: &str) -> u64 {

@@ -7,6 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+#[path = "../support/go_pprof.rs"]
+mod go_pprof_support;
+
 /// The shape google/pprof parsed (see checkprof.go).
 #[derive(Debug, serde::Deserialize)]
 pub struct Shape {
@@ -98,24 +101,13 @@ pub fn check(path: &Path) -> Shape {
     serde_json::from_slice(&out.stdout).expect("checkprof JSON")
 }
 
-/// Runs `go tool pprof <args> <path>` and returns stdout; panics on failure.
+/// Runs `go tool pprof <args> <path>` and returns stdout; panics on failure. Local binaries are never
+/// read (`PPROF_BINARY_PATH`): every name must come from the profile itself.
 pub fn pprof(args: &[&str], path: &Path) -> String {
     require_go();
-    let out = Command::new("go")
-        .arg("tool")
-        .arg("pprof")
-        .args(args)
-        .arg(path)
-        .env("PPROF_BINARY_PATH", "/nonexistent")
-        .env("GOCACHE", tmp().join("gocache"))
-        .env("HOME", tmp())
-        .output()
-        .expect("running go tool pprof");
-    assert!(
-        out.status.success(),
-        "go tool pprof {args:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let mut all: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+    all.push(path.as_os_str());
+    let mut cmd = go_pprof_support::go_pprof_command(&all, &tmp());
+    cmd.env("PPROF_BINARY_PATH", "/nonexistent");
+    go_pprof_support::go_pprof_ok_with(cmd)
 }

@@ -4,9 +4,11 @@
 //!
 //! One CPU profile can run per process, so the tests here take a lock.
 
+#[path = "../../../tests/support/go_pprof.rs"]
+mod go_pprof_support;
+
 use nl6_profile::{cpu, encode, labels};
 use std::hint::black_box;
-use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -64,19 +66,10 @@ fn thread_cpu_time() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
-fn go_pprof(args: &[&str], file: &std::path::Path) -> String {
-    let out = Command::new("go")
-        .args(["tool", "pprof"])
-        .args(args)
-        .arg(file)
-        .output()
-        .expect("`go` must be installed (scripts/setup.sh installs golang-go)");
-    assert!(
-        out.status.success(),
-        "go tool pprof {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+fn go_pprof(args: &[&str], path: &std::path::Path) -> String {
+    let mut all: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+    all.push(path.as_os_str());
+    go_pprof_support::go_pprof_ok(&all, &std::env::temp_dir())
 }
 
 fn write_temp(name: &str, bytes: &[u8]) -> std::path::PathBuf {

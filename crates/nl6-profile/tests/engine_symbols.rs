@@ -8,8 +8,10 @@
 //! tests/engine_symbols_binary.rs. Run on both builds:
 //!   cargo test -p nl6-profile --test engine_symbols -- --test-threads=2
 //!   cargo test -p nl6-profile --target x86_64-unknown-linux-musl --test engine_symbols -- --test-threads=2
+#[path = "../../../tests/support/go_pprof.rs"]
+mod go_pprof_support;
+
 use nl6_profile::{cpu, encode, labels, proto};
-use std::process::Command;
 use std::time::Duration;
 
 use object::Object;
@@ -57,21 +59,9 @@ fn cpu_now() -> Duration {
 }
 
 fn go_pprof(args: &[&str], path: &std::path::Path) -> String {
-    let tmp = std::env::temp_dir();
-    let out = Command::new("go")
-        .args(["tool", "pprof"])
-        .args(args)
-        .arg(path)
-        .env("HOME", &tmp)
-        .env("PPROF_TMPDIR", &tmp)
-        .output()
-        .expect("go tool pprof");
-    assert!(
-        out.status.success(),
-        "go tool pprof failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let mut all: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+    all.push(path.as_os_str());
+    go_pprof_support::go_pprof_ok(&all, &std::env::temp_dir())
 }
 
 /// (flat %, name) rows of `go tool pprof -top`.
