@@ -38,10 +38,12 @@ const COMMIT: usize = 1 << 20;
 pub const RELEASE: usize = 1 << 20;
 /// What a released block keeps: its first 64 KiB (the header's page, whatever the page size).
 pub const KEEP: usize = 1 << 16;
-/// The smallest header: the site number (at 0), the class (at 2), and the free-list link while free.
+/// The smallest header: the site number (at 0), the class (at 2), and one word (at 8): the free-list link
+/// while the block is free, the sampler's shadow pointer ([`set_shadow`]) while it is live.
 const MIN_HEADER: usize = 16;
 const CLASS_AT: usize = 2;
 const LINK_AT: usize = 8;
+const SHADOW_AT: usize = LINK_AT;
 
 /// Where the range starts and how long it is; both 0 until reserved (and for good if none could be).
 static BASE: AtomicUsize = AtomicUsize::new(0);
@@ -89,6 +91,24 @@ fn block_of(ptr: *mut u8, align: usize) -> usize {
 pub unsafe fn set_site(ptr: *mut u8, align: usize, site: u16) {
     // SAFETY: the caller's guarantee; the header is the block's first bytes, ours and writable.
     unsafe { (block_of(ptr, align) as *mut u16).write(site) }
+}
+
+/// Records `shadow` (any pointer-sized value of the caller's) in the header of the block at `ptr`.
+///
+/// # Safety
+/// `ptr` came from [`Region::alloc`] with `align`, and the block is live.
+pub unsafe fn set_shadow(ptr: *mut u8, align: usize, shadow: *mut u8) {
+    // SAFETY: the caller's guarantee; the word is in the header, ours and writable.
+    unsafe { ((block_of(ptr, align) + SHADOW_AT) as *mut *mut u8).write(shadow) }
+}
+
+/// The shadow recorded for the block at `ptr`: null unless [`set_shadow`] set one.
+///
+/// # Safety
+/// `ptr` came from [`Region::alloc`] with `align`, and the block is live.
+pub unsafe fn shadow_of(ptr: *mut u8, align: usize) -> *mut u8 {
+    // SAFETY: the caller's guarantee.
+    unsafe { ((block_of(ptr, align) + SHADOW_AT) as *const *mut u8).read() }
 }
 
 /// Where the range stands.
@@ -145,6 +165,7 @@ impl Region {
         // SAFETY: the block is ours, writable, and 1 << class_log2 bytes long; the header fits before `ptr`.
         unsafe {
             ((block + CLASS_AT) as *mut u8).write(class_log2 as u8);
+            ((block + SHADOW_AT) as *mut usize).write(0);
             if zeroed && reused != 0 {
                 // A fresh block was never written; a released one is zero past its first KEEP bytes.
                 let dirty_end = if 1 << class_log2 >= RELEASE {
