@@ -10,10 +10,11 @@
 //!
 //! Invariants:
 //! - Every sampled block, whatever its size or alignment, lives in the [`region`] with its site number in
-//!   its header, and no other block does: the inner allocator never sees a sampled block, and a free is
-//!   a sampled block's exactly when [`region::owns`] its pointer. When the region cannot hold a block the
-//!   allocation is simply not sampled (counted in [`lost_counts`]), so every recorded allocation's free is
-//!   seen and `inuse` is never overstated.
+//!   its header, and no other block does: a free is a sampled block's exactly when [`region::owns`] its
+//!   pointer, and a sampled block never reaches the inner allocator (one under [`SHADOW_BELOW`] leaves an
+//!   untouched shadow there, freed with it). When the region cannot hold a block the allocation is simply
+//!   not sampled (counted in [`lost_counts`]), so every recorded allocation's free is seen and `inuse` is
+//!   never overstated.
 //! - The path every allocation takes: one read-modify-write of a `const` thread-local (`%fs`-relative, no
 //!   `__tls_get_addr`), decided before the inner allocator is called so that call stays a tail call; the
 //!   rate is folded into that countdown when it is drawn, so no global is read (a rate change reaches other
@@ -45,11 +46,10 @@ pub const MAX_DEPTH: usize = unwind::MAX_DEPTH;
 pub const MAX_SITES: usize = 65_535;
 
 /// A sampled block under this size also takes a *shadow* of its layout from the inner allocator, never
-/// touched and freed with it, so the inner allocator sees the same requests as without sampling. Under
-/// this size allocators serve blocks from size classes whose shape follows how many are live (musl's
-/// mallocng sizes its groups by usage: taking its sampled 32 KiB blocks away made the mixed-size bench run
-/// 13 % slower on musl); above it (musl's and glibc's default mmap threshold) they map blocks one by one,
-/// and a shadow would only cost memory.
+/// touched and freed with it, so the inner allocator sees the requests it would see without sampling.
+/// Under this size allocators serve blocks from size classes shaped by how many are live (musl's mallocng
+/// sizes its groups by usage; ARCHITECTURE.md has the measurement); above it (musl's and glibc's default
+/// mmap threshold) they map blocks one by one, and a shadow would only cost address space.
 pub const SHADOW_BELOW: usize = 128 << 10;
 
 static RATE: AtomicUsize = AtomicUsize::new(DEFAULT_RATE);

@@ -12,12 +12,13 @@
 //! - [`owns`] is `ptr - base < len` over two words written once: the test every `dealloc` makes reads one
 //!   cache line that never changes, and no block outside the range is ever taken for a sampled one.
 //! - A block starts with its header ([`header_len`]: 16 bytes, or the alignment if larger) holding its site
-//!   number and class, and, while free, the link of its free list; the caller's bytes follow, aligned as
-//!   asked. The caller's pointer and the alignment find the header again.
+//!   number, its class, and one word: the link of its free list while free, the sampler's shadow while
+//!   live; the caller's bytes follow, aligned as asked. The caller's pointer and the alignment find the header again.
 //! - A freed block of [`RELEASE`] bytes or more gives its pages beyond the first [`KEEP`] bytes back to the
 //!   kernel (`MADV_DONTNEED`) before it can be reused: smaller classes keep at most the program's own peak
 //!   of sampled blocks, larger ones no more than [`KEEP`] each.
-//! - It never allocates, locks (the caller serialises every call: the sampler's site mutex) or unmaps.
+//! - It never allocates, locks (the caller serialises every call: the sampler's site mutex) or gives its
+//!   address space back.
 //!   When the range cannot be reserved, or a block does not fit in what is left, [`Region::alloc`] says no
 //!   and the sampler leaves that allocation unsampled.
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -46,22 +47,32 @@ const LINK_AT: usize = 8;
 const SHADOW_AT: usize = LINK_AT;
 
 /// Where the range starts and how long it is; both 0 until reserved (and for good if none could be).
-static BASE: AtomicUsize = AtomicUsize::new(0);
-static LEN: AtomicUsize = AtomicUsize::new(0);
+/// Aligned so both words share one cache line.
+#[repr(C, align(16))]
+struct Published {
+    base: AtomicUsize,
+    len: AtomicUsize,
+}
+
+static RANGE: Published = Published {
+    base: AtomicUsize::new(0),
+    len: AtomicUsize::new(0),
+};
 
 /// Whether `ptr` lies in the range: then it is a sampled block's. Two loads of a line that never changes
 /// once written, a subtraction and a compare.
 #[inline(always)]
 pub fn owns(ptr: usize) -> bool {
     // The length first (see `ensure_reserved`): a length without its base would own low addresses.
-    let len = LEN.load(Ordering::Acquire);
-    ptr.wrapping_sub(BASE.load(Ordering::Relaxed)) < len
+    let len = RANGE.len.load(Ordering::Acquire);
+    ptr.wrapping_sub(RANGE.base.load(Ordering::Relaxed)) < len
 }
 
 /// Where the range starts and ends, once reserved.
 pub fn range() -> Option<std::ops::Range<usize>> {
-    let base = BASE.load(Ordering::Acquire);
-    (base != 0).then(|| base..base + LEN.load(Ordering::Acquire))
+    let len = RANGE.len.load(Ordering::Acquire);
+    let base = RANGE.base.load(Ordering::Relaxed);
+    (len != 0).then(|| base..base + len)
 }
 
 /// Bytes before the caller's pointer: the alignment, at least [`MIN_HEADER`]. A block is aligned to its
@@ -262,8 +273,8 @@ impl Region {
                 Some((base, len)) => {
                     (self.base, self.len, self.state) = (base, len, State::Reserved);
                     // The base first: a free that sees the length must see the base it goes with.
-                    BASE.store(base, Ordering::Relaxed);
-                    LEN.store(len, Ordering::Release);
+                    RANGE.base.store(base, Ordering::Relaxed);
+                    RANGE.len.store(len, Ordering::Release);
                 }
                 None => self.state = State::Unavailable,
             }
