@@ -137,8 +137,8 @@ impl<A: GlobalAlloc> SamplingAllocator<A> {
     }
 
     /// The path taken when the countdown ran out: draws the next gap and, if this allocation is sampled,
-    /// records it and places it in the region. Never inlined, so the unsampled path stays small and the stack walk starts in a known
-    /// (allocator) frame.
+    /// records it and places it in the region. Never inlined, so the unsampled path stays small and the
+    /// stack walk starts in a known (allocator) frame.
     ///
     /// # Safety
     /// The arguments satisfy the `GlobalAlloc` method that `how` stands for.
@@ -240,8 +240,9 @@ fn begin_sample(size: usize, frames: &mut [u64; MAX_DEPTH]) -> Option<usize> {
 }
 
 // SAFETY: every method either forwards to the inner allocator with the caller's arguments unchanged, or
-// (sampled blocks) hands out and takes back blocks of the region, which no one else uses; sampling reads
-// no block's memory but a region block's own header.
+// (sampled blocks) hands out and takes back blocks of the region, which no one else uses, with their
+// shadows (the inner allocator's, same layout, freed once); sampling reads no block's memory but a region
+// block's own header.
 unsafe impl<A: GlobalAlloc> GlobalAlloc for SamplingAllocator<A> {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {

@@ -13,7 +13,8 @@
 //!   cache line that never changes, and no block outside the range is ever taken for a sampled one.
 //! - A block starts with its header ([`header_len`]: 16 bytes, or the alignment if larger) holding its site
 //!   number, its class, and one word: the link of its free list while free, the sampler's shadow while
-//!   live; the caller's bytes follow, aligned as asked. The caller's pointer and the alignment find the header again.
+//!   live; the caller's bytes follow, aligned as asked. The caller's pointer and the alignment find the
+//!   header again.
 //! - A freed block of [`RELEASE`] bytes or more gives its pages beyond the first [`KEEP`] bytes back to the
 //!   kernel (`MADV_DONTNEED`) before it can be reused: smaller classes keep at most the program's own peak
 //!   of sampled blocks, larger ones no more than [`KEEP`] each.
@@ -157,9 +158,10 @@ impl Region {
     }
 
     /// A block for `size` bytes at `align`, its bytes zero if `zeroed`: the caller's pointer, or `None`
-    /// (range unavailable or used up, alignment over 1 GiB). Its header's site is set by [`set_site`].
+    /// (range unavailable or used up, a block larger than any range, alignment over 1 GiB). Its header's
+    /// site is set by [`set_site`].
     pub(crate) fn alloc(&mut self, size: usize, align: usize, zeroed: bool) -> Option<*mut u8> {
-        let class_log2 = class_log2(size, align)?;
+        let class_log2 = class_log2(size, align).filter(|&c| c <= RANGE_LOG2[0])?;
         if align > 1 << BASE_ALIGN_LOG2 || !self.ensure_reserved() {
             return None;
         }
@@ -405,6 +407,10 @@ mod tests {
         assert!(
             r.alloc(1, 1 << 31, false).is_none(),
             "alignment past the range's own"
+        );
+        assert!(
+            r.alloc(1 << 40, 8, false).is_none(),
+            "larger than any range"
         );
     }
 
