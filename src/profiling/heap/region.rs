@@ -17,7 +17,7 @@
 //!   header again.
 //! - A freed block of [`RELEASE`] bytes or more gives its pages beyond the first [`KEEP`] bytes back to the
 //!   kernel (`MADV_DONTNEED`) before it can be reused: smaller classes keep at most the program's own peak
-//!   of sampled blocks, larger ones no more than [`KEEP`] each.
+//!   of sampled blocks under 128 KiB, larger ones no more than [`KEEP`] each.
 //! - It never allocates, locks (the caller serialises every call: the sampler's site mutex) or gives its
 //!   address space back.
 //!   When the range cannot be reserved, or a block does not fit in what is left, [`Region::alloc`] says no
@@ -36,8 +36,9 @@ const MIN_CLASS_LOG2: u32 = 5;
 const CLASSES: usize = (RANGE_LOG2[0] - MIN_CLASS_LOG2 + 1) as usize;
 /// Least made writable at a time (one `mprotect` per this many bytes of frontier).
 const COMMIT: usize = 1 << 20;
-/// Blocks of this class or larger give their pages back when freed: 1 MiB.
-pub const RELEASE: usize = 1 << 20;
+/// Blocks of this class or larger (a caller's block over 128 KiB, which allocators map one by one) give
+/// their pages back when freed: 256 KiB.
+pub const RELEASE: usize = 1 << 18;
 /// What a released block keeps: its first 64 KiB (the header's page, whatever the page size).
 pub const KEEP: usize = 1 << 16;
 /// The smallest header: the site number (at 0), the class (at 2), and one word (at 8): the free-list link
