@@ -224,7 +224,7 @@ fn main() {
     let rss_warm = rss_after_warm_up.unwrap_or(rss_end);
     let snapshot = heap::snapshot();
     let heap_samples: u64 = snapshot.records.iter().map(|r| r.alloc_objects).sum();
-    let (untracked, dropped) = heap::lost_counts();
+    let (unplaced, dropped) = heap::lost_counts();
     let signals = cpu::signals_taken() - signals_before;
     let rounds: u64 = progress.iter().map(|p| p.load(Ordering::Relaxed)).sum();
     println!(
@@ -234,7 +234,7 @@ fn main() {
         sampled.as_secs_f64()
     );
     println!(
-        "cpu_stress: heap at rate {HEAP_RATE}: {heap_samples} sampled allocations in {} sites, {untracked} untracked, \
+        "cpu_stress: heap at rate {HEAP_RATE}: {heap_samples} sampled allocations in {} sites, {unplaced} unplaced, \
          {dropped} dropped; {} threadcreate records; VmRSS {rss_warm} kB after {warm_up:?} warm-up, {rss_end} kB \
          at the end ({:+} kB, limit +{RSS_GROWTH_LIMIT_KB} kB)",
         snapshot.records.len(),

@@ -5,6 +5,8 @@
 //! checks the example config's shape as text.
 
 mod common;
+// Both supports include tests/support/go_pprof.rs (the engine crate's tests reach it only that way).
+#[allow(clippy::duplicate_mod)]
 mod engine_encode_support;
 
 use common::{boot, header, json, Nl6};

@@ -67,7 +67,6 @@ pub(super) fn serve(args: Args) -> i32 {
     if let Some(rate) = config.heap_rate() {
         nl6_profile::heap::set_rate(rate);
     }
-    warn_if_no_heap_region();
     // The fleet binds every device socket before anything is served: a port in use stops startup here
     // with the line naming the device, the port and the remedy.
     let fleet = match crate::lab::Fleet::start(config.fleet().clone()) {
@@ -146,21 +145,6 @@ fn exposure_warning(addr: std::net::SocketAddr) -> Option<String> {
          (see SECURITY.md; -listen 127.0.0.1:{} keeps it local)",
         addr.port()
     ))
-}
-
-/// Reserves the heap sampler's address range at startup and says so, once, when none can be had: the heap
-/// profile then overstates `inuse` (sampled small blocks are counted but their frees are not seen).
-fn warn_if_no_heap_region() {
-    use nl6_profile::heap;
-    if heap::rate() > 0 && !heap::reserve_region() {
-        eprintln!(
-            "nl6: heap profile: no address range could be reserved at {:#x} (8 GiB window) for sampled \
-             blocks; blocks under {} KiB are still sampled but their frees are not seen, so inuse is \
-             overstated",
-            heap::region::WINDOW,
-            heap::LARGE / 1024
-        );
-    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! The sampling global allocator: Go's heap profiler for a Rust process.
 //!
-//! What it provides: [`SamplingAllocator`], a `GlobalAlloc` over any allocator (System by default) that
+//! What it owns: [`SamplingAllocator`], a `GlobalAlloc` over any allocator (System by default) that
 //! samples allocations the way Go's runtime does. Each thread counts down the bytes it allocates; when the
 //! countdown runs out the allocation is sampled and a new gap is drawn from an exponential distribution with
 //! mean [`rate`] bytes (Go's `fastexprand`). Sampling is on from process start (rate 524288, as Go's
@@ -8,39 +8,32 @@
 //! (frame pointers, through the engine's one walker, `unwind::current_stack`) and size into a site table
 //! keyed by (stack, size), like Go's buckets. [`snapshot`] returns raw counters; unbiasing is the encoder's.
 //!
-//! Where a sampled block lives decides how its free is found: a block under [`LARGE`] (nearly every
-//! sampled block) is placed in the [`region`], a range of address space in a window at a fixed address,
-//! with its site number in the block's header; a larger one stays where the inner allocator puts it and
-//! is entered in [`LiveTable`]. So the region holds only sampled blocks, and the inner allocator never
-//! sees them.
-//!
-//! Cost on the path every allocation takes: one read-modify-write of a `const` thread-local (`%fs`-relative,
-//! no `__tls_get_addr`), decided before the inner allocator is called so that call stays a tail call; the
-//! rate is folded into that countdown when it is drawn, so no global is read (a rate change reaches other
-//! threads at their next sample, see [`set_rate`]). On every free: a compare of the pointer with the
-//! region's constant window and of the size with [`LARGE`]; no memory is read. Only a free of a large
-//! block then tests one bit of the live table's one-line summary (out of line on a hit: its filter and a
-//! seqlock read of the table). Only sampled allocations and frees of sampled blocks take the site mutex.
-//! (Measured on the glibc bench: this free test took the sampler's cost at rate 0 from +2.0–2.4 % with the
-//! summary test on every free to +0.7–2.3 % (median +1.2 %); placing small samples in the region halved the cost of a
-//! sample; in all, +4.2 % became +1.7–1.9 %.)
-//!
-//! What it never does: sample an allocation made while recording a sample (a per-thread guard sends those
-//! straight to the inner allocator, so recording never recurses), sample once the thread's pthread-key
-//! destructors have run (one of them marks the thread as exiting; on glibc Rust's own TLS destructors run
-//! before that, and allocations they make may still be sampled, which is harmless: the sampled path uses
-//! only `const` thread-locals and the site mutex), or use a thread-local with a destructor on the
-//! allocation path (its thread-locals are `const`-initialised `Cell`s, valid during thread teardown).
+//! Invariants:
+//! - Every sampled block, whatever its size or alignment, lives in the [`region`] with its site number in
+//!   its header, and no other block does: a free is a sampled block's exactly when [`region::owns`] its
+//!   pointer, and a sampled block never reaches the inner allocator (one under [`SHADOW_BELOW`] leaves an
+//!   untouched shadow there, freed with it). When the region cannot hold a block the allocation is simply
+//!   not sampled (counted in [`lost_counts`]), so every recorded allocation's free is seen and `inuse` is
+//!   never overstated.
+//! - The path every allocation takes: one read-modify-write of a `const` thread-local (`%fs`-relative, no
+//!   `__tls_get_addr`), decided before the inner allocator is called so that call stays a tail call; the
+//!   rate is folded into that countdown when it is drawn, so no global is read (a rate change reaches other
+//!   threads at their next sample, see [`set_rate`]). Every free: [`region::owns`], a load of one line
+//!   that never changes and a compare. Only sampled allocations and frees of sampled blocks take the site
+//!   mutex.
+//! - It never samples an allocation made while recording a sample (a per-thread guard sends those straight
+//!   to the inner allocator, so recording never recurses), nor once the thread's pthread-key destructors
+//!   have run (one of them marks the thread as exiting; on glibc Rust's own TLS destructors run before
+//!   that, and allocations they make may still be sampled, which is harmless: the sampled path uses only
+//!   `const` thread-locals and the site mutex), and never uses a thread-local with a destructor on the
+//!   allocation path (its thread-locals are `const`-initialised `Cell`s, valid during thread teardown).
 use super::{unwind, Stack};
-use sites::{Placed, LIVE};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-mod live;
 pub mod region;
 mod sites;
-pub(crate) use live::LiveTable;
 
 /// Go's default `MemProfileRate`.
 pub const DEFAULT_RATE: usize = 512 * 1024;
@@ -48,21 +41,16 @@ pub const DEFAULT_RATE: usize = 512 * 1024;
 /// Frames kept per sampled stack (the shared unwinder's depth).
 pub const MAX_DEPTH: usize = unwind::MAX_DEPTH;
 
-/// Distinct (stack, size) sites the table holds: a site number fits [`LiveTable`]'s 16-bit tag, and site
+/// Distinct (stack, size) sites the table holds: a site number fits a block header's 16 bits, and site
 /// number + 1 fits the 16 low bits of a site-index slot.
 pub const MAX_SITES: usize = 65_535;
 
-/// Sampled blocks whose size or alignment reaches this stay with the inner allocator and are watched by
-/// [`LiveTable`]; smaller ones are placed in the [`region`]. A power of two, so `(size | align) >= LARGE`
-/// is exactly "either reaches it". 64 KiB, but 32 KiB on musl: a region sample costs less than a watched
-/// one (glibc, mixed-size bench: +1.3 % with 32 KiB blocks in the region, +2.8 % with them watched), but
-/// taking a share of one size class away from musl's allocator changes how it caches that class: with
-/// sampled 32 KiB blocks moved to the region the same bench ran 14 % slower on musl (16 KiB: no change).
-pub const LARGE: usize = if cfg!(target_env = "musl") {
-    1 << 15
-} else {
-    1 << 16
-};
+/// A sampled block under this size also takes a *shadow* of its layout from the inner allocator, never
+/// touched and freed with it, so the inner allocator sees the requests it would see without sampling.
+/// Under this size allocators serve blocks from size classes shaped by how many are live (musl's mallocng
+/// sizes its groups by usage; ARCHITECTURE.md has the measurement); above it (musl's and glibc's default
+/// mmap threshold) they map blocks one by one, and a shadow would only cost address space.
+pub const SHADOW_BELOW: usize = 128 << 10;
 
 static RATE: AtomicUsize = AtomicUsize::new(DEFAULT_RATE);
 
@@ -129,12 +117,6 @@ enum Obtain {
     Realloc(*mut u8, Layout),
 }
 
-/// Whether a sampled block of this layout is large: kept by the inner allocator, watched by [`LIVE`].
-#[inline(always)]
-fn is_large(layout: Layout) -> bool {
-    layout.size() | layout.align() >= LARGE
-}
-
 impl<A: GlobalAlloc> SamplingAllocator<A> {
     /// The block `how` asks for, from the inner allocator.
     ///
@@ -155,9 +137,8 @@ impl<A: GlobalAlloc> SamplingAllocator<A> {
     }
 
     /// The path taken when the countdown ran out: draws the next gap and, if this allocation is sampled,
-    /// records it and places it (a small block in the region, a large one wherever the inner allocator
-    /// puts it). Never inlined, so the unsampled path stays small and the stack walk starts in a known
-    /// (allocator) frame.
+    /// records it and places it in the region. Never inlined, so the unsampled path stays small and the
+    /// stack walk starts in a known (allocator) frame.
     ///
     /// # Safety
     /// The arguments satisfy the `GlobalAlloc` method that `how` stands for.
@@ -175,102 +156,51 @@ impl<A: GlobalAlloc> SamplingAllocator<A> {
         p
     }
 
-    /// Obtains and records a sampled block. `BUSY` is set.
+    /// Obtains and records a sampled block: in the region, or (no room there) from the inner allocator,
+    /// unsampled. `BUSY` is set.
     ///
     /// # Safety
     /// The arguments satisfy the `GlobalAlloc` method that `how` stands for.
     unsafe fn place_sampled(&self, how: Obtain, layout: Layout, stack: &[u64]) -> *mut u8 {
-        let size = layout.size();
-        if is_large(layout) {
+        let (size, zeroed) = (layout.size(), matches!(how, Obtain::Zeroed));
+        let Some(p) = sites::place(stack, size, layout.align(), zeroed) else {
             // SAFETY: the caller's contract.
-            let p = unsafe { self.obtain(how, layout) };
-            if !p.is_null() {
-                sites::record_large(p as usize, size, stack);
-            }
-            return p;
-        }
-        match sites::record_small(stack, size, layout.align()) {
-            Placed::Region(p) => {
-                // SAFETY: `p` is a fresh region block with room for `size` bytes; a realloc's old block
-                // is valid for its own size, unsampled (realloc checked), so it goes back to the inner
-                // allocator.
-                unsafe {
-                    match how {
-                        Obtain::Alloc => {}
-                        Obtain::Zeroed => std::ptr::write_bytes(p, 0, size),
-                        Obtain::Realloc(old, old_layout) => {
-                            std::ptr::copy_nonoverlapping(old, p, old_layout.size().min(size));
-                            self.inner.dealloc(old, old_layout);
-                        }
-                    }
-                }
-                p
-            }
-            Placed::Elsewhere { site } => {
-                // SAFETY: the caller's contract.
-                let p = unsafe { self.obtain(how, layout) };
-                if site && !p.is_null() {
-                    sites::record_untracked(stack, size);
-                }
-                p
+            return unsafe { self.obtain(how, layout) };
+        };
+        if let Obtain::Realloc(old, old_layout) = how {
+            // SAFETY: `p` is a fresh region block with room for `size` bytes; a realloc's old block is
+            // valid for its own size and unsampled (realloc checked), so it goes back to the inner allocator.
+            unsafe {
+                std::ptr::copy_nonoverlapping(old, p, old_layout.size().min(size));
+                self.inner.dealloc(old, old_layout);
             }
         }
+        if size < SHADOW_BELOW {
+            // SAFETY: the caller's layout, valid for an alloc; the shadow is never read or written. A
+            // null shadow (the inner allocator said no) is simply not freed.
+            unsafe { region::set_shadow(p, layout.align(), self.inner.alloc(layout)) };
+        }
+        p
     }
 
-    /// A free of a pointer inside the region's window: a sampled small block if it is in the range this
-    /// process reserved (recorded, then returned to the region); otherwise memory of the inner
-    /// allocator's. Out of line so the common free stays a few instructions and a tail call.
+    /// The free of a sampled block: recorded, then returned to the region. Out of line so the common free
+    /// stays a few instructions and a tail call.
     ///
     /// # Safety
-    /// The caller's `GlobalAlloc::dealloc` arguments.
+    /// The caller's `GlobalAlloc::dealloc` arguments, for a block the region owns.
     #[cold]
     #[inline(never)]
-    unsafe fn dealloc_in_region(&self, ptr: *mut u8, layout: Layout) {
-        if region::owns(ptr as usize) {
-            // SAFETY: the range is ours, so `ptr` is a region block.
-            unsafe { sites::free_small(ptr) };
-        } else {
-            // SAFETY: forwarded with the caller's pointer and layout.
-            unsafe { self.dealloc_outside(ptr, layout) };
+    unsafe fn dealloc_sampled(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the region owns `ptr`, so it is a live sampled block placed at `layout.align()`; its
+        // shadow, if any, came from the inner allocator with this layout, and goes back once the block is
+        // recorded (outside the site mutex).
+        unsafe {
+            let shadow = region::shadow_of(ptr, layout.align());
+            sites::free(ptr, layout.align());
+            if !shadow.is_null() {
+                self.inner.dealloc(shadow, layout);
+            }
         }
-    }
-
-    /// A free of a block outside the region: watched (a sampled large block) or not.
-    ///
-    /// # Safety
-    /// The caller's `GlobalAlloc::dealloc` arguments.
-    #[inline(always)]
-    unsafe fn dealloc_outside(&self, ptr: *mut u8, layout: Layout) {
-        if is_large(layout) && LIVE.may_contain(ptr as usize) {
-            // SAFETY: the caller's dealloc arguments.
-            return unsafe { self.dealloc_watched(ptr, layout) };
-        }
-        // SAFETY: forwarded with the caller's pointer and layout.
-        unsafe { self.inner.dealloc(ptr, layout) }
-    }
-
-    /// A large free whose address passed the live table's one-line summary: the full (lock-free) check,
-    /// the record if the block was sampled, then the free.
-    ///
-    /// # Safety
-    /// The caller's `GlobalAlloc::dealloc` arguments.
-    #[cold]
-    #[inline(never)]
-    unsafe fn dealloc_watched(&self, ptr: *mut u8, layout: Layout) {
-        // The entry must go before the block does: once freed, another thread may get this address back.
-        if LIVE.contains(ptr as usize) {
-            sites::record_large_free(ptr as usize);
-        }
-        // SAFETY: forwarded with the caller's pointer and layout.
-        unsafe { self.inner.dealloc(ptr, layout) }
-    }
-
-    /// Whether the block at `ptr` (of `layout`) was sampled and is being watched for its free.
-    fn is_watched(ptr: *mut u8, layout: Layout) -> bool {
-        if region::contains(ptr as usize) && region::owns(ptr as usize) {
-            return true;
-        }
-        is_large(layout) && LIVE.may_contain(ptr as usize) && LIVE.contains(ptr as usize)
     }
 }
 
@@ -310,8 +240,9 @@ fn begin_sample(size: usize, frames: &mut [u64; MAX_DEPTH]) -> Option<usize> {
 }
 
 // SAFETY: every method either forwards to the inner allocator with the caller's arguments unchanged, or
-// (sampled small blocks) hands out and takes back blocks of the region, which no one else uses; sampling
-// reads no block's memory but a region block's own header.
+// (sampled blocks) hands out and takes back blocks of the region, which no one else uses, with their
+// shadows (the inner allocator's, same layout, freed once); sampling reads no block's memory but a region
+// block's own header.
 unsafe impl<A: GlobalAlloc> GlobalAlloc for SamplingAllocator<A> {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
@@ -335,19 +266,19 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for SamplingAllocator<A> {
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // The test every free makes: a constant range, no memory read.
-        if region::contains(ptr as usize) {
+        // The test every free makes.
+        if region::owns(ptr as usize) {
             // SAFETY: the caller's dealloc arguments.
-            return unsafe { self.dealloc_in_region(ptr, layout) };
+            return unsafe { self.dealloc_sampled(ptr, layout) };
         }
-        // SAFETY: the caller's dealloc arguments.
-        unsafe { self.dealloc_outside(ptr, layout) }
+        // SAFETY: forwarded with the caller's pointer and layout.
+        unsafe { self.inner.dealloc(ptr, layout) }
     }
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if Self::is_watched(ptr, layout) {
-            // A sampled block: free + alloc, so its counters stay exact (and a region block never reaches
+        if region::owns(ptr as usize) {
+            // A sampled block: alloc + free, so its counters stay exact (and a region block never reaches
             // the inner allocator).
             // SAFETY: the caller guarantees `new_size` with `layout.align()` forms a valid layout.
             let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
@@ -370,16 +301,6 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for SamplingAllocator<A> {
         // SAFETY: forwarded with the caller's arguments.
         unsafe { self.inner.realloc(ptr, layout, new_size) }
     }
-}
-
-/// Reserves the address range for sampled small blocks now instead of at the first sample, so that a
-/// program can say at startup when it cannot: then sampled blocks under [`LARGE`] are still counted as
-/// allocated, but their frees are not seen ([`lost_counts`]). True when the range is ours.
-pub fn reserve_region() -> bool {
-    let prev = BUSY.with(|b| b.replace(true));
-    let ours = sites::reserve_region();
-    BUSY.with(|b| b.set(prev));
-    ours
 }
 
 /// Runs `f` with the calling thread's allocations unsampled (they go straight to the inner allocator), as
@@ -440,11 +361,12 @@ pub fn snapshot() -> HeapSnapshot {
     }
 }
 
-/// Sampled allocations whose frees cannot be matched (live table full, region unavailable or used up) and
-/// samples dropped because the site table was full, since process start.
+/// Allocations left unsampled, since process start: those the region had no room for (or no region could
+/// be reserved), and those the full site table could not take. Their frees are not looked for either, so
+/// `inuse` stays exact; the estimate of what they stand for is lost.
 pub fn lost_counts() -> (u64, u64) {
     (
-        sites::UNTRACKED.load(Ordering::Relaxed),
+        sites::UNPLACED.load(Ordering::Relaxed),
         sites::DROPPED.load(Ordering::Relaxed),
     )
 }

@@ -84,7 +84,7 @@ fn rate_one_never_recurses_or_deadlocks_and_frees_match() {
     assert!(total > 1000, "workers made progress: {total} ops");
     assert!(freed > 0);
 
-    let (untracked, dropped) = heap::lost_counts();
+    let (unplaced, dropped) = heap::lost_counts();
     let snap = heap::snapshot();
     let sym = Symbolizer::global().unwrap();
     let in_churn = |stack: &[u64]| {
@@ -99,17 +99,14 @@ fn rate_one_never_recurses_or_deadlocks_and_frees_match() {
         allocs += r.alloc_objects;
         inuse += r.alloc_objects - r.free_objects;
     }
-    eprintln!("ops {total}, sampled allocs in churn {allocs}, inuse {inuse}, untracked {untracked}, dropped {dropped}, sites {}", snap.records.len());
+    eprintln!("ops {total}, sampled allocs in churn {allocs}, inuse {inuse}, unplaced {unplaced}, dropped {dropped}, sites {}", snap.records.len());
     assert!(
         allocs > total / 4,
         "rate 1 samples churn's allocations: {allocs} records for {total} ops"
     );
-    if untracked == 0 && dropped == 0 {
-        assert_eq!(
-            inuse, 0,
-            "every block churn allocated was freed; all frees must be matched"
-        );
-    } else {
-        eprintln!("live table or site table overflowed ({untracked} untracked, {dropped} dropped): skip exact check");
-    }
+    // An allocation the sampler could not place is not recorded at all, so this holds whatever was lost.
+    assert_eq!(
+        inuse, 0,
+        "every block churn allocated was freed; all frees must be matched"
+    );
 }

@@ -1,119 +1,147 @@
-//! The region that holds sampled small blocks: how every free learns, without reading memory, that its block
-//! was not sampled.
+//! The region: the one range of address space that holds every sampled block, so that a free learns from
+//! its pointer alone whether its block was sampled.
 //!
-//! What it provides: one 1 GiB range of address space inside a window at a fixed address, `[WINDOW,
-//! WINDOW + 8 GiB)`, reserved on the first sample (or at startup, through `heap::reserve_region`) with
-//! `PROT_NONE` and `MAP_FIXED_NOREPLACE` (the first of the window's eight candidate ranges the kernel
-//! grants) and made writable a MiB at a time; the heap sampler takes every sampled block smaller than
-//! [`super::LARGE`] from it. Because the window is a compile-time constant, [`contains`] is a shift and a
-//! compare of the pointer: the test that every `dealloc` makes costs no load, no multiply and no branch miss.
-//! Only a pointer that passes it is checked against the range actually reserved ([`owns`], out of line).
+//! What it owns: one reservation of address space at an address the kernel chooses (`PROT_NONE`,
+//! `MAP_NORESERVE`, no huge pages), made on the first sample, made writable a MiB or more at a time as
+//! blocks reach further, and every block in it. Blocks come in power-of-two classes (32 B up to the whole
+//! range), each aligned to its own size, carved from a frontier that only moves up (the gap an alignment
+//! leaves is cut into aligned pieces for the free lists). A freed block waits for reuse, last in first out,
+//! on its class's free list.
 //!
-//! Blocks come in power-of-two classes (32 B to 128 KiB), carved from 128 KiB chunks that each serve one
-//! class, so a block is aligned to its class and a free finds the block from the pointer and its chunk's
-//! class, whatever layout the caller passes. A block starts with a header (16 bytes, or the alignment if
-//! larger) that holds its site number and, while the block is free, the link of its class's free list; the
-//! caller's bytes follow. So the line a free reads to find its site is the one the block's owner wrote
-//! first, and the one a reuse writes is the one its new owner is about to touch: a sample costs no extra
-//! cache line for the block (a footer at the block's end did: on large classes a line of its own, missed at
-//! allocation and again at the free). Freed blocks are reused last-in first-out.
-//!
-//! What it never does: allocate, lock (the caller serialises every call: the sampler's site mutex), hand out
-//! memory outside its range, back the range with huge pages (`MADV_NOHUGEPAGE`: a 2 MiB page would make
-//! one small sample cost 2 MiB of RSS), or give memory back (a chunk keeps its class; freed blocks wait for
-//! reuse). If no candidate range can be reserved (all mapped, a kernel older than 4.17 that takes the
-//! address only as a hint, an address-space limit) or the range is used up, [`Region::alloc`] says no and
-//! the sampler leaves the block to the inner allocator, counted as untracked.
+//! Invariants:
+//! - [`owns`] is `ptr - base < len` over two words written once: the test every `dealloc` makes reads one
+//!   cache line that never changes, and no block outside the range is ever taken for a sampled one.
+//! - A block starts with its header ([`header_len`]: 16 bytes, or the alignment if larger) holding its site
+//!   number, its class, and one word: the link of its free list while free, the sampler's shadow while
+//!   live; the caller's bytes follow, aligned as asked. The caller's pointer and the alignment find the
+//!   header again.
+//! - A freed block of [`RELEASE`] bytes or more gives its pages beyond the first [`KEEP`] bytes back to the
+//!   kernel (`MADV_DONTNEED`) before it can be reused: smaller classes keep at most the program's own peak
+//!   of sampled blocks under 128 KiB, larger ones no more than [`KEEP`] each.
+//! - It never allocates, locks (the caller serialises every call: the sampler's site mutex) or gives its
+//!   address space back.
+//!   When the range cannot be reserved, or a block does not fit in what is left, [`Region::alloc`] says no
+//!   and the sampler leaves that allocation unsampled.
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// The window's start: far below where Linux places mappings (the PIE image near `0x55..`, `mmap`
-/// downwards from near `0x7f..`), aligned to the window's size so that [`contains`] is one shift and one
-/// compare.
-pub const WINDOW: usize = 0x2b6c_0000_0000;
-/// log2 of the window's size: 8 GiB, eight candidate ranges.
-const WINDOW_LOG2: u32 = 33;
-/// log2 of the range's size: 1 GiB of address space (only what sampled blocks use becomes memory).
-const SIZE_LOG2: u32 = 30;
-pub const SIZE: usize = 1 << SIZE_LOG2;
+/// Sizes of range asked for, largest first, until the kernel grants one (an address-space limit may
+/// refuse the larger): 64 GiB, 8 GiB, 1 GiB.
+const RANGE_LOG2: [u32; 3] = [36, 33, 30];
+/// The range's start is aligned to this (1 GiB), so a block aligned to its class within the range is
+/// aligned as much in memory, up to this; a block asking for more is not placed.
+const BASE_ALIGN_LOG2: u32 = 30;
 /// Smallest class: 32 B (the header and up to 16 bytes of the caller's).
 const MIN_CLASS_LOG2: u32 = 5;
-/// Largest class: 128 KiB, room for a block just under [`super::LARGE`] plus its header.
-const MAX_CLASS_LOG2: u32 = 17;
-const CLASSES: usize = (MAX_CLASS_LOG2 - MIN_CLASS_LOG2 + 1) as usize;
-/// A chunk serves one class; as large as the largest class, so every class is aligned within it.
-const CHUNK: usize = 1 << MAX_CLASS_LOG2;
-const CHUNKS: usize = SIZE / CHUNK;
-/// Made writable at a time (one `mprotect` per this many bytes of chunks).
+/// Classes 32 B ..= the largest range.
+const CLASSES: usize = (RANGE_LOG2[0] - MIN_CLASS_LOG2 + 1) as usize;
+/// Least made writable at a time (one `mprotect` per this many bytes of frontier).
 const COMMIT: usize = 1 << 20;
-/// The smallest header: the site number, and the free-list link while the block is free.
+/// Blocks of this class or larger (a caller's block over 128 KiB, which allocators map one by one) give
+/// their pages back when freed: 256 KiB.
+pub const RELEASE: usize = 1 << 18;
+/// What a released block keeps: its first 64 KiB (the header's page, whatever the page size).
+pub const KEEP: usize = 1 << 16;
+/// The smallest header: the site number (at 0), the class (at 2), and one word (at 8): the free-list link
+/// while the block is free, the sampler's shadow pointer ([`set_shadow`]) while it is live.
 const MIN_HEADER: usize = 16;
-/// Where the free-list link is in a free block's header (the site number is at 0).
+const CLASS_AT: usize = 2;
 const LINK_AT: usize = 8;
+const SHADOW_AT: usize = LINK_AT;
 
-const _: () = assert!(WINDOW.trailing_zeros() >= WINDOW_LOG2 && SIZE.is_multiple_of(COMMIT));
-const _: () = assert!(COMMIT.is_multiple_of(CHUNK));
-// The largest layout under LARGE: size LARGE - 1 with alignment LARGE / 2 (its header).
-const _: () = assert!(super::LARGE - 1 + super::LARGE / 2 <= 1 << MAX_CLASS_LOG2);
+/// Where the range starts and how long it is; both 0 until reserved (and for good if none could be).
+/// Aligned so both words share one cache line.
+#[repr(C, align(16))]
+struct Published {
+    base: AtomicUsize,
+    len: AtomicUsize,
+}
 
-/// Where the sampler's range starts once reserved (0 before, and for good if none could be).
-static BASE: AtomicUsize = AtomicUsize::new(0);
+static RANGE: Published = Published {
+    base: AtomicUsize::new(0),
+    len: AtomicUsize::new(0),
+};
 
-/// Whether `ptr` lies in the window. A constant test: no memory is read. True for every region block;
-/// [`owns`] tells the rest of the window apart.
+/// Whether `ptr` lies in the range: then it is a sampled block's. Two loads of a line that never changes
+/// once written, a subtraction and a compare.
 #[inline(always)]
-pub fn contains(ptr: usize) -> bool {
-    ptr >> WINDOW_LOG2 == WINDOW >> WINDOW_LOG2
-}
-
-/// Whether `ptr` lies in the range this process reserved: only then is it one of the region's blocks.
 pub fn owns(ptr: usize) -> bool {
-    let base = BASE.load(Ordering::Acquire);
-    base != 0 && ptr.wrapping_sub(base) < SIZE
+    // The length first (see `ensure_reserved`): a length without its base would own low addresses.
+    let len = RANGE.len.load(Ordering::Acquire);
+    ptr.wrapping_sub(RANGE.base.load(Ordering::Relaxed)) < len
 }
 
-/// Where the sampler's range starts, once reserved.
-pub fn base() -> Option<usize> {
-    Some(BASE.load(Ordering::Acquire)).filter(|&b| b != 0)
+/// Where the range starts and ends, once reserved.
+pub fn range() -> Option<std::ops::Range<usize>> {
+    let len = RANGE.len.load(Ordering::Acquire);
+    let base = RANGE.base.load(Ordering::Relaxed);
+    (len != 0).then(|| base..base + len)
 }
 
 /// Bytes before the caller's pointer: the alignment, at least [`MIN_HEADER`]. A block is aligned to its
 /// class, which is at least the header, so the caller's pointer keeps the alignment asked for.
-fn header_len(align: usize) -> usize {
+pub fn header_len(align: usize) -> usize {
     align.max(MIN_HEADER)
 }
 
-/// The class (log2 of the block size) for `size` bytes at `align`, header included.
-fn class_log2(size: usize, align: usize) -> u32 {
-    (size + header_len(align))
-        .next_power_of_two()
-        .trailing_zeros()
-        .max(MIN_CLASS_LOG2)
+/// The class (log2 of the block size) for `size` bytes at `align`, header included; `None` past any range.
+fn class_log2(size: usize, align: usize) -> Option<u32> {
+    let bytes = size
+        .checked_add(header_len(align))?
+        .checked_next_power_of_two()?;
+    Some(bytes.trailing_zeros().max(MIN_CLASS_LOG2))
+}
+
+/// The block whose caller's pointer is `ptr` for a block allocated at `align`.
+#[inline(always)]
+fn block_of(ptr: *mut u8, align: usize) -> usize {
+    ptr as usize - header_len(align)
+}
+
+/// Writes `site` into the header of the block whose caller's pointer is `ptr`.
+///
+/// # Safety
+/// `ptr` came from [`Region::alloc`] with `align`, and the block is live.
+pub unsafe fn set_site(ptr: *mut u8, align: usize, site: u16) {
+    // SAFETY: the caller's guarantee; the header is the block's first bytes, ours and writable.
+    unsafe { (block_of(ptr, align) as *mut u16).write(site) }
+}
+
+/// Records `shadow` (any pointer-sized value of the caller's) in the header of the block at `ptr`.
+///
+/// # Safety
+/// `ptr` came from [`Region::alloc`] with `align`, and the block is live.
+pub unsafe fn set_shadow(ptr: *mut u8, align: usize, shadow: *mut u8) {
+    // SAFETY: the caller's guarantee; the word is in the header, ours and writable.
+    unsafe { ((block_of(ptr, align) + SHADOW_AT) as *mut *mut u8).write(shadow) }
+}
+
+/// The shadow recorded for the block at `ptr`: null unless [`set_shadow`] set one.
+///
+/// # Safety
+/// `ptr` came from [`Region::alloc`] with `align`, and the block is live.
+pub unsafe fn shadow_of(ptr: *mut u8, align: usize) -> *mut u8 {
+    // SAFETY: the caller's guarantee.
+    unsafe { ((block_of(ptr, align) + SHADOW_AT) as *const *mut u8).read() }
 }
 
 /// Where the range stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
-    /// Not asked for yet.
     Unreserved,
-    /// Reserved at `base`.
     Reserved,
-    /// Could not be reserved: sampled small blocks stay with the inner allocator.
+    /// No range could be reserved: nothing is placed.
     Unavailable,
 }
 
 /// The region's bookkeeping: one per process, kept behind the sampler's site mutex.
 pub(crate) struct Region {
-    /// Where this region's range starts (the sampler's is in the window; tests use a range of their own).
     base: usize,
+    len: usize,
     state: State,
     /// Per class: the head of its free list (0 = empty).
     free: [usize; CLASSES],
-    /// Per class: the next never-used block of its current chunk, and that chunk's end.
-    fresh: [(usize, usize); CLASSES],
-    /// Per chunk: the class (log2) it serves, 0 while unused.
-    chunk_class: [u8; CHUNKS],
-    /// Offset of the first chunk not yet given to a class.
-    next_chunk: usize,
+    /// Offset of the first byte never handed out.
+    frontier: usize,
     /// Offset up to which the range is writable.
     committed: usize,
 }
@@ -122,121 +150,134 @@ impl Region {
     pub(crate) const fn new() -> Self {
         Region {
             base: 0,
+            len: 0,
             state: State::Unreserved,
             free: [0; CLASSES],
-            fresh: [(0, 0); CLASSES],
-            chunk_class: [0; CHUNKS],
-            next_chunk: 0,
+            frontier: 0,
             committed: 0,
         }
     }
 
-    /// A block for `size` bytes at `align` with `site` in its header: the caller's pointer, or `None`
-    /// (no class that large, range unavailable or used up).
-    pub(crate) fn alloc(&mut self, size: usize, align: usize, site: u16) -> Option<*mut u8> {
-        let class_log2 = class_log2(size, align);
-        if class_log2 > MAX_CLASS_LOG2 || !self.ensure_reserved() {
+    /// A block for `size` bytes at `align`, its bytes zero if `zeroed`: the caller's pointer, or `None`
+    /// (range unavailable or used up, a block larger than any range, alignment over 1 GiB). Its header's
+    /// site is set by [`set_site`].
+    pub(crate) fn alloc(&mut self, size: usize, align: usize, zeroed: bool) -> Option<*mut u8> {
+        let class_log2 = class_log2(size, align).filter(|&c| c <= RANGE_LOG2[0])?;
+        if align > 1 << BASE_ALIGN_LOG2 || !self.ensure_reserved() {
             return None;
         }
         let c = (class_log2 - MIN_CLASS_LOG2) as usize;
-        let block = if self.free[c] != 0 {
-            let block = self.free[c];
+        let reused = self.free[c];
+        let block = if reused != 0 {
             // SAFETY: a free block of ours holds the next free block's address in its header.
-            self.free[c] = unsafe { ((block + LINK_AT) as *const usize).read() };
-            block
+            self.free[c] = unsafe { ((reused + LINK_AT) as *const usize).read() };
+            reused
         } else {
-            let (next, end) = self.fresh[c];
-            let next = if next < end {
-                next
-            } else {
-                let chunk = self.take_chunk(class_log2)?;
-                self.fresh[c] = (chunk, chunk + CHUNK);
-                chunk
-            };
-            self.fresh[c].0 = next + (1 << class_log2);
-            next
+            self.carve(class_log2)?
         };
-        // SAFETY: the block is ours and writable; its header is at least 16 bytes.
-        unsafe { (block as *mut u16).write(site) };
-        Some((block + header_len(align)) as *mut u8)
+        let ptr = (block + header_len(align)) as *mut u8;
+        // SAFETY: the block is ours, writable, and 1 << class_log2 bytes long; the header fits before `ptr`.
+        unsafe {
+            ((block + CLASS_AT) as *mut u8).write(class_log2 as u8);
+            ((block + SHADOW_AT) as *mut usize).write(0);
+            if zeroed && reused != 0 {
+                // A fresh block was never written; a released one is zero past its first KEEP bytes.
+                let dirty_end = if 1 << class_log2 >= RELEASE {
+                    block + KEEP
+                } else {
+                    block + (1 << class_log2)
+                };
+                let len = (ptr as usize + size)
+                    .min(dirty_end)
+                    .saturating_sub(ptr as usize);
+                std::ptr::write_bytes(ptr, 0, len);
+            }
+        }
+        Some(ptr)
     }
 
-    /// The block that holds the caller's pointer `ptr`, and its class (from its chunk, not from a layout).
+    /// Returns the block whose caller's pointer is `ptr` (allocated at `align`) to its class's free list,
+    /// its pages given back first if it is large; its site number.
     ///
     /// # Safety
-    /// `ptr` came from [`Region::alloc`] on this region.
-    unsafe fn block_of(&self, ptr: *mut u8) -> (usize, u32) {
-        let class_log2 = u32::from(self.chunk_class[(ptr as usize - self.base) / CHUNK]);
-        // Blocks are aligned to their class and the header is smaller than the class.
-        (ptr as usize & !((1usize << class_log2) - 1), class_log2)
-    }
-
-    /// The site number in the header of the block whose caller's pointer is `ptr`.
-    ///
-    /// # Safety
-    /// `ptr` is a live block of this region.
-    #[cfg(test)]
-    unsafe fn site_of(&self, ptr: *mut u8) -> u16 {
-        // SAFETY: the caller's guarantee; the header is inside the block, which is mapped and ours.
-        unsafe { (self.block_of(ptr).0 as *const u16).read() }
-    }
-
-    /// Returns the block whose caller's pointer is `ptr` to its class's free list; its site number.
-    ///
-    /// # Safety
-    /// `ptr` is a live block of this region, not used after this call.
-    pub(crate) unsafe fn free(&mut self, ptr: *mut u8) -> u16 {
-        // SAFETY: the caller's guarantee.
-        let (block, class_log2) = unsafe { self.block_of(ptr) };
-        let c = (class_log2 - MIN_CLASS_LOG2) as usize;
-        // SAFETY: the block is ours and no longer in use; its header holds the site and takes the link.
+    /// `ptr` came from [`Region::alloc`] on this region with `align`, is live, and is not used after this.
+    pub(crate) unsafe fn free(&mut self, ptr: *mut u8, align: usize) -> u16 {
+        let block = block_of(ptr, align);
+        // SAFETY: the caller's guarantee: the header is ours, and so is the whole block from now on.
         unsafe {
             let site = (block as *const u16).read();
-            ((block + LINK_AT) as *mut usize).write(self.free[c]);
-            self.free[c] = block;
+            let class_log2 = u32::from(((block + CLASS_AT) as *const u8).read());
+            if 1 << class_log2 >= RELEASE {
+                libc::madvise(
+                    (block + KEEP) as *mut libc::c_void,
+                    (1 << class_log2) - KEEP,
+                    libc::MADV_DONTNEED,
+                );
+            }
+            self.push(block, class_log2);
             site
         }
     }
 
-    /// Bytes of the range in use by chunks (given to a class).
-    #[cfg(test)]
-    fn chunk_bytes(&self) -> usize {
-        self.next_chunk
+    /// Puts a block that is ours and writable on its class's free list.
+    fn push(&mut self, block: usize, class_log2: u32) {
+        let c = (class_log2 - MIN_CLASS_LOG2) as usize;
+        // SAFETY: the block's header is ours and writable.
+        unsafe { ((block + LINK_AT) as *mut usize).write(self.free[c]) };
+        self.free[c] = block;
     }
 
-    /// The next unused chunk, made writable if needed, given to `class_log2`.
-    fn take_chunk(&mut self, class_log2: u32) -> Option<usize> {
-        if self.next_chunk + CHUNK > SIZE {
+    /// A never-used block of `class_log2` at the frontier, aligned to its size; the gap the alignment
+    /// skips goes to the free lists, as the largest aligned pieces that fill it.
+    fn carve(&mut self, class_log2: u32) -> Option<usize> {
+        let size = 1usize << class_log2;
+        let start = self.frontier.next_multiple_of(size);
+        let end = start.checked_add(size).filter(|&end| end <= self.len)?;
+        self.commit(end)?;
+        let mut at = self.frontier;
+        while at < start {
+            // The frontier is a multiple of the smallest class, so every piece is at least that.
+            let piece_log2 = at.trailing_zeros().min((start - at).ilog2());
+            self.push(self.base + at, piece_log2);
+            at += 1 << piece_log2;
+        }
+        self.frontier = end;
+        Some(self.base + start)
+    }
+
+    /// Makes the range writable up to offset `end`.
+    fn commit(&mut self, end: usize) -> Option<()> {
+        if end <= self.committed {
+            return Some(());
+        }
+        let to = end.next_multiple_of(COMMIT).min(self.len);
+        // SAFETY: [committed, to) is inside this region's reservation.
+        let rc = unsafe {
+            libc::mprotect(
+                (self.base + self.committed) as *mut libc::c_void,
+                to - self.committed,
+                libc::PROT_READ | libc::PROT_WRITE,
+            )
+        };
+        if rc != 0 {
             return None;
         }
-        if self.next_chunk + CHUNK > self.committed {
-            // SAFETY: [committed, committed + COMMIT) is inside this region's reservation.
-            let rc = unsafe {
-                libc::mprotect(
-                    (self.base + self.committed) as *mut libc::c_void,
-                    COMMIT,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                )
-            };
-            if rc != 0 {
-                return None;
-            }
-            self.committed += COMMIT;
-        }
-        self.chunk_class[self.next_chunk / CHUNK] = class_log2 as u8;
-        let chunk = self.base + self.next_chunk;
-        self.next_chunk += CHUNK;
-        Some(chunk)
+        self.committed = to;
+        Some(())
     }
 
-    /// Reserves the sampler's range on first use; true while it is ours.
-    pub(crate) fn ensure_reserved(&mut self) -> bool {
+    /// Reserves the range on first use; true while it is ours.
+    fn ensure_reserved(&mut self) -> bool {
         if self.state == State::Unreserved {
-            match reserve() {
-                Some(base) => {
-                    self.base = base;
-                    self.state = State::Reserved;
-                    BASE.store(base, Ordering::Release);
+            let granted = RANGE_LOG2
+                .iter()
+                .find_map(|&log2| reserve(1 << log2).map(|base| (base, 1 << log2)));
+            match granted {
+                Some((base, len)) => {
+                    (self.base, self.len, self.state) = (base, len, State::Reserved);
+                    // The base first: a free that sees the length must see the base it goes with.
+                    RANGE.base.store(base, Ordering::Relaxed);
+                    RANGE.len.store(len, Ordering::Release);
                 }
                 None => self.state = State::Unavailable,
             }
@@ -245,25 +286,18 @@ impl Region {
     }
 }
 
-/// Reserves the first candidate range of the window the kernel grants, as inaccessible, unbacked address
-/// space without huge pages; its start.
-fn reserve() -> Option<usize> {
-    (0..1usize << (WINDOW_LOG2 - SIZE_LOG2)).find_map(|i| reserve_at(WINDOW + i * SIZE))
-}
-
-/// Reserves `[at, at + SIZE)`; `Some(at)` when the kernel gave exactly that range.
-fn reserve_at(at: usize) -> Option<usize> {
-    // SAFETY: a new anonymous mapping that must not replace anything (MAP_FIXED_NOREPLACE); no memory of
-    // ours is touched.
+/// Reserves `len` bytes of inaccessible, unbacked address space without huge pages, aligned to
+/// `1 << BASE_ALIGN_LOG2` (the slack around it is given back); its start.
+fn reserve(len: usize) -> Option<usize> {
+    let align = 1usize << BASE_ALIGN_LOG2;
+    let asked = len.checked_add(align)?;
+    // SAFETY: a new anonymous mapping at an address the kernel chooses; no memory of ours is touched.
     let p = unsafe {
         libc::mmap(
-            at as *mut libc::c_void,
-            SIZE,
+            std::ptr::null_mut(),
+            asked,
             libc::PROT_NONE,
-            libc::MAP_PRIVATE
-                | libc::MAP_ANONYMOUS
-                | libc::MAP_NORESERVE
-                | libc::MAP_FIXED_NOREPLACE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
             -1,
             0,
         )
@@ -271,17 +305,23 @@ fn reserve_at(at: usize) -> Option<usize> {
     if p == libc::MAP_FAILED {
         return None;
     }
-    if p as usize != at {
-        // A kernel that does not know MAP_FIXED_NOREPLACE took the address as a hint and put the mapping
-        // elsewhere: give it back.
-        // SAFETY: `p` is the mapping just made, of SIZE bytes, and nothing uses it.
-        unsafe { libc::munmap(p, SIZE) };
-        return None;
+    let (start, base) = (p as usize, (p as usize).next_multiple_of(align));
+    // SAFETY: both slices are parts of the mapping just made, page-aligned, used by no one.
+    unsafe {
+        if base > start {
+            libc::munmap(p, base - start);
+        }
+        if start + asked > base + len {
+            libc::munmap(
+                (base + len) as *mut libc::c_void,
+                start + asked - base - len,
+            );
+        }
+        // A hint: a 2 MiB page would make one small sample cost 2 MiB of memory. A kernel without
+        // transparent huge pages refuses it, which is as good.
+        libc::madvise(base as *mut libc::c_void, len, libc::MADV_NOHUGEPAGE);
     }
-    // A hint; a kernel without transparent huge pages refuses it, which is as good.
-    // SAFETY: advice on our own fresh mapping.
-    unsafe { libc::madvise(p, SIZE, libc::MADV_NOHUGEPAGE) };
-    Some(at)
+    Some(base)
 }
 
 #[cfg(test)]
@@ -289,61 +329,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn contains_is_exactly_the_window() {
-        let end = WINDOW + (1 << WINDOW_LOG2);
-        assert!(contains(WINDOW) && contains(end - 1));
-        assert!(!contains(WINDOW - 1) && !contains(end));
-        assert!(!contains(0) && !contains(usize::MAX));
-    }
-
-    #[test]
     fn classes_leave_room_for_the_header_and_honour_alignment() {
-        assert_eq!(class_log2(1, 1), 5, "16 header bytes + 1 need 32");
-        assert_eq!(class_log2(16, 8), 5);
-        assert_eq!(class_log2(17, 16), 6);
+        assert_eq!(class_log2(1, 1), Some(5), "16 header bytes + 1 need 32");
+        assert_eq!(class_log2(16, 8), Some(5));
+        assert_eq!(class_log2(17, 16), Some(6));
         assert_eq!(
             class_log2(8, 4096),
-            13,
+            Some(13),
             "a 4096-byte header for 4096 alignment"
         );
-        assert_eq!(class_log2(16 * 1024, 1), 15);
-        assert_eq!(class_log2(32 * 1024, 1), 16);
-        let large = super::super::LARGE;
-        assert!(
-            class_log2(large - 1, large / 2) <= MAX_CLASS_LOG2,
-            "every layout under LARGE has a class"
-        );
-        assert!(class_log2(1 << MAX_CLASS_LOG2, 1) > MAX_CLASS_LOG2);
+        assert_eq!(class_log2(32 * 1024, 1), Some(16));
+        assert_eq!(class_log2(usize::MAX - 8, 1), None);
     }
 
-    /// A region over a range of the test's own (the sampler's range belongs to the process's sampler; two
+    /// A region over a range of the test's own (the process's range belongs to its sampler; two
     /// bookkeepers must never share it).
-    fn private_region() -> Region {
-        // SAFETY: a fresh anonymous PROT_NONE mapping, one chunk larger than SIZE so it can be aligned.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                SIZE + CHUNK,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
+    fn private_region(len: usize) -> Region {
         let mut r = Region::new();
-        r.base = (p as usize).next_multiple_of(CHUNK);
-        r.state = State::Reserved;
+        (r.base, r.len, r.state) = (reserve(len).expect("address space"), len, State::Reserved);
         r
     }
 
     #[test]
     fn blocks_are_aligned_headed_reused_and_inside_their_range() {
-        let mut r = private_region();
-        let range = r.base..r.base + SIZE;
+        let mut r = private_region(1 << 30);
+        let range = r.base..r.base + r.len;
         let inside = |p: *mut u8| range.contains(&(p as usize));
-        let a = r.alloc(40, 8, 7).unwrap();
-        let b = r.alloc(48, 8, 9).unwrap();
+        let site_of = |p: *mut u8, align: usize| {
+            // SAFETY: a live block of `r`; its header is readable.
+            unsafe { (block_of(p, align) as *const u16).read() }
+        };
+        let a = r.alloc(40, 8, false).unwrap();
+        let b = r.alloc(48, 8, false).unwrap();
+        // SAFETY: live blocks of `r`.
+        unsafe { (set_site(a, 8, 7), set_site(b, 8, 9)) };
         assert!(inside(a) && inside(b));
         assert_eq!(
             a as usize % 64,
@@ -355,74 +374,112 @@ mod tests {
             a as usize + 64,
             "fresh blocks of a class are contiguous"
         );
-        // SAFETY: a and b are live blocks of `r`, writable for their sizes.
+        assert_eq!((site_of(a, 8), site_of(b, 8)), (7, 9));
+        // SAFETY: a is live and writable for 40 bytes; then freed and not used again.
         unsafe {
-            assert_eq!((r.site_of(a), r.site_of(b)), (7, 9));
-            // The caller's bytes do not reach the next block's header.
             std::ptr::write_bytes(a, 0xab, 40);
-            assert_eq!(r.site_of(b), 9);
-            assert_eq!(r.free(a), 7, "free returns the block's site");
+            assert_eq!(
+                site_of(b, 8),
+                9,
+                "the caller's bytes do not reach the next header"
+            );
+            assert_eq!(r.free(a, 8), 7, "free returns the block's site");
         }
-        let c = r.alloc(33, 1, 11).unwrap();
+        let c = r.alloc(33, 1, true).unwrap();
         assert_eq!(c, a, "last freed, first reused");
-        // SAFETY: c is live.
-        assert_eq!(unsafe { r.site_of(c) }, 11);
-        let aligned = r.alloc(100, 4096, 3).unwrap();
-        assert_eq!(aligned as usize % 4096, 0, "alignment kept past the header");
-        // SAFETY: live.
-        assert_eq!(unsafe { r.site_of(aligned) }, 3);
-        let big = r.alloc(30_000, 1, 1).unwrap();
-        assert!(inside(big));
+        // SAFETY: c is live for 33 bytes.
         assert!(
-            r.alloc(1 << MAX_CLASS_LOG2, 1, 1).is_none(),
-            "no class that large"
+            unsafe { std::slice::from_raw_parts(c, 33) }
+                .iter()
+                .all(|&x| x == 0),
+            "zeroed on reuse"
         );
-        assert_eq!(r.chunk_bytes(), 3 * CHUNK, "one chunk for each class used");
-        // A free goes to the class of the block's chunk, whatever its size was: the next block of that
-        // class is the one just freed, and other classes are untouched.
-        // SAFETY: live blocks, not used again.
-        unsafe {
-            assert_eq!(r.free(aligned), 3);
-            assert_eq!(r.free(big), 1);
+        for align in [4096, 1 << 16, 1 << 21] {
+            let p = r.alloc(100, align, false).unwrap();
+            assert_eq!(
+                p as usize % align,
+                0,
+                "alignment {align} kept past the header"
+            );
+            assert!(inside(p));
+            // SAFETY: live; freed once.
+            unsafe { (set_site(p, align, 3), assert_eq!(r.free(p, align), 3)) };
         }
-        let block = aligned as usize - 4096;
-        assert_eq!(r.alloc(5000, 1, 4).map(|p| p as usize), Some(block + 16));
-        assert_eq!(r.alloc(20_000, 8, 5), Some(big));
+        assert!(
+            r.alloc(1, 1 << 31, false).is_none(),
+            "alignment past the range's own"
+        );
+        assert!(
+            r.alloc(1 << 40, 8, false).is_none(),
+            "larger than any range"
+        );
+    }
+
+    #[test]
+    fn the_gap_an_alignment_skips_serves_smaller_classes() {
+        let mut r = private_region(1 << 30);
+        let small = r.alloc(10, 1, false).unwrap();
+        let big = r.alloc(100_000, 1, false).unwrap();
+        assert_eq!(
+            big as usize - 16,
+            r.base + (1 << 17),
+            "a 128 KiB block at the next 128 KiB"
+        );
+        // The 32 bytes after `small` up to 128 KiB went to the free lists: the next small blocks come
+        // from there, not from past `big`.
+        let next = r.alloc(10, 1, false).unwrap();
+        assert!((next as usize) < big as usize && next != small);
+        assert_eq!(r.frontier, 1 << 18);
+    }
+
+    #[test]
+    fn large_blocks_give_their_pages_back_and_come_back_zeroed() {
+        let mut r = private_region(1 << 30);
+        let size = 3 << 20;
+        let p = r.alloc(size, 8, false).unwrap();
+        // SAFETY: live for `size` bytes; then freed, and the next block is checked before use.
+        unsafe {
+            std::ptr::write_bytes(p, 0x5a, size);
+            r.free(p, 8);
+        }
+        let q = r.alloc(size, 8, true).unwrap();
+        assert_eq!(q, p, "the class's freed block is reused");
+        // SAFETY: live for `size` bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(q, size) };
+        assert!(
+            bytes.iter().all(|&x| x == 0),
+            "a reused large block, zeroed"
+        );
     }
 
     #[test]
     fn a_used_up_range_says_no_and_keeps_serving_its_free_lists() {
-        let mut r = private_region();
-        let mut last = None;
-        while let Some(p) = r.alloc(30_000, 1, 3) {
-            last = Some(p);
-        }
-        assert_eq!(
-            r.chunk_bytes(),
-            SIZE,
-            "every chunk was handed out before refusing"
-        );
+        let mut r = private_region(1 << 30);
+        let first = r.alloc((1 << 29) - 64, 8, false).unwrap();
+        assert_eq!(first as usize, r.base + 16);
         assert!(
-            r.alloc(1, 1, 3).is_none(),
-            "no chunk left for another class"
+            r.alloc(1 << 29, 8, false).is_none(),
+            "no room for a 1 GiB class"
         );
-        let last = last.unwrap();
-        // SAFETY: `last` is a live block of `r`.
-        unsafe { r.free(last) };
-        assert_eq!(r.alloc(30_000, 1, 5), Some(last));
+        let other = r.alloc((1 << 29) - 64, 8, false).unwrap();
+        assert!(r.alloc((1 << 29) - 64, 8, false).is_none(), "used up");
+        assert!(r.alloc(1, 1, false).is_none(), "nothing left for any class");
+        // SAFETY: live blocks, not used again.
+        unsafe { r.free(other, 8) };
+        assert!(
+            r.alloc(1000, 8, false).is_none(),
+            "a freed block is not split for another class"
+        );
+        assert_eq!(r.alloc((1 << 29) - 64, 8, false), Some(other));
     }
 
     #[test]
-    fn the_samplers_range_is_reserved_in_the_window_or_reported_unavailable() {
-        // This test binary has no sampling allocator, so this is the only region that reserves.
+    fn the_samplers_range_is_published_for_owns() {
+        // This test binary has no sampling allocator, so this is the only region that publishes.
         let mut r = Region::new();
-        match r.alloc(4, 1, 1) {
-            Some(p) => {
-                assert!(contains(p as usize) && owns(p as usize));
-                assert_eq!(base(), Some(r.base));
-                assert!(!owns(r.base + SIZE) && !owns(r.base - 1));
-            }
-            None => assert!(r.state == State::Unavailable && base().is_none()),
-        }
+        let p = r.alloc(4, 1, false).expect("a range of some size");
+        assert!(owns(p as usize));
+        assert_eq!(range(), Some(r.base..r.base + r.len));
+        assert!(!owns(r.base + r.len) && !owns(r.base - 1) && !owns(0) && !owns(usize::MAX));
     }
 }

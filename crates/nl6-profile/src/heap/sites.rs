@@ -1,22 +1,18 @@
-//! The sampled allocation sites, and where each sampled block is watched until its free.
+//! The sampled allocation sites: one [`HeapRecord`] per (stack, size), as Go's buckets, and the
+//! [`Region`] that holds the sampled blocks, both behind one mutex.
 //!
-//! What it provides: the site table (one [`HeapRecord`] per (stack, size), as Go's buckets) and the two
-//! ways a sampled block is found again at its free. A sampled block smaller than [`LARGE`] is placed in the
-//! [`region`](super::region) with its site number in its header; a larger one stays where the inner
-//! allocator put it and is entered in [`LIVE`]. Everything here runs on sampled events only (one allocation
-//! in hundreds at the default rate, and the frees of those blocks), under one mutex.
-//!
-//! What it never does: run on the path of an unsampled allocation or free, or sample its own allocations
-//! (callers set the thread's `BUSY` flag first, so what the table allocates goes straight to the inner
-//! allocator and never into the region).
-use super::region::Region;
-use super::{HeapRecord, LiveTable, LARGE, MAX_SITES};
+//! Everything here runs on sampled events only (one allocation in hundreds at the default rate, and the
+//! frees of those blocks). It never runs on the path of an unsampled allocation or free, and never samples
+//! its own allocations (callers set the thread's `BUSY` flag first, so what the table allocates goes
+//! straight to the inner allocator).
+use super::region::{self, Region};
+use super::{HeapRecord, MAX_SITES};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-/// Sampled allocations recorded but not tracked for their free (live table full, region unavailable or
-/// used up) or dropped (site table full). Exposed through `lost_counts` for honesty about accuracy.
-pub(super) static UNTRACKED: AtomicU64 = AtomicU64::new(0);
+/// Allocations that would have been sampled but were left unsampled: no room in the region (or no region),
+/// or (`DROPPED`) no room in the site table. Exposed through `lost_counts` for honesty about accuracy.
+pub(super) static UNPLACED: AtomicU64 = AtomicU64::new(0);
 pub(super) static DROPPED: AtomicU64 = AtomicU64::new(0);
 
 /// A site's fingerprint: two independent mixes of (stack, size), word at a time. The table takes 112 bits
@@ -77,14 +73,11 @@ struct Sites {
     /// Per site: `free_objects` (a free knows its site number, not its slot). Bytes are always objects ×
     /// the site's size.
     frees: Vec<u64>,
-    /// Where sampled small blocks live (its bookkeeping shares this mutex).
+    /// Where sampled blocks live (its bookkeeping shares this mutex).
     region: Region,
 }
 
 static SITES: Mutex<Sites> = Mutex::new(Sites::new());
-
-/// The sampled large blocks awaiting their free (small ones are found through the region instead).
-pub(super) static LIVE: LiveTable<{ 1 << 16 }> = LiveTable::new();
 
 impl Sites {
     const fn new() -> Self {
@@ -193,78 +186,37 @@ pub(super) fn records() -> Vec<HeapRecord> {
         .collect()
 }
 
-/// Where a sampled small block was put.
-pub(super) enum Placed {
-    /// In the region, recorded; its frees are matched through its header.
-    Region(*mut u8),
-    /// To be taken from the inner allocator; once it is, and if `site` says the site table had room,
-    /// [`record_untracked`] counts it (otherwise the sample is dropped).
-    Elsewhere { site: bool },
-}
-
-/// Records a sampled block of `size` bytes at `align` (`(size | align) < LARGE`) allocated from `stack`,
-/// and gives it a place in the region.
-pub(super) fn record_small(stack: &[u64], size: usize, align: usize) -> Placed {
-    debug_assert!(size | align < LARGE);
+/// Places a sampled block of `size` bytes at `align` (zero if `zeroed`) in the region and counts it at
+/// the site of (`stack`, `size`): the caller's pointer. `None` leaves the allocation unsampled (counted in
+/// [`UNPLACED`] or [`DROPPED`]); the caller then takes it from the inner allocator.
+pub(super) fn place(stack: &[u64], size: usize, align: usize, zeroed: bool) -> Option<*mut u8> {
     let mut sites = lock();
+    let Some(ptr) = sites.region.alloc(size, align, zeroed) else {
+        UNPLACED.fetch_add(1, Ordering::Relaxed);
+        return None;
+    };
     let Some((site, slot)) = sites.site(stack, size as u64) else {
+        // SAFETY: the block was just handed out at `align` and is not used again.
+        unsafe { sites.region.free(ptr, align) };
         DROPPED.fetch_add(1, Ordering::Relaxed);
-        return Placed::Elsewhere { site: false };
+        return None;
     };
-    let Some(block) = sites.region.alloc(size, align, site) else {
-        return Placed::Elsewhere { site: true };
-    };
+    // SAFETY: a live block of the region, allocated at `align`.
+    unsafe { region::set_site(ptr, align, site) };
     sites.index[slot].allocs += 1;
-    Placed::Region(block)
+    Some(ptr)
 }
 
-/// Counts a sampled block of `size` from `stack` that the inner allocator holds and nothing watches: its
-/// free will not be seen.
-pub(super) fn record_untracked(stack: &[u64], size: usize) {
-    let mut sites = lock();
-    if let Some((_, slot)) = sites.site(stack, size as u64) {
-        sites.index[slot].allocs += 1;
-        UNTRACKED.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// Records a sampled large block the inner allocator returned at `ptr`, and watches it in [`LIVE`].
-pub(super) fn record_large(ptr: usize, size: usize, stack: &[u64]) {
-    let mut sites = lock();
-    let Some((site, slot)) = sites.site(stack, size as u64) else {
-        DROPPED.fetch_add(1, Ordering::Relaxed);
-        return;
-    };
-    sites.index[slot].allocs += 1;
-    // Inserted under the site mutex: the live table's writers are serialised by it.
-    if !LIVE.insert(ptr, site) {
-        UNTRACKED.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// Records the free of a large block [`LIVE`] holds. Runs on whatever thread frees; it does not allocate.
-pub(super) fn record_large_free(ptr: usize) {
-    let mut sites = lock();
-    if let Some(site) = LIVE.remove(ptr) {
-        sites.count_free(site);
-    }
-}
-
-/// Records the free of a region block and returns it to the region. Runs on whatever thread frees; it
+/// Records the free of a sampled block and returns it to the region. Runs on whatever thread frees; it
 /// does not allocate.
 ///
 /// # Safety
-/// `ptr` is a live region block; it is not used after this call.
-pub(super) unsafe fn free_small(ptr: *mut u8) {
+/// `ptr` is a live block [`place`] returned for `align`; it is not used after this call.
+pub(super) unsafe fn free(ptr: *mut u8, align: usize) {
     let mut sites = lock();
     // SAFETY: the caller's guarantee.
-    let site = unsafe { sites.region.free(ptr) };
+    let site = unsafe { sites.region.free(ptr, align) };
     sites.count_free(site);
-}
-
-/// Reserves the region now (it is otherwise reserved at the first sample); true when it is ours.
-pub(super) fn reserve_region() -> bool {
-    lock().region.ensure_reserved()
 }
 
 #[cfg(test)]
