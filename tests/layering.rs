@@ -25,12 +25,39 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The code of a file without `//` comments (doc links are not dependencies).
+/// The code of a file without `//` comments (doc links are not dependencies). A `//` inside a string
+/// literal (`"http://…"`) is not a comment: the rest of that line is still code.
 fn code_of(text: &str) -> String {
     text.lines()
-        .map(|l| l.split_once("//").map_or(l, |(code, _)| code))
+        .map(|l| &l[..comment_start(l)])
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Where a line's `//` comment starts (its length when it has none), skipping string and char literals.
+fn comment_start(line: &str) -> usize {
+    let bytes = line.as_bytes();
+    let (mut i, mut in_string) = (0, false);
+    while i < bytes.len() {
+        match (in_string, bytes[i]) {
+            (true, b'\\') => i += 1,
+            (true, b'"') => in_string = false,
+            (false, b'"') => in_string = true,
+            (false, b'\'') if bytes.get(i + 2) == Some(&b'\'') => i += 2,
+            (false, b'/') if bytes.get(i + 1) == Some(&b'/') => return i,
+            _ => {}
+        }
+        i += 1;
+    }
+    bytes.len()
+}
+
+#[test]
+fn a_double_slash_inside_a_string_is_not_a_comment() {
+    let line = r#"let u = "http://x"; use crate::gate; // crate::cli"#;
+    assert_eq!(code_of(line), r#"let u = "http://x"; use crate::gate; "#);
+    assert_eq!(code_of("a // b"), "a ");
+    assert_eq!(code_of(r#"'"' // x"#), r#"'"' "#);
 }
 
 /// The first identifier of each item of a `{a::b, c, d::{e}}` group (the text after the `{`).

@@ -8,8 +8,8 @@
 //!   queued even when ignored, so waiting for it would undo the user's choice.
 //! - SIGUSR1, SIGUSR2 and SIGALRM are ignored with one log line each: their default action would end the
 //!   process at once, with no gate close and no flush.
-//! - SIGPROF and the stack-capture signal belong to the profiler (`profiling::signal`); their handlers
-//!   are installed at startup, so a stray one is ignored too.
+//! - SIGPROF and the stack-capture signal belong to the profiler (`nl6_profile::install_signal_handlers`); their
+//!   handlers are installed at startup, so a stray one is ignored too.
 //!
 //! The only `unsafe` of the CLI: the sigset is a local value owned for each call.
 #![allow(unsafe_code)]

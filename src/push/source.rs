@@ -2,10 +2,10 @@
 //!
 //! The profiler thread asks a source for a CPU window, a heap profile and the thread stacks, already
 //! encoded as gzip'd pprof with their time bounds. [`EngineSource`] (the default) drives the real engine:
-//! the SIGPROF sampler through `profiling::cpu` (one window per interval, `take_window`), the sampling
-//! allocator's snapshot (made a delta by the engine's godeltaprof-style `profiling::delta::HeapDelta`:
+//! the SIGPROF sampler through `nl6_profile::cpu` (one window per interval, `take_window`), the sampling
+//! allocator's snapshot (made a delta by the engine's godeltaprof-style `nl6_profile::delta::HeapDelta`:
 //! `alloc_*` since the previous upload, `inuse_*` absolute, because the server never computes heap deltas
-//! for `/ingest`) and `profiling::threads`. Tests hand the pusher a fake source instead, so queue,
+//! for `/ingest`) and `nl6_profile::threads`. Tests hand the pusher a fake source instead, so queue,
 //! uploads, errors and flush are tested without the engine. A source never does network I/O.
 #![forbid(unsafe_code)]
 

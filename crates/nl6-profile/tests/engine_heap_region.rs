@@ -6,7 +6,7 @@
 //!
 //! Its own test binary: it installs the sampling allocator and samples every allocation (rate 1).
 
-use nl6_profile::heap::{self, region, SamplingAllocator};
+use nl6_profile::heap::{self, SamplingAllocator};
 use nl6_profile::symbols::Symbolizer;
 use std::alloc::{GlobalAlloc, Layout};
 
@@ -14,7 +14,7 @@ use std::alloc::{GlobalAlloc, Layout};
 static ALLOC: SamplingAllocator = SamplingAllocator::system();
 
 fn in_region<T>(v: &[T]) -> bool {
-    region::owns(v.as_ptr() as usize)
+    heap::in_sampled_region(v.as_ptr() as usize)
 }
 
 /// Allocates `n` blocks of `size` bytes from one call site and keeps every other one.
@@ -55,7 +55,10 @@ fn sampled_blocks_are_placed_moved_zeroed_and_counted() {
 
     // Small and large alike: in the region.
     let small = std::hint::black_box(vec![7u8; 100]);
-    assert!(region::range().is_some(), "no range could be reserved");
+    assert!(
+        heap::sampled_region().is_some(),
+        "no range could be reserved"
+    );
     assert!(
         in_region(&small),
         "a sampled 100-byte block is a region block"
@@ -96,7 +99,7 @@ fn sampled_blocks_are_placed_moved_zeroed_and_counted() {
         // SAFETY: a nonzero layout; the block is written within its size and freed with the same layout.
         unsafe {
             let p = ALLOC.alloc(layout);
-            assert!(!p.is_null() && region::owns(p as usize));
+            assert!(!p.is_null() && heap::in_sampled_region(p as usize));
             assert_eq!(p as usize % align, 0, "alignment {align}");
             std::ptr::write_bytes(p, 0x11, 300);
             ALLOC.dealloc(p, layout);

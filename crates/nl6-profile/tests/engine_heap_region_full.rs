@@ -5,7 +5,7 @@
 //! Its own test binary: it installs the sampling allocator, samples every allocation (rate 1) and uses
 //! up its region.
 
-use nl6_profile::heap::{self, region, SamplingAllocator};
+use nl6_profile::heap::{self, SamplingAllocator};
 use std::alloc::{GlobalAlloc, Layout};
 
 #[global_allocator]
@@ -18,7 +18,7 @@ const BIG: usize = (512 << 20) - 64;
 fn a_full_region_leaves_allocations_unsampled_and_counted() {
     heap::set_rate(1);
     drop(std::hint::black_box(vec![0u8; 64]));
-    let range = region::range().expect("a range of some size");
+    let range = heap::sampled_region().expect("a range of some size");
     let big = Layout::from_size_align(BIG, 8).unwrap();
     let (unplaced_before, _) = heap::lost_counts();
 
@@ -27,7 +27,7 @@ fn a_full_region_leaves_allocations_unsampled_and_counted() {
     // SAFETY: a nonzero layout; freed with the same layout if the inner allocator gave one.
     unsafe {
         let p = ALLOC.alloc(huge_align);
-        assert!(!region::owns(p as usize));
+        assert!(!heap::in_sampled_region(p as usize));
         if !p.is_null() {
             ALLOC.dealloc(p, huge_align);
         }
@@ -39,7 +39,7 @@ fn a_full_region_leaves_allocations_unsampled_and_counted() {
     // SAFETY: as above.
     unsafe {
         let p = ALLOC.alloc(huge);
-        assert!(!region::owns(p as usize));
+        assert!(!heap::in_sampled_region(p as usize));
         if !p.is_null() {
             ALLOC.dealloc(p, huge);
         }
@@ -52,7 +52,7 @@ fn a_full_region_leaves_allocations_unsampled_and_counted() {
     for _ in 0..range.len() / (512 << 20) + 1 {
         // SAFETY: a nonzero layout; every block is freed below with it.
         let p = unsafe { ALLOC.alloc(big) };
-        if p.is_null() || !region::owns(p as usize) {
+        if p.is_null() || !heap::in_sampled_region(p as usize) {
             outside = Some(p);
             break;
         }
