@@ -11,8 +11,8 @@
 //! Invariants:
 //! - Every sampled block, whatever its size or alignment, lives in the [`region`] with its site number in
 //!   its header, and no other block does: a free is a sampled block's exactly when [`region::owns`] its
-//!   pointer, and a sampled block never reaches the inner allocator (one under [`SHADOW_BELOW`] leaves an
-//!   untouched shadow there, freed with it). When the region cannot hold a block the allocation is simply
+//!   pointer, and a sampled block never reaches the inner allocator (on musl one under [`SHADOW_BELOW`] leaves
+//!   an untouched shadow there, freed with it). When the region cannot hold a block the allocation is simply
 //!   not sampled (counted in [`lost_counts`]), so every recorded allocation's free is seen and `inuse` is
 //!   never overstated.
 //! - The path every allocation takes: one read-modify-write of a `const` thread-local (`%fs`-relative, no
@@ -56,12 +56,15 @@ pub const MAX_DEPTH: usize = unwind::MAX_DEPTH;
 /// number + 1 fits the 16 low bits of a site-index slot.
 pub const MAX_SITES: usize = 65_535;
 
-/// A sampled block under this size also takes a *shadow* of its layout from the inner allocator, never
-/// touched and freed with it, so the inner allocator sees the requests it would see without sampling.
-/// Under this size allocators serve blocks from size classes shaped by how many are live (musl's mallocng
-/// sizes its groups by usage; ARCHITECTURE.md has the measurement); above it (musl's and glibc's default
-/// mmap threshold) they map blocks one by one, and a shadow would only cost address space.
+/// On musl ([`SHADOWS`]), a sampled block under this size also takes a *shadow* of its layout from the
+/// inner allocator, never touched and freed with it, so that allocator sees the requests it would see
+/// without sampling: musl's mallocng sizes its groups by how many blocks of a class are live
+/// (ARCHITECTURE.md has the measurement); above this size (its mmap threshold) blocks are mapped one by one.
 pub const SHADOW_BELOW: usize = 128 << 10;
+
+/// Whether sampled blocks take shadows: musl only. glibc's bins do not size themselves by use, so there a
+/// shadow would only add back the inner allocator's cost.
+pub const SHADOWS: bool = cfg!(target_env = "musl");
 
 static RATE: AtomicUsize = AtomicUsize::new(DEFAULT_RATE);
 
@@ -186,7 +189,7 @@ impl<A: GlobalAlloc> SamplingAllocator<A> {
                 self.inner.dealloc(old, old_layout);
             }
         }
-        if size < SHADOW_BELOW {
+        if SHADOWS && size < SHADOW_BELOW {
             // SAFETY: the caller's layout, valid for an alloc; the shadow is never read or written. A
             // null shadow (the inner allocator said no) is simply not freed.
             unsafe { region::set_shadow(p, layout.align(), self.inner.alloc(layout)) };
