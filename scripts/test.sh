@@ -27,10 +27,10 @@ cargo test --release -p nl6-profile --test engine_label_scope
 
 echo "== tests (static musl build)"
 # The engine crate's own tests (unit and integration), then nl6's pull surface, push and engine-through-
-# the-binary tests, from the static binary and static test programs.
+# the-binary tests and the 30 000-device fleet, from the static binary and static test programs.
 cargo test --target x86_64-unknown-linux-musl -p nl6-profile --lib --tests --no-fail-fast -- --test-threads=1
 MUSL_TESTS=$(ls tests/*.rs | xargs -n1 basename | sed 's/\.rs$//' \
-  | grep -E '^(engine_|embed_example|serve_pull|push_engine|push_process|push_binary|fleet_labels)' | sed 's/^/--test /' | tr '\n' ' ')
+  | grep -E '^(engine_|embed_example|serve_pull|push_engine|push_process|push_binary|fleet_labels|fleet_scale)' | sed 's/^/--test /' | tr '\n' ' ')
 # shellcheck disable=SC2086
 cargo test --target x86_64-unknown-linux-musl -p nl6 --no-fail-fast $MUSL_TESTS -- --test-threads=1
 
