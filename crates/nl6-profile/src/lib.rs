@@ -84,8 +84,9 @@ pub(crate) mod unwind;
 
 /// Installs the SIGPROF and stack-capture handlers now, so a stray signal of either before the first
 /// profile is ignored instead of killing the process (both default actions terminate). Called by the
-/// binary at startup; the samplers install them anyway when they start. Errors name the call and errno.
-pub fn install_signal_handlers() -> Result<(), String> {
+/// binary at startup; the samplers install them anyway when they start. An error is the OS's, its text
+/// naming the call (`sigaction(27): …`).
+pub fn install_signal_handlers() -> std::io::Result<()> {
     cpu::install_handler()?;
     threads::install_handler()
 }

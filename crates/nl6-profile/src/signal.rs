@@ -75,8 +75,8 @@ static INSTALLING: Mutex<()> = Mutex::new(());
 /// Installs `handler` for `signo` unless it is already the installed handler, and leaves it installed.
 /// Checking the live disposition (not a flag) re-installs ours if other code replaced it meanwhile
 /// (another profiler setting SIGPROF to "ignore" when it stops, for instance). Errors name the call and
-/// errno.
-pub(crate) fn install(signo: c_int, handler: Handler) -> Result<(), String> {
+/// errno (an OS error of the errno's kind).
+pub(crate) fn install(signo: c_int, handler: Handler) -> std::io::Result<()> {
     let _serial = INSTALLING.lock().unwrap_or_else(|e| e.into_inner());
     if is_ours(signo, handler) {
         return Ok(());
@@ -92,7 +92,10 @@ pub(crate) fn install(signo: c_int, handler: Handler) -> Result<(), String> {
         libc::sigaddset(&mut action.sa_mask, stacks_signal());
         if libc::sigaction(signo, &action, std::ptr::null_mut()) != 0 {
             let err = std::io::Error::last_os_error();
-            return Err(format!("sigaction({signo}): {err}"));
+            return Err(std::io::Error::new(
+                err.kind(),
+                format!("sigaction({signo}): {err}"),
+            ));
         }
     }
     Ok(())

@@ -280,7 +280,7 @@ unsafe extern "C" fn on_stacks_signal(_sig: c_int, _info: *mut libc::siginfo_t, 
 
 /// Installs the stack-capture handler (it stays installed), so a stray stack-capture signal before the
 /// first capture is ignored instead of killing the process. The binary calls it at startup.
-pub fn install_handler() -> Result<(), String> {
+pub fn install_handler() -> std::io::Result<()> {
     signal::install(signal::stacks_signal(), on_stacks_signal)
 }
 

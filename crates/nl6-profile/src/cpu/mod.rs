@@ -174,7 +174,7 @@ pub fn live_timers() -> usize {
 
 /// Installs the SIGPROF handler (it stays installed), so a stray SIGPROF before the first profile is
 /// ignored instead of killing the process. The binary calls it at startup; [`start`] does it anyway.
-pub fn install_handler() -> Result<(), String> {
+pub fn install_handler() -> std::io::Result<()> {
     signal::install(signal::CPU_SIGNAL, on_sigprof)
 }
 
@@ -359,7 +359,7 @@ pub fn start(hz: u32) -> Result<CpuSession, CpuError> {
 
 fn start_inner(hz: u32, number: u64) -> Result<CpuSession, CpuError> {
     let period_ns = 1_000_000_000 / effective_hz(hz) as u64;
-    signal::install(signal::CPU_SIGNAL, on_sigprof).map_err(CpuError::Os)?;
+    signal::install(signal::CPU_SIGNAL, on_sigprof).map_err(|e| CpuError::Os(e.to_string()))?;
     unwind::init_thread_bounds();
     unwind::learn_code();
     // Discard anything a handler published after the previous session ended.
