@@ -299,6 +299,19 @@ impl FleetConfig {
                     net.widened_for(self.devices)
                 ));
             }
+            // TCP syslog connects from an address the kernel picks: only UDP senders use the devices'.
+            let udp_syslog = self
+                .syslog_target
+                .filter(|(t, _)| *t == Transport::Udp)
+                .map(|(_, a)| a);
+            let senders = [
+                ("-trap-target", self.trap_target),
+                ("-syslog-target", udp_syslog),
+                ("-flow-target", self.flow_target),
+            ];
+            for (flag, target) in senders {
+                target.map_or(Ok(()), |t| net.check_target(flag, t))?;
+            }
             return Ok(());
         }
         if self.snmp_port != 0
@@ -596,5 +609,10 @@ mod tests {
             .with_snmp_port(65535)
             .validate()
             .is_ok());
+        let mut c = FleetConfig::default();
+        c.set("device-net", "127.1.0.0/16").unwrap();
+        c.set("syslog-target", "udp://10.0.0.5:514").unwrap();
+        let e = c.validate().unwrap_err();
+        assert!(e.starts_with("-syslog-target 10.0.0.5:514"), "{e}");
     }
 }
