@@ -322,7 +322,13 @@ impl Fleet {
 
     fn spawn_threads(&self, listeners: Vec<Listener>) -> std::io::Result<()> {
         let sh = &self.shared;
-        for (t, group) in serve::groups(listeners).into_iter().enumerate() {
+        let groups = serve::groups(listeners);
+        // Every serving thread's wake-up handle first: a failure here is a startup error, not a thread
+        // that quietly never serves.
+        let watchers = (0..groups.len())
+            .map(|_| sh.snmp_waker.watcher())
+            .collect::<std::io::Result<Vec<_>>>()?;
+        for (t, (group, wake)) in groups.into_iter().zip(watchers).enumerate() {
             let s = sh.clone();
             sh.spawn(Subsystem::SNMP, &format!("snmp-{t}"), move || {
                 let serving = Serving {
@@ -330,7 +336,7 @@ impl Fleet {
                     community: s.config.snmp_community().as_bytes(),
                     stop: s.stop.flag(),
                 };
-                serve::run(&serving, &group, &s.snmp_waker)
+                serve::run(&serving, &group, &wake)
             })?;
         }
         if let Some(t) = &sh.trap {
