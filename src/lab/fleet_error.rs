@@ -116,10 +116,17 @@ impl fmt::Display for FleetError {
                 addr,
                 cause,
             } => {
-                write!(
-                    f,
-                    "device {device}: cannot bind UDP {addr}: {cause}; free the port"
-                )?;
+                write!(f, "device {device}: cannot bind UDP {addr}: {cause}")?;
+                // Below 1024 a refusal is about privilege, not about the port being taken.
+                if cause.raw_os_error() == Some(libc::EACCES) && addr.port() < 1024 {
+                    return write!(
+                        f,
+                        "; ports below 1024 need root or the CAP_NET_BIND_SERVICE capability: run nl6 as \
+                         root, grant it once with `setcap cap_net_bind_service=+ep ./nl6`, or pick a port \
+                         of 1024 or above with -snmp-port"
+                    );
+                }
+                f.write_str("; free the port")?;
                 // An ephemeral port that failed to bind is not cured by asking for ephemeral ports.
                 if addr.port() != 0 {
                     f.write_str(
@@ -223,5 +230,20 @@ mod tests {
         };
         assert!(taken(16100).to_string().contains("-snmp-port 0"));
         assert!(!taken(0).to_string().contains("-snmp-port 0"));
+    }
+
+    #[test]
+    fn a_privileged_port_names_root_and_the_capability() {
+        let denied = |port: u16| FleetError::Bind {
+            device: "nl6-dev-0000 … nl6-dev-29999".into(),
+            addr: SocketAddr::from(([0, 0, 0, 0], port)),
+            cause: err(libc::EACCES),
+        };
+        let text = denied(161).to_string();
+        for needle in ["root", "CAP_NET_BIND_SERVICE", "setcap cap_net_bind_service=+ep ./nl6"] {
+            assert!(text.contains(needle), "{needle}: {text}");
+        }
+        assert!(!text.contains("free the port"), "{text}");
+        assert!(!denied(16100).to_string().contains("setcap"));
     }
 }
