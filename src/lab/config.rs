@@ -29,7 +29,7 @@ pub const FLAGS: &[Flag<FleetConfig>] = &[
         "bind",
         "ADDR",
         "127.0.0.1",
-        "address every device socket binds to",
+        "address every device socket binds to (per-port mode; not used for SNMP under -device-net)",
         |c, v| {
             c.bind = v.parse().map_err(|_| format!("invalid IP address {v:?}"))?;
             Ok(())
@@ -333,18 +333,25 @@ impl FleetConfig {
     /// see `snmp::response_limit`, but they still leave the host). `None` on loopback, with no device or
     /// with a community of one's own.
     pub fn exposure_warning(&self) -> Option<String> {
-        // With -device-net only the range's addresses are answered, whatever the sockets bind to.
-        let loopback = self
-            .device_net
-            .map_or(self.bind.is_loopback(), |n| n.device_ip(0).is_loopback());
-        if self.devices == 0 || loopback || self.snmp_community != DEFAULT_COMMUNITY {
+        if self.devices == 0 || self.snmp_community != DEFAULT_COMMUNITY {
             return None;
         }
+        // With -device-net only the range's addresses are answered, whatever -bind says.
+        let (place, remedy) = match self.device_net {
+            Some(net) if net.device_ip(0).is_loopback() => return None,
+            Some(net) => (
+                format!("at their own addresses in -device-net {net}"),
+                "or use a range under 127.0.0.0/8 (e.g. -device-net 127.1.0.0/16), or firewall the range \
+                 (-bind does not apply to -device-net)"
+                    .to_string(),
+            ),
+            None if self.bind.is_loopback() => return None,
+            None => (format!("beyond loopback ({})", self.bind), "or -bind 127.0.0.1".to_string()),
+        };
         Some(format!(
-            "warning: {} simulated device(s) listen beyond loopback ({}) with the default SNMP community \
-             {DEFAULT_COMMUNITY:?}: anyone who can reach them can read them; set -snmp-community, or -bind \
-             127.0.0.1",
-            self.devices, self.bind
+            "warning: {} simulated device(s) listen {place} with the default SNMP community \
+             {DEFAULT_COMMUNITY:?}: anyone who can reach them can read them; set -snmp-community, {remedy}",
+            self.devices
         ))
     }
 
@@ -562,6 +569,10 @@ mod tests {
         for c in quiet {
             assert_eq!(c.exposure_warning(), None, "{c:?}");
         }
+        let lan = FleetConfig::default().with_device_net(DeviceNet::parse("10.9.0.0/16").ok());
+        let w = lan.exposure_warning().expect("a warning");
+        assert!(w.contains("-device-net 10.9.0.0/16") && w.contains("127.1.0.0/16"), "{w}");
+        assert!(!w.contains("-bind 127.0.0.1"), "{w}");
     }
 
     #[test]
