@@ -97,8 +97,9 @@ fn bind_device_net(
             cause,
         }
     };
-    // SO_REUSEPORT would let a second nl6 of this user join the port and take half the requests: a
-    // plain bind first makes a port anyone holds (with or without SO_REUSEPORT) a refusal.
+    // A plain bind first makes a port anyone already holds (with or without SO_REUSEPORT) a refusal.
+    // It cannot stop a process of this user from joining the port later with SO_REUSEPORT and taking
+    // a share of the requests (SECURITY.md says so).
     if port != 0 {
         let at = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port);
         drop(UdpSocket::bind(at).map_err(bind_error(at))?);
