@@ -30,6 +30,8 @@ pub enum FleetError {
         per_device: bool,
         needed: usize,
         limit: Option<u64>,
+        /// The hard `RLIMIT_NOFILE`, which only root can raise.
+        hard_limit: Option<u64>,
     },
 }
 
@@ -91,20 +93,36 @@ impl FleetError {
             devices: config.devices(),
             per_device,
             needed: snmp_sockets + exporters + FD_HEADROOM,
-            limit: open_file_limit(),
+            limit: open_file_limits().map(|l| l.0),
+            hard_limit: open_file_limits().map(|l| l.1),
         }
     }
 }
 
-/// The soft open-file limit from `/proc/self/limits` (after nl6 raised it to the hard limit at boot).
-fn open_file_limit() -> Option<u64> {
+/// The soft and hard open-file limits from `/proc/self/limits` (the soft one after nl6 raised it to
+/// the hard limit at boot).
+fn open_file_limits() -> Option<(u64, u64)> {
     let text = std::fs::read_to_string("/proc/self/limits").ok()?;
     let line = text.lines().find(|l| l.starts_with("Max open files"))?;
-    line["Max open files".len()..]
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
+    let mut values = line["Max open files".len()..].split_whitespace();
+    let mut next = || values.next()?.parse().ok();
+    Some((next()?, next()?))
+}
+
+/// The remedy for too few descriptors: `ulimit -n` when the hard limit allows `needed`, else what can
+/// raise the hard limit (a non-root user's `ulimit -n` cannot go above it).
+fn raise_limit_remedy(needed: usize, hard_limit: Option<u64>) -> String {
+    match hard_limit {
+        Some(hard) if needed as u64 > hard => format!(
+            "the hard limit is {hard}, which only root can raise, so `ulimit -n {needed}` fails for other \
+             users: raise the hard limit to at least {needed} (`LimitNOFILE={needed}` in nl6's systemd \
+             unit, or a `nofile` line in /etc/security/limits.conf, or `ulimit -Hn {needed}` as root)"
+        ),
+        _ => format!(
+            "raise the limit to at least {needed}: `ulimit -n {needed}` in the shell that starts nl6, or \
+             `LimitNOFILE={needed}` in its systemd unit"
+        ),
+    }
 }
 
 impl fmt::Display for FleetError {
@@ -143,6 +161,7 @@ impl fmt::Display for FleetError {
                 per_device,
                 needed,
                 limit,
+                hard_limit,
             } => {
                 let (snmp, instead) = if *per_device {
                     (
@@ -158,10 +177,9 @@ impl fmt::Display for FleetError {
                 write!(
                     f,
                     "{what}: {cause}: {limit}, and {} need about {needed} file descriptors ({snmp}, one per \
-                     exporter, {FD_HEADROOM} for the HTTP server and the profiler); raise the limit to at least \
-                     {needed}: `ulimit -n {needed}` in the shell that starts nl6, or `LimitNOFILE={needed}` in \
-                     its systemd unit{instead}",
-                    crate::goflag::count(*devices, "device", "devices")
+                     exporter, {FD_HEADROOM} for the HTTP server and the profiler); {}{instead}",
+                    crate::goflag::count(*devices, "device", "devices"),
+                    raise_limit_remedy(*needed, *hard_limit)
                 )
             }
         }
@@ -219,6 +237,26 @@ mod tests {
             text.contains("one socket per SNMP serving thread"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_need_above_the_hard_limit_names_it_instead_of_ulimit() {
+        let short = |needed: usize| FleetError::FdLimit {
+            what: "device nl6-dev-19995: cannot bind UDP 127.0.0.1:0".into(),
+            cause: err(libc::EMFILE),
+            devices: 30_000,
+            per_device: true,
+            needed,
+            limit: Some(20_000),
+            hard_limit: Some(20_000),
+        };
+        let text = short(30_064).to_string();
+        for needle in ["hard limit is 20000", "LimitNOFILE=30064", "-device-net"] {
+            assert!(text.contains(needle), "{needle}: {text}");
+        }
+        assert!(!text.contains("`ulimit -n 30064` in the shell"), "{text}");
+        let text = short(10_064).to_string();
+        assert!(text.contains("`ulimit -n 10064` in the shell"), "{text}");
     }
 
     #[test]
