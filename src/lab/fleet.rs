@@ -26,7 +26,7 @@ use super::trap::{TrapOptions, TrapSender};
 use nl6_profile::labels::{self, Subsystem};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -208,6 +208,9 @@ impl Host for Shared {
     fn flow_interval(&self) -> Duration {
         self.config.flow_interval()
     }
+    fn stopping(&self) -> bool {
+        self.stop.is_set()
+    }
 }
 
 /// A running fleet. Dropping it stops it.
@@ -218,19 +221,6 @@ pub struct Fleet {
 
 fn bind_udp(ip: IpAddr, port: u16) -> std::io::Result<UdpSocket> {
     UdpSocket::bind(SocketAddr::new(ip, port))
-}
-
-/// The address to reach a socket bound to `a` locally (a wildcard bind is reached via loopback).
-pub(crate) fn reachable(a: SocketAddr) -> SocketAddr {
-    match a.ip() {
-        IpAddr::V4(v) if v.is_unspecified() => {
-            SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), a.port())
-        }
-        IpAddr::V6(v) if v.is_unspecified() => {
-            SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), a.port())
-        }
-        _ => a,
-    }
 }
 
 impl Fleet {
@@ -366,7 +356,7 @@ impl Fleet {
             })?;
         }
         if let Some(period) = sh.config.traffic() {
-            super::traffic::spawn(sh, period)?;
+            super::traffic::spawn(sh, period, sh.config.bind(), sh.config.snmp_community())?;
         }
         Ok(())
     }

@@ -191,7 +191,7 @@ impl std::error::Error for FleetError {}
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::config::DeviceNet;
+    use crate::lab::device_net::DeviceNet;
 
     fn err(code: i32) -> std::io::Error {
         std::io::Error::from_raw_os_error(code)
