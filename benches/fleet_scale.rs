@@ -203,7 +203,14 @@ fn main() {
         ),
         (
             "30000 devices, device-net",
-            &["-devices", "30000", "-device-net", "127.1.0.0/16", "-snmp-port", "0"][..],
+            &[
+                "-devices",
+                "30000",
+                "-device-net",
+                "127.1.0.0/16",
+                "-snmp-port",
+                "0",
+            ][..],
         ),
     ] {
         println!("fleet_scale: {}", measure_binary(label, args, idle));

@@ -307,12 +307,30 @@ fn device_net_refusals_are_one_line_and_start_nothing() {
     );
     // Devices at 127.x cannot send to an address off loopback, nor anyone to an IPv6 target.
     refusal(
-        &["-devices", "2", "-device-net", "127.2.0.0/24", "-trap-target", "192.0.2.9:162"],
+        &[
+            "-devices",
+            "2",
+            "-device-net",
+            "127.2.0.0/24",
+            "-trap-target",
+            "192.0.2.9:162",
+        ],
         2,
-        &["-trap-target 192.0.2.9:162", "127.0.0.0/8", "-device-net range of this host's own"],
+        &[
+            "-trap-target 192.0.2.9:162",
+            "127.0.0.0/8",
+            "-device-net range of this host's own",
+        ],
     );
     refusal(
-        &["-devices", "2", "-device-net", "127.2.0.0/24", "-flow-target", "[::1]:2055"],
+        &[
+            "-devices",
+            "2",
+            "-device-net",
+            "127.2.0.0/24",
+            "-flow-target",
+            "[::1]:2055",
+        ],
         2,
         &["-flow-target [::1]:2055", "IPv6"],
     );

@@ -157,7 +157,11 @@ mod tests {
 
         let many = Fleet::start(FleetConfig::default().with_devices(12).with_snmp_port(0)).unwrap();
         let page = |query: &str| -> serde_json::Value {
-            let r = route(&Request::new("GET", &format!("/api/v1/devices?{query}")), &many).unwrap();
+            let r = route(
+                &Request::new("GET", &format!("/api/v1/devices?{query}")),
+                &many,
+            )
+            .unwrap();
             serde_json::from_slice(&r.body).unwrap()
         };
         // The name filter runs over the whole fleet, before the page is cut.

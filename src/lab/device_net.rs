@@ -115,12 +115,22 @@ mod tests {
         let e = lo
             .check_target("-trap-target", at("10.0.0.5:162"))
             .unwrap_err();
-        for needle in ["-trap-target 10.0.0.5:162", "-device-net 127.1.0.0/16", "127.0.0.0/8", "own"] {
+        for needle in [
+            "-trap-target 10.0.0.5:162",
+            "-device-net 127.1.0.0/16",
+            "127.0.0.0/8",
+            "own",
+        ] {
             assert!(e.contains(needle), "{needle}: {e}");
         }
         for net in [lo, lan] {
-            let e = net.check_target("-flow-target", at("[::1]:2055")).unwrap_err();
-            assert!(e.contains("-flow-target [::1]:2055") && e.contains("IPv6"), "{e}");
+            let e = net
+                .check_target("-flow-target", at("[::1]:2055"))
+                .unwrap_err();
+            assert!(
+                e.contains("-flow-target [::1]:2055") && e.contains("IPv6"),
+                "{e}"
+            );
         }
     }
 }

@@ -278,7 +278,11 @@ mod tests {
             cause: err(libc::EACCES),
         };
         let text = denied(161).to_string();
-        for needle in ["root", "CAP_NET_BIND_SERVICE", "setcap cap_net_bind_service=+ep ./nl6"] {
+        for needle in [
+            "root",
+            "CAP_NET_BIND_SERVICE",
+            "setcap cap_net_bind_service=+ep ./nl6",
+        ] {
             assert!(text.contains(needle), "{needle}: {text}");
         }
         assert!(!text.contains("free the port"), "{text}");

@@ -152,9 +152,15 @@ mod tests {
         assert!(missing.to_string().contains("is not this host's"));
         let config = FleetConfig::default().with_device_net(Some(net));
         let out_of_fds = err(libc::EMFILE).explain_fd_limit(&config);
-        assert!(matches!(out_of_fds, FleetError::FdLimit { .. }), "{out_of_fds:?}");
+        assert!(
+            matches!(out_of_fds, FleetError::FdLimit { .. }),
+            "{out_of_fds:?}"
+        );
         let text = out_of_fds.to_string();
-        assert!(text.contains("ulimit -n") && !text.contains("not this host's"), "{text}");
+        assert!(
+            text.contains("ulimit -n") && !text.contains("not this host's"),
+            "{text}"
+        );
         let other = err(libc::ENOBUFS);
         assert!(matches!(other, FleetError::Io { .. }), "{other:?}");
     }

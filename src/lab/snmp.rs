@@ -392,7 +392,6 @@ mod tests {
         assert!(!sent && calls == 2, "gave up after {calls} calls");
     }
 
-
     fn o(s: &str) -> Oid {
         Oid::parse(s).unwrap()
     }

@@ -13,8 +13,8 @@
 //! next poll returns at once and sees the stop flag.
 #![forbid(unsafe_code)]
 
-use super::super::device_net::DeviceNet;
 use super::super::device::{Device, DeviceCounters};
+use super::super::device_net::DeviceNet;
 use super::{respond, send_from_retrying, send_retrying};
 use crate::http::sys::{poll, PollFd};
 use std::io::ErrorKind;
