@@ -3,11 +3,15 @@
 //! (`-device-net 127.1.0.0/16`), printed beside the figures measured before the serving threads.
 //!
 //! Each configuration runs in a fresh child process (this program re-executed), so one fleet's memory
-//! does not inflate the next one's RSS. `NL6_IDLE_SECS` sets the idle window (default 10 s).
+//! does not inflate the next one's RSS. Then the same for the real binary (`nl6 -listen 127.0.0.1:0`:
+//! HTTP server, profiler and all): boot is the time to its `nl6 listening on` line. `NL6_IDLE_SECS` sets
+//! the idle window (default 10 s).
 //! Run: `cargo bench --bench fleet_scale`.
 use nl6::lab::config::DeviceNet;
 use nl6::lab::{Fleet, FleetConfig};
-use std::process::Command;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 const CHILD: &str = "NL6_FLEET_SCALE_CHILD";
@@ -39,6 +43,76 @@ fn cpu_ticks() -> u64 {
         .map(|v| v.parse().unwrap_or(0))
         .collect();
     f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)
+}
+
+/// `field` of `/proc/<pid>/status` (kB for memory fields).
+fn status_of(pid: u32, field: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// User + system CPU time of process `pid`, in clock ticks (100 a second).
+fn cpu_ticks_of(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = &stat[stat.rfind(')').map_or(0, |i| i + 2)..];
+    let f: Vec<u64> = after
+        .split_whitespace()
+        .map(|v| v.parse().unwrap_or(0))
+        .collect();
+    f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)
+}
+
+/// The release binary with `fleet_args`: boot to its `nl6 listening on` line (bounded at 30 s), then
+/// threads, RSS and CPU over `idle`; the child is killed after.
+fn measure_binary(label: &str, fleet_args: &[&str], idle: Duration) -> String {
+    let t = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nl6"))
+        .args(["-listen", "127.0.0.1:0"])
+        .args(fleet_args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start nl6");
+    let (tx, rx) = mpsc::channel();
+    let stderr = child.stderr.take().expect("stderr");
+    // Reads stderr to its end, so the child never blocks on a full pipe.
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut lines = Vec::new();
+    let booted = loop {
+        match rx.recv_timeout(Duration::from_secs(30).saturating_sub(t.elapsed())) {
+            Ok(l) if l.starts_with("nl6 listening on") => break Some(t.elapsed()),
+            Ok(l) => lines.push(l),
+            Err(_) => break None,
+        }
+    };
+    let pid = child.id();
+    let row = match booted {
+        None => format!("  {label}: did not boot: {}", lines.join(" / ")),
+        Some(boot) => {
+            let ticks = cpu_ticks_of(pid);
+            std::thread::sleep(idle);
+            let cpu = (cpu_ticks_of(pid) - ticks) as f64 / 100.0 / idle.as_secs_f64();
+            format!(
+                "  {label}: boot {:>5.2} s to the listening line, {:>3} threads, RSS {:>4} MB, idle CPU {:.1}% of a core",
+                boot.as_secs_f64(),
+                status_of(pid, "Threads:"),
+                status_of(pid, "VmRSS:") / 1024,
+                cpu * 100.0
+            )
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    row
 }
 
 fn memory_maps() -> usize {
@@ -116,5 +190,29 @@ fn main() {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
+    }
+    println!("fleet_scale: the binary (nl6 -listen 127.0.0.1:0 …; idle over {idle:?}):");
+    for (label, args) in [
+        (
+            " 1000 devices, per-port  ",
+            &["-devices", "1000", "-snmp-port", "0"][..],
+        ),
+        (
+            "10000 devices, per-port  ",
+            &["-devices", "10000", "-snmp-port", "0"][..],
+        ),
+        (
+            "30000 devices, device-net",
+            &[
+                "-devices",
+                "30000",
+                "-device-net",
+                "127.1.0.0/16",
+                "-snmp-port",
+                "0",
+            ][..],
+        ),
+    ] {
+        println!("fleet_scale: {}", measure_binary(label, args, idle));
     }
 }

@@ -147,6 +147,18 @@ fn console_pages_a_large_fleet() {
     });
     let rows = "document.querySelectorAll('#devices-table tbody tr').length";
     assert_eq!(b.eval(rows), 100);
+    // The name filter searches the whole fleet, not only the page shown (nl6-dev-0100… are on page 2).
+    b.type_into("device-filter", "nl6-dev-01");
+    b.eval("document.getElementById('device-filter').dispatchEvent(new Event('input'))");
+    b.wait_text("devices-count", WAIT, |t| {
+        t == "50 devices named nl6-dev-01…"
+    });
+    assert_eq!(b.eval(rows), 50);
+    b.type_into("device-filter", "");
+    b.eval("document.getElementById('device-filter').dispatchEvent(new Event('input'))");
+    b.wait_text("devices-count", WAIT, |t| {
+        t == "150 devices, 1–100 on this page"
+    });
     b.eval("document.getElementById('devices-next').click()");
     b.wait_text("devices-count", WAIT, |t| {
         t == "150 devices, 101–150 on this page"

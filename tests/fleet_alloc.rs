@@ -69,7 +69,7 @@ fn flow_tick_funnel_allocates_nothing_once_warm() {
     for d in &devices {
         assert!(e.tick(d, now), "warm-up tick");
     }
-    // As the fleet flow ticker calls it: the thread already carries `flow`.
+    // As the scheduler runs a flow job: the thread already carries `flow`.
     labels::set_thread(Subsystem::FLOW);
     let n = allocations(|| {
         for _ in 0..50 {

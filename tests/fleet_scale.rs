@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 
 const DEVICES: u32 = 30_000;
 const THREAD_BOUND: usize = 64;
-/// Boot budget of the issue (3 s, release build) doubled: this is a debug build on a shared machine.
-const BOOT_LIMIT: Duration = Duration::from_secs(6);
+/// Boot budget of the issue: 30 000 devices listening within 3 s.
+const BOOT_LIMIT: Duration = Duration::from_secs(3);
 
 fn device_ip(i: u32) -> Ipv4Addr {
     Ipv4Addr::from(u32::from(Ipv4Addr::new(127, 1, 0, 0)) + 1 + i)
@@ -224,10 +224,10 @@ fn thirty_thousand_devices_at_their_own_addresses_on_a_handful_of_threads() {
     let samples = profile_samples(&n, 5);
     stop.store(true, Ordering::Relaxed);
     let (sent, lost, mut lat) = loader.join().unwrap();
+    assert!(sent > 1000, "the load ran: {sent} requests");
     lat.sort();
     let p99 = lat[lat.len() * 99 / 100];
     eprintln!("fleet_scale: GET load: {sent} requests, {lost} unanswered, p99 {p99:?}");
-    assert!(sent > 1000, "the load ran: {sent} requests");
     assert_eq!(lost, 0, "every request answered");
 
     let lab = ["snmp", "trap", "syslog", "flow", "scenario", "scheduler"];
@@ -294,7 +294,7 @@ fn device_net_refusals_are_one_line_and_start_nothing() {
             assert!(err.contains(needle), "{args:?}: {needle:?} not in {err}");
         }
     };
-    // 255 usable addresses after the first in a /24: 300 devices do not fit.
+    // A /24 holds 254 devices (every address but the first and the last): 300 do not fit.
     refusal(
         &["-devices", "300", "-device-net", "127.2.0.0/24"],
         2,
@@ -304,6 +304,35 @@ fn device_net_refusals_are_one_line_and_start_nothing() {
         &["-devices", "1", "-device-net", "127.2.0.0/33"],
         2,
         &["-device-net"],
+    );
+    // Devices at 127.x cannot send to an address off loopback, nor anyone to an IPv6 target.
+    refusal(
+        &[
+            "-devices",
+            "2",
+            "-device-net",
+            "127.2.0.0/24",
+            "-trap-target",
+            "192.0.2.9:162",
+        ],
+        2,
+        &[
+            "-trap-target 192.0.2.9:162",
+            "127.0.0.0/8",
+            "-device-net range of this host's own",
+        ],
+    );
+    refusal(
+        &[
+            "-devices",
+            "2",
+            "-device-net",
+            "127.2.0.0/24",
+            "-flow-target",
+            "[::1]:2055",
+        ],
+        2,
+        &["-flow-target [::1]:2055", "IPv6"],
     );
     // TEST-NET-1 is never local: the addresses are not this host's.
     refusal(

@@ -211,8 +211,9 @@ let devices = [];
 let deviceTotal = 0;
 let deviceOffset = 0;
 function renderDevices() {
-  const filter = $("device-filter").value.trim().toLowerCase();
-  const shown = devices.filter((d) => !filter || String(d.name).toLowerCase().includes(filter));
+  // The server filters by name over the whole fleet (?name=PREFIX); the page holds only matches.
+  const filter = $("device-filter").value.trim();
+  const shown = devices;
   const body = $("devices-table").tBodies[0];
   body.replaceChildren();
   for (const d of shown.slice(0, MAX_DEVICE_ROWS)) {
@@ -230,9 +231,9 @@ function renderDevices() {
   }
   const paged = deviceTotal > devices.length;
   $("devices-count").textContent = deviceTotal + (deviceTotal === 1 ? " device" : " devices") +
+    (filter ? " named " + filter + "…" : "") +
     (paged ? ", " + (deviceOffset + 1) + "–" + (deviceOffset + devices.length) + " on this page" : "") +
-    (shown.length > MAX_DEVICE_ROWS ? ", first " + MAX_DEVICE_ROWS + " of " + shown.length + " shown" :
-      filter ? ", " + shown.length + " match" : "");
+    (shown.length > MAX_DEVICE_ROWS ? ", first " + MAX_DEVICE_ROWS + " of " + shown.length + " shown" : "");
   $("devices-prev").hidden = $("devices-next").hidden = !paged && deviceOffset === 0;
   $("devices-prev").disabled = deviceOffset === 0;
   $("devices-next").disabled = deviceOffset + devices.length >= deviceTotal;
@@ -263,7 +264,9 @@ async function refreshFleet() {
   clearTimeout(fleetTimer);
   let present = false;
   try {
-    const resp = await fetch("/api/v1/devices?offset=" + deviceOffset + "&limit=" + DEVICE_PAGE,
+    const name = $("device-filter").value.trim();
+    const resp = await fetch("/api/v1/devices?offset=" + deviceOffset + "&limit=" + DEVICE_PAGE +
+      (name ? "&name=" + encodeURIComponent(name) : ""),
       { cache: "no-store" });
     if (resp.ok) {
       present = true;
@@ -302,7 +305,7 @@ function init() {
     if (ok) showFlame();
   });
   $("flame-split").addEventListener("change", showFlame);
-  $("device-filter").addEventListener("input", renderDevices);
+  $("device-filter").addEventListener("input", () => { deviceOffset = 0; refreshFleet(); });
   $("refresh-fleet").addEventListener("click", refreshFleet);
   const turn = (by) => { deviceOffset = Math.max(0, deviceOffset + by); refreshFleet(); };
   $("devices-prev").addEventListener("click", () => turn(-DEVICE_PAGE));

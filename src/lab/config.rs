@@ -29,7 +29,7 @@ pub const FLAGS: &[Flag<FleetConfig>] = &[
         "bind",
         "ADDR",
         "127.0.0.1",
-        "address every device socket binds to",
+        "address every device socket binds to (per-port mode; not used for SNMP under -device-net)",
         |c, v| {
             c.bind = v.parse().map_err(|_| format!("invalid IP address {v:?}"))?;
             Ok(())
@@ -299,6 +299,19 @@ impl FleetConfig {
                     net.widened_for(self.devices)
                 ));
             }
+            // TCP syslog connects from an address the kernel picks: only UDP senders use the devices'.
+            let udp_syslog = self
+                .syslog_target
+                .filter(|(t, _)| *t == Transport::Udp)
+                .map(|(_, a)| a);
+            let senders = [
+                ("-trap-target", self.trap_target),
+                ("-syslog-target", udp_syslog),
+                ("-flow-target", self.flow_target),
+            ];
+            for (flag, target) in senders {
+                target.map_or(Ok(()), |t| net.check_target(flag, t))?;
+            }
             return Ok(());
         }
         if self.snmp_port != 0
@@ -320,18 +333,25 @@ impl FleetConfig {
     /// see `snmp::response_limit`, but they still leave the host). `None` on loopback, with no device or
     /// with a community of one's own.
     pub fn exposure_warning(&self) -> Option<String> {
-        // With -device-net only the range's addresses are answered, whatever the sockets bind to.
-        let loopback = self
-            .device_net
-            .map_or(self.bind.is_loopback(), |n| n.device_ip(0).is_loopback());
-        if self.devices == 0 || loopback || self.snmp_community != DEFAULT_COMMUNITY {
+        if self.devices == 0 || self.snmp_community != DEFAULT_COMMUNITY {
             return None;
         }
+        // With -device-net only the range's addresses are answered, whatever -bind says.
+        let (place, remedy) = match self.device_net {
+            Some(net) if net.device_ip(0).is_loopback() => return None,
+            Some(net) => (
+                format!("at their own addresses in -device-net {net}"),
+                "or use a range under 127.0.0.0/8 (e.g. -device-net 127.1.0.0/16), or firewall the range \
+                 (-bind does not apply to -device-net)"
+                    .to_string(),
+            ),
+            None if self.bind.is_loopback() => return None,
+            None => (format!("beyond loopback ({})", self.bind), "or -bind 127.0.0.1".to_string()),
+        };
         Some(format!(
-            "warning: {} simulated device(s) listen beyond loopback ({}) with the default SNMP community \
-             {DEFAULT_COMMUNITY:?}: anyone who can reach them can read them; set -snmp-community, or -bind \
-             127.0.0.1",
-            self.devices, self.bind
+            "warning: {} simulated device(s) listen {place} with the default SNMP community \
+             {DEFAULT_COMMUNITY:?}: anyone who can reach them can read them; set -snmp-community, {remedy}",
+            self.devices
         ))
     }
 
@@ -503,98 +523,5 @@ impl FleetConfig {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn flag_table_matches_defaults_and_setter() {
-        let d = FleetConfig::default();
-        let values = d.flag_values();
-        assert_eq!(
-            values.len(),
-            FLAGS.len(),
-            "every flag has a value and vice versa"
-        );
-        let mut names: Vec<_> = FLAGS.iter().map(|f| f.name).collect();
-        names.sort();
-        names.dedup();
-        assert_eq!(names.len(), FLAGS.len(), "no duplicate flag");
-        for (f, (name, value)) in FLAGS.iter().zip(&values) {
-            assert_eq!(f.name, *name);
-            assert_eq!(f.default, value, "documented default of -{name}");
-            let mut c = FleetConfig::default();
-            c.set(f.name, f.default)
-                .unwrap_or_else(|e| panic!("default of -{name} must parse: {e}"));
-            assert_eq!(c, d);
-        }
-    }
-
-    #[test]
-    fn devices_beyond_loopback_with_the_default_community_are_warned_about() {
-        let any: IpAddr = "0.0.0.0".parse().unwrap();
-        let warning = FleetConfig::default().with_bind(any).exposure_warning();
-        let w = warning.expect("a warning");
-        assert!(
-            w.contains("beyond loopback (0.0.0.0)") && w.contains("-snmp-community"),
-            "{w}"
-        );
-        let quiet = [
-            FleetConfig::default(),
-            FleetConfig::default().with_bind("::1".parse().unwrap()),
-            FleetConfig::default()
-                .with_bind(any)
-                .with_snmp_community("s3cret"),
-            FleetConfig::default().with_bind(any).with_devices(0),
-        ];
-        for c in quiet {
-            assert_eq!(c.exposure_warning(), None, "{c:?}");
-        }
-    }
-
-    #[test]
-    fn values_parse_and_errors_name_the_flag() {
-        let mut c = FleetConfig::default();
-        c.set("-devices", "1000").unwrap();
-        c.set("snmp-port", "0").unwrap();
-        c.set("trap-target", "127.0.0.1:16200").unwrap();
-        c.set("syslog-target", "tcp://127.0.0.1:6514").unwrap();
-        c.set("flow-interval", "1m30s").unwrap();
-        assert_eq!(c.devices(), 1000);
-        assert_eq!(c.syslog_target().unwrap().0, Transport::Tcp);
-        assert_eq!(c.flow_interval(), Duration::from_secs(90));
-        for (flag, value, needle) in [
-            ("devices", "many", "-devices: invalid number"),
-            ("snmp-port", "70000", "-snmp-port: port 70000"),
-            ("bind", "localhost", "-bind: invalid IP"),
-            ("trap-interval", "0s", "-trap-interval: duration"),
-            (
-                "syslog-target",
-                "http://x:1",
-                "-syslog-target: invalid syslog target",
-            ),
-            ("flow-target", "nope", "-flow-target:"),
-            ("trap-inform", "maybe", "-trap-inform: invalid boolean"),
-            (
-                "traffic",
-                "100us",
-                "-traffic: period \"100us\" is below 1ms",
-            ),
-            ("traffic", "0s", "-traffic: duration"),
-            ("gnmi-port", "1", "-gnmi-port: unknown fleet flag"),
-        ] {
-            let e = FleetConfig::default().set(flag, value).unwrap_err();
-            assert!(e.starts_with(needle), "{flag}={value}: {e}");
-        }
-        let e = FleetConfig::default()
-            .with_devices(100)
-            .with_snmp_port(65500)
-            .validate()
-            .unwrap_err();
-        assert!(e.contains("65599"), "{e}");
-        assert!(FleetConfig::default()
-            .with_devices(0)
-            .with_snmp_port(65535)
-            .validate()
-            .is_ok());
-    }
-}
+#[path = "config_tests.rs"]
+mod tests;

@@ -2,7 +2,7 @@
 //! first and last addresses are never a device's). Plain values: parsing, capacity, address ↔ index.
 #![forbid(unsafe_code)]
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 /// An IPv4 range of `-device-net`: device *i* is at the first address + 1 + *i*.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +44,24 @@ impl DeviceNet {
     pub fn device_ip(&self, index: usize) -> Ipv4Addr {
         Ipv4Addr::from(u32::from(self.base).wrapping_add(1 + index as u32))
     }
+    /// Refuses an exporter target (`flag` names it) that packets from this range's addresses cannot
+    /// reach: the kernel will not route a packet with a 127.x source off the host, and devices send
+    /// from IPv4 addresses, so an IPv6 target is out of reach whatever the range.
+    pub fn check_target(&self, flag: &str, target: SocketAddr) -> Result<(), String> {
+        let why = match target.ip() {
+            IpAddr::V6(_) => "an IPv6 target cannot be reached from the devices' IPv4 addresses",
+            IpAddr::V4(ip) if self.base.is_loopback() && !ip.is_loopback() => {
+                "the kernel does not send packets with a 127.x source to an address off 127.0.0.0/8"
+            }
+            IpAddr::V4(_) => return Ok(()),
+        };
+        Err(format!(
+            "{flag} {target} with -device-net {self}: every device sends from its own address, and {why}; \
+             use a {flag} on 127.0.0.0/8 (e.g. 127.0.0.1:{}), or a -device-net range of this host's own \
+             IPv4 addresses",
+            target.port()
+        ))
+    }
     /// The device at `ip`, when `ip` is one of the first `devices` addresses of the range.
     pub fn device_at(&self, ip: Ipv4Addr, devices: usize) -> Option<usize> {
         let i = u32::from(ip)
@@ -84,6 +102,35 @@ mod tests {
         assert_eq!(net.widened_for(300).to_string(), "127.1.0.0/23");
         for bad in ["127.1.0.0", "127.1.0.0/33", "::1/64", "x/8"] {
             assert!(DeviceNet::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn targets_the_devices_addresses_cannot_reach_are_refused() {
+        let lo = DeviceNet::parse("127.1.0.0/16").unwrap();
+        let lan = DeviceNet::parse("10.9.0.0/16").unwrap();
+        let at = |a: &str| a.parse::<SocketAddr>().unwrap();
+        assert!(lo.check_target("-trap-target", at("127.0.0.1:162")).is_ok());
+        assert!(lan.check_target("-trap-target", at("10.0.0.5:162")).is_ok());
+        let e = lo
+            .check_target("-trap-target", at("10.0.0.5:162"))
+            .unwrap_err();
+        for needle in [
+            "-trap-target 10.0.0.5:162",
+            "-device-net 127.1.0.0/16",
+            "127.0.0.0/8",
+            "own",
+        ] {
+            assert!(e.contains(needle), "{needle}: {e}");
+        }
+        for net in [lo, lan] {
+            let e = net
+                .check_target("-flow-target", at("[::1]:2055"))
+                .unwrap_err();
+            assert!(
+                e.contains("-flow-target [::1]:2055") && e.contains("IPv6"),
+                "{e}"
+            );
         }
     }
 }

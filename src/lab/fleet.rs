@@ -26,7 +26,7 @@ use super::trap::{TrapOptions, TrapSender};
 use nl6_profile::labels::{self, Subsystem};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -208,6 +208,9 @@ impl Host for Shared {
     fn flow_interval(&self) -> Duration {
         self.config.flow_interval()
     }
+    fn stopping(&self) -> bool {
+        self.stop.is_set()
+    }
 }
 
 /// A running fleet. Dropping it stops it.
@@ -218,19 +221,6 @@ pub struct Fleet {
 
 fn bind_udp(ip: IpAddr, port: u16) -> std::io::Result<UdpSocket> {
     UdpSocket::bind(SocketAddr::new(ip, port))
-}
-
-/// The address to reach a socket bound to `a` locally (a wildcard bind is reached via loopback).
-pub(crate) fn reachable(a: SocketAddr) -> SocketAddr {
-    match a.ip() {
-        IpAddr::V4(v) if v.is_unspecified() => {
-            SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), a.port())
-        }
-        IpAddr::V6(v) if v.is_unspecified() => {
-            SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), a.port())
-        }
-        _ => a,
-    }
 }
 
 impl Fleet {
@@ -322,7 +312,13 @@ impl Fleet {
 
     fn spawn_threads(&self, listeners: Vec<Listener>) -> std::io::Result<()> {
         let sh = &self.shared;
-        for (t, group) in serve::groups(listeners).into_iter().enumerate() {
+        let groups = serve::groups(listeners);
+        // Every serving thread's wake-up handle first: a failure here is a startup error, not a thread
+        // that quietly never serves.
+        let watchers = (0..groups.len())
+            .map(|_| sh.snmp_waker.watcher())
+            .collect::<std::io::Result<Vec<_>>>()?;
+        for (t, (group, wake)) in groups.into_iter().zip(watchers).enumerate() {
             let s = sh.clone();
             sh.spawn(Subsystem::SNMP, &format!("snmp-{t}"), move || {
                 let serving = Serving {
@@ -330,7 +326,7 @@ impl Fleet {
                     community: s.config.snmp_community().as_bytes(),
                     stop: s.stop.flag(),
                 };
-                serve::run(&serving, &group, &s.snmp_waker)
+                serve::run(&serving, &group, &wake)
             })?;
         }
         if let Some(t) = &sh.trap {
@@ -360,7 +356,7 @@ impl Fleet {
             })?;
         }
         if let Some(period) = sh.config.traffic() {
-            super::traffic::spawn(sh, period)?;
+            super::traffic::spawn(sh, period, sh.config.bind(), sh.config.snmp_community())?;
         }
         Ok(())
     }

@@ -30,6 +30,8 @@ pub enum FleetError {
         per_device: bool,
         needed: usize,
         limit: Option<u64>,
+        /// The hard `RLIMIT_NOFILE`, which only root can raise.
+        hard_limit: Option<u64>,
     },
 }
 
@@ -91,20 +93,36 @@ impl FleetError {
             devices: config.devices(),
             per_device,
             needed: snmp_sockets + exporters + FD_HEADROOM,
-            limit: open_file_limit(),
+            limit: open_file_limits().map(|l| l.0),
+            hard_limit: open_file_limits().map(|l| l.1),
         }
     }
 }
 
-/// The soft open-file limit from `/proc/self/limits` (after nl6 raised it to the hard limit at boot).
-fn open_file_limit() -> Option<u64> {
+/// The soft and hard open-file limits from `/proc/self/limits` (the soft one after nl6 raised it to
+/// the hard limit at boot).
+fn open_file_limits() -> Option<(u64, u64)> {
     let text = std::fs::read_to_string("/proc/self/limits").ok()?;
     let line = text.lines().find(|l| l.starts_with("Max open files"))?;
-    line["Max open files".len()..]
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
+    let mut values = line["Max open files".len()..].split_whitespace();
+    let mut next = || values.next()?.parse().ok();
+    Some((next()?, next()?))
+}
+
+/// The remedy for too few descriptors: `ulimit -n` when the hard limit allows `needed`, else what can
+/// raise the hard limit (a non-root user's `ulimit -n` cannot go above it).
+fn raise_limit_remedy(needed: usize, hard_limit: Option<u64>) -> String {
+    match hard_limit {
+        Some(hard) if needed as u64 > hard => format!(
+            "the hard limit is {hard}, which only root can raise, so `ulimit -n {needed}` fails for other \
+             users: raise the hard limit to at least {needed} (`LimitNOFILE={needed}` in nl6's systemd \
+             unit, or a `nofile` line in /etc/security/limits.conf, or `ulimit -Hn {needed}` as root)"
+        ),
+        _ => format!(
+            "raise the limit to at least {needed}: `ulimit -n {needed}` in the shell that starts nl6, or \
+             `LimitNOFILE={needed}` in its systemd unit"
+        ),
+    }
 }
 
 impl fmt::Display for FleetError {
@@ -116,10 +134,17 @@ impl fmt::Display for FleetError {
                 addr,
                 cause,
             } => {
-                write!(
-                    f,
-                    "device {device}: cannot bind UDP {addr}: {cause}; free the port"
-                )?;
+                write!(f, "device {device}: cannot bind UDP {addr}: {cause}")?;
+                // Below 1024 a refusal is about privilege, not about the port being taken.
+                if cause.raw_os_error() == Some(libc::EACCES) && addr.port() < 1024 {
+                    return write!(
+                        f,
+                        "; ports below 1024 need root or the CAP_NET_BIND_SERVICE capability: run nl6 as \
+                         root, grant it once with `setcap cap_net_bind_service=+ep ./nl6`, or pick a port \
+                         of 1024 or above with -snmp-port"
+                    );
+                }
+                f.write_str("; free the port")?;
                 // An ephemeral port that failed to bind is not cured by asking for ephemeral ports.
                 if addr.port() != 0 {
                     f.write_str(
@@ -136,6 +161,7 @@ impl fmt::Display for FleetError {
                 per_device,
                 needed,
                 limit,
+                hard_limit,
             } => {
                 let (snmp, instead) = if *per_device {
                     (
@@ -151,10 +177,9 @@ impl fmt::Display for FleetError {
                 write!(
                     f,
                     "{what}: {cause}: {limit}, and {} need about {needed} file descriptors ({snmp}, one per \
-                     exporter, {FD_HEADROOM} for the HTTP server and the profiler); raise the limit to at least \
-                     {needed}: `ulimit -n {needed}` in the shell that starts nl6, or `LimitNOFILE={needed}` in \
-                     its systemd unit{instead}",
-                    crate::goflag::count(*devices, "device", "devices")
+                     exporter, {FD_HEADROOM} for the HTTP server and the profiler); {}{instead}",
+                    crate::goflag::count(*devices, "device", "devices"),
+                    raise_limit_remedy(*needed, *hard_limit)
                 )
             }
         }
@@ -166,7 +191,7 @@ impl std::error::Error for FleetError {}
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::config::DeviceNet;
+    use crate::lab::device_net::DeviceNet;
 
     fn err(code: i32) -> std::io::Error {
         std::io::Error::from_raw_os_error(code)
@@ -215,6 +240,26 @@ mod tests {
     }
 
     #[test]
+    fn a_need_above_the_hard_limit_names_it_instead_of_ulimit() {
+        let short = |needed: usize| FleetError::FdLimit {
+            what: "device nl6-dev-19995: cannot bind UDP 127.0.0.1:0".into(),
+            cause: err(libc::EMFILE),
+            devices: 30_000,
+            per_device: true,
+            needed,
+            limit: Some(20_000),
+            hard_limit: Some(20_000),
+        };
+        let text = short(30_064).to_string();
+        for needle in ["hard limit is 20000", "LimitNOFILE=30064", "-device-net"] {
+            assert!(text.contains(needle), "{needle}: {text}");
+        }
+        assert!(!text.contains("`ulimit -n 30064` in the shell"), "{text}");
+        let text = short(10_064).to_string();
+        assert!(text.contains("`ulimit -n 10064` in the shell"), "{text}");
+    }
+
+    #[test]
     fn a_taken_ephemeral_port_does_not_suggest_ephemeral_ports() {
         let taken = |port: u16| FleetError::Bind {
             device: "nl6-dev-0000".into(),
@@ -223,5 +268,24 @@ mod tests {
         };
         assert!(taken(16100).to_string().contains("-snmp-port 0"));
         assert!(!taken(0).to_string().contains("-snmp-port 0"));
+    }
+
+    #[test]
+    fn a_privileged_port_names_root_and_the_capability() {
+        let denied = |port: u16| FleetError::Bind {
+            device: "nl6-dev-0000 … nl6-dev-29999".into(),
+            addr: SocketAddr::from(([0, 0, 0, 0], port)),
+            cause: err(libc::EACCES),
+        };
+        let text = denied(161).to_string();
+        for needle in [
+            "root",
+            "CAP_NET_BIND_SERVICE",
+            "setcap cap_net_bind_service=+ep ./nl6",
+        ] {
+            assert!(text.contains(needle), "{needle}: {text}");
+        }
+        assert!(!text.contains("free the port"), "{text}");
+        assert!(!denied(16100).to_string().contains("setcap"));
     }
 }

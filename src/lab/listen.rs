@@ -11,7 +11,7 @@
 
 use super::config::{DeviceNet, FleetConfig};
 use super::device::Device;
-use super::fleet::FleetError;
+use super::fleet_error::FleetError;
 use super::snmp::serve::{Listener, Route, SERVING_THREADS};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::sync::Arc;
@@ -68,14 +68,27 @@ fn check_owned(net: DeviceNet, devices: usize) -> Result<(), FleetError> {
     for i in [0, devices - 1] {
         let ip = net.device_ip(i);
         if let Err(cause) = UdpSocket::bind(SocketAddr::from((ip, 0))) {
-            return Err(FleetError::Config(format!(
-                "-device-net {net}: address {ip} (device {i}) is not this host's ({cause}); make the range \
-                 local first, e.g. `ip route add local {net} dev lo` as root, or use a range under \
-                 127.0.0.0/8 such as 127.1.0.0/16"
-            )));
+            return Err(ownership_error(net, i, ip, cause));
         }
     }
     Ok(())
+}
+
+/// Why the test bind of device `i`'s address failed: only EADDRNOTAVAIL means the host does not own
+/// it (a flag error, exit 2); anything else (EMFILE, ENOBUFS…) is a resource error that
+/// [`FleetError::explain_fd_limit`] or the plain I/O message explains.
+fn ownership_error(net: DeviceNet, i: usize, ip: Ipv4Addr, cause: std::io::Error) -> FleetError {
+    if cause.raw_os_error() != Some(libc::EADDRNOTAVAIL) {
+        return FleetError::Io {
+            what: format!("-device-net {net}: cannot bind address {ip} (device {i})"),
+            cause,
+        };
+    }
+    FleetError::Config(format!(
+        "-device-net {net}: address {ip} (device {i}) is not this host's ({cause}); make the range \
+         local first, e.g. `ip route add local {net} dev lo` as root, or use a range under \
+         127.0.0.0/8 such as 127.1.0.0/16"
+    ))
 }
 
 fn bind_device_net(
@@ -97,8 +110,9 @@ fn bind_device_net(
             cause,
         }
     };
-    // SO_REUSEPORT would let a second nl6 of this user join the port and take half the requests: a
-    // plain bind first makes a port anyone holds (with or without SO_REUSEPORT) a refusal.
+    // A plain bind first makes a port anyone already holds (with or without SO_REUSEPORT) a refusal.
+    // It cannot stop a process of this user from joining the port later with SO_REUSEPORT and taking
+    // a share of the requests (SECURITY.md says so).
     if port != 0 {
         let at = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port);
         drop(UdpSocket::bind(at).map_err(bind_error(at))?);
@@ -122,4 +136,32 @@ fn bind_device_net(
         d.set_snmp_addr(SocketAddr::new(IpAddr::V4(ip), port));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_missing_address_is_called_not_this_hosts() {
+        let net = DeviceNet::parse("10.9.0.0/16").unwrap();
+        let ip = net.device_ip(0);
+        let err = |code| ownership_error(net, 0, ip, std::io::Error::from_raw_os_error(code));
+        let missing = err(libc::EADDRNOTAVAIL);
+        assert!(matches!(missing, FleetError::Config(_)), "{missing:?}");
+        assert!(missing.to_string().contains("is not this host's"));
+        let config = FleetConfig::default().with_device_net(Some(net));
+        let out_of_fds = err(libc::EMFILE).explain_fd_limit(&config);
+        assert!(
+            matches!(out_of_fds, FleetError::FdLimit { .. }),
+            "{out_of_fds:?}"
+        );
+        let text = out_of_fds.to_string();
+        assert!(
+            text.contains("ulimit -n") && !text.contains("not this host's"),
+            "{text}"
+        );
+        let other = err(libc::ENOBUFS);
+        assert!(matches!(other, FleetError::Io { .. }), "{other:?}");
+    }
 }

@@ -2,8 +2,9 @@
 //! per-tick funnel that turns a device's traffic since the last tick into flow records.
 //!
 //! [`FlowExporter::tick`] is the funnel, scoped `flow`. It reuses one packet buffer and a fixed record
-//! array, so once warm it allocates nothing; called from a thread that already carries `flow` (the fleet
-//! flow ticker) the scope writes nothing either. Every packet carries the template so a collector that
+//! array, so once warm it allocates nothing; called from a thread that already carries `flow` (the
+//! `lab-scheduler` running a device's flow job, which it runs under `flow`) the scope writes nothing
+//! either. Every packet carries the template so a collector that
 //! starts late decodes the next packet. Encoding is a plain function into a caller's buffer.
 #![forbid(unsafe_code)]
 

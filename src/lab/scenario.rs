@@ -55,6 +55,8 @@ pub trait Host: Send + Sync + 'static {
     /// A flow exporter of the scenario's own, when flows are on.
     fn flow_exporter(&self) -> Option<FlowExporter>;
     fn flow_interval(&self) -> Duration;
+    /// True once the fleet is stopping.
+    fn stopping(&self) -> bool;
 }
 
 /// A validated `POST /api/v1/scenarios` body.

@@ -16,9 +16,11 @@
 use super::ber::{self, tag, BerError, Oid, Reader, Value};
 use super::device::{Device, DeviceCounters};
 use super::mib::{DeviceMib, MibView};
+use crate::http::sys::{poll, PollFd};
 use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
-use std::time::Instant;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
 
 pub mod serve;
 
@@ -315,33 +317,43 @@ pub fn respond(device: &Device, request: &[u8], community: &[u8]) -> Option<Vec<
     None
 }
 
-/// Sends one datagram, retrying on EINTR; false when the OS refused it.
-pub fn send_retrying(socket: &UdpSocket, bytes: &[u8], to: std::net::SocketAddr) -> bool {
+/// The longest a send waits for room when a (non-blocking) socket's send buffer is full, once, before
+/// the datagram is given up and counted as a send error: short, as the serving thread has other
+/// requests waiting.
+const SEND_WAIT: Duration = Duration::from_millis(50);
+
+/// Runs `send` on `socket`: EINTR is retried; EAGAIN waits up to [`SEND_WAIT`] for the socket to become
+/// writable, then tries once more. False when the OS refused the datagram.
+fn send_with(socket: &UdpSocket, mut send: impl FnMut() -> std::io::Result<usize>) -> bool {
+    let mut waited = false;
     for _ in 0..8 {
-        match socket.send_to(bytes, to) {
+        match send() {
             Ok(_) => return true,
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == ErrorKind::WouldBlock && !waited => {
+                waited = true;
+                let mut fds = [PollFd::writable(socket.as_raw_fd())];
+                let _ = poll(&mut fds, SEND_WAIT);
+            }
             Err(_) => return false,
         }
     }
     false
 }
 
-/// Sends from a chosen local address, retrying on EINTR; false when the OS refused it.
+/// Sends one datagram ([`send_with`]: EINTR retried, a full buffer waited for once).
+pub fn send_retrying(socket: &UdpSocket, bytes: &[u8], to: std::net::SocketAddr) -> bool {
+    send_with(socket, || socket.send_to(bytes, to))
+}
+
+/// Sends from a chosen local address ([`send_with`]: EINTR retried, a full buffer waited for once).
 pub fn send_from_retrying(
     socket: &UdpSocket,
     bytes: &[u8],
     to: std::net::SocketAddrV4,
     from: std::net::Ipv4Addr,
 ) -> bool {
-    for _ in 0..8 {
-        match crate::netsys::send_from(socket, bytes, to, from) {
-            Ok(_) => return true,
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(_) => return false,
-        }
-    }
-    false
+    send_with(socket, || crate::netsys::send_from(socket, bytes, to, from))
 }
 
 /// Sends `bytes` to `to` from `device`'s own address when it has one (`-device-net`), else from
@@ -358,6 +370,27 @@ mod tests {
     use super::*;
     use crate::lab::device::Device;
     use crate::lab::mib::Mib;
+
+    #[test]
+    fn a_send_into_a_full_buffer_waits_and_retries_once() {
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut calls = 0;
+        let full = std::io::Error::from(ErrorKind::WouldBlock);
+        let sent = send_with(&socket, || {
+            calls += 1;
+            match calls {
+                1 => Err(std::io::Error::from(ErrorKind::WouldBlock)),
+                _ => Ok(1),
+            }
+        });
+        assert!(sent && calls == 2, "sent {sent} after {calls} calls");
+        let mut calls = 0;
+        let sent = send_with(&socket, || {
+            calls += 1;
+            Err(std::io::Error::from(full.kind()))
+        });
+        assert!(!sent && calls == 2, "gave up after {calls} calls");
+    }
 
     fn o(s: &str) -> Oid {
         Oid::parse(s).unwrap()

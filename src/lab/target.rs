@@ -5,7 +5,7 @@
 //! Resolving may ask the system resolver for a host name; nothing here binds or connects.
 #![forbid(unsafe_code)]
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
 
 /// Transport of a syslog target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +100,19 @@ pub fn parse_syslog_target(text: &str) -> Result<(Transport, SocketAddr), Target
         cause: Box::new(cause),
     })?;
     Ok((transport, addr))
+}
+
+/// The address to reach a socket bound to `a` locally (a wildcard bind is reached via loopback).
+pub(crate) fn reachable(a: SocketAddr) -> SocketAddr {
+    match a.ip() {
+        IpAddr::V4(v) if v.is_unspecified() => {
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), a.port())
+        }
+        IpAddr::V6(v) if v.is_unspecified() => {
+            SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), a.port())
+        }
+        _ => a,
+    }
 }
 
 #[cfg(test)]

@@ -17,12 +17,12 @@
 
 use super::ber::{Oid, Value};
 use super::device::Device;
-use super::fleet::Shared;
 use super::netflow::FlowExporter;
-use super::scenario::{self, Phase, Request, Scenario};
+use super::scenario::{self, Host, Phase, Request, Scenario};
 use super::snmp::{pdu, Message, VERSION_2C};
 use super::syslog;
-use std::net::{SocketAddr, UdpSocket};
+use super::target::reachable;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -53,9 +53,9 @@ pub struct DiscardSink {
 
 impl DiscardSink {
     /// Binds on `ip`, port 0; `addr` is how the lab's senders reach it.
-    pub fn bind(ip: std::net::IpAddr) -> std::io::Result<DiscardSink> {
+    pub fn bind(ip: IpAddr) -> std::io::Result<DiscardSink> {
         let socket = UdpSocket::bind(SocketAddr::new(ip, 0))?;
-        let addr = super::fleet::reachable(socket.local_addr()?);
+        let addr = reachable(socket.local_addr()?);
         Ok(DiscardSink {
             _socket: socket,
             addr,
@@ -75,9 +75,10 @@ pub struct RoundWork {
     pub flow_exports: usize,
 }
 
-/// The driver: its manager socket, its flow exporter and its scenario.
-struct Driver {
-    shared: Arc<Shared>,
+/// The driver: its manager socket, its flow exporter and its scenario, on the fleet it loads (reached
+/// only through [`Host`], so this module does not depend on the fleet's).
+struct Driver<H: Host> {
+    shared: Arc<H>,
     manager: UdpSocket,
     /// Receive buffer for responses, reused by every walk.
     buf: Vec<u8>,
@@ -88,58 +89,56 @@ struct Driver {
     scenario: Option<Arc<Scenario>>,
 }
 
-/// Spawns `lab-traffic` (labelled `scenario`), which runs a round every `period` until the fleet stops.
-pub(crate) fn spawn(shared: &Arc<Shared>, period: Duration) -> std::io::Result<()> {
-    let manager = UdpSocket::bind(SocketAddr::new(shared.config.bind(), 0))?;
+/// Spawns `lab-traffic` (labelled `scenario`), which runs a round every `period` until the fleet stops;
+/// its manager socket binds `manager_ip` and walks with `community`.
+pub(crate) fn spawn<H: Host>(
+    shared: &Arc<H>,
+    period: Duration,
+    manager_ip: IpAddr,
+    community: &str,
+) -> std::io::Result<()> {
+    let manager = UdpSocket::bind(SocketAddr::new(manager_ip, 0))?;
     manager.set_read_timeout(Some(RESPONSE_TIMEOUT))?;
-    let flows = match (&shared.flow_socket, shared.config.flow_target()) {
-        (Some(s), Some(target)) => Some(FlowExporter::new(
-            s.try_clone()?,
-            target,
-            shared.devices.len(),
-        )),
-        _ => None,
-    };
     let mut driver = Driver {
         shared: shared.clone(),
         manager,
         buf: vec![0; 65_535],
-        community: shared.config.snmp_community().as_bytes().to_vec(),
-        flows,
+        community: community.as_bytes().to_vec(),
+        flows: shared.flow_exporter(),
         request_id: 0,
         round: 0,
         scenario: None,
     };
     let sh = shared.clone();
-    shared.spawn(
+    shared.spawn_labelled(
         nl6_profile::labels::Subsystem::SCENARIO,
         "lab-traffic",
-        move || {
+        Box::new(move || {
             let mut due = Instant::now();
             loop {
                 due += period;
                 driver.round();
                 // A round that overran starts the next at once rather than piling up missed rounds.
                 due = due.max(Instant::now());
-                if !sh.stop.sleep_until(due) {
+                if !sh.sleep_until(due) {
                     return;
                 }
             }
-        },
+        }),
     )
 }
 
-impl Driver {
+impl<H: Host> Driver<H> {
     fn round(&mut self) -> RoundWork {
         self.round += 1;
         let mut work = RoundWork::default();
         let sh = self.shared.clone();
-        for (i, device) in sh.devices.iter().enumerate() {
-            if sh.stop.is_set() {
+        for (i, device) in sh.devices().iter().enumerate() {
+            if sh.stopping() {
                 break;
             }
             if let Some(agent) = device.snmp_addr() {
-                work.snmp_responses += self.walk(super::fleet::reachable(agent));
+                work.snmp_responses += self.walk(reachable(agent));
             }
             for k in 0..SENDS_PER_DEVICE {
                 self.send_burst(i, device, k, &mut work);
@@ -218,7 +217,7 @@ impl Driver {
             .scenario
             .as_ref()
             .is_some_and(|s| matches!(s.phase(), Phase::Scheduled | Phase::Running));
-        let devices = &self.shared.devices;
+        let devices = self.shared.devices();
         if running || devices.is_empty() {
             return;
         }

@@ -13,8 +13,8 @@
 //! next poll returns at once and sees the stop flag.
 #![forbid(unsafe_code)]
 
-use super::super::config::DeviceNet;
 use super::super::device::{Device, DeviceCounters};
+use super::super::device_net::DeviceNet;
 use super::{respond, send_from_retrying, send_retrying};
 use crate::http::sys::{poll, PollFd};
 use std::io::ErrorKind;
@@ -74,7 +74,9 @@ impl Waker {
     pub fn wake(&self) {
         let _ = self.tx.send(&[1]);
     }
-    fn watcher(&self) -> std::io::Result<UnixDatagram> {
+    /// A serving thread's own handle on the shared socket, to poll (cloned before the thread starts,
+    /// so a failed clone stops startup instead of leaving a thread that serves nothing).
+    pub fn watcher(&self) -> std::io::Result<UnixDatagram> {
         self.rx.try_clone()
     }
 }
@@ -90,10 +92,10 @@ pub fn groups(listeners: Vec<Listener>) -> Vec<Vec<Listener>> {
     out
 }
 
-/// One serving thread's loop: waits for any of `group`'s sockets, answers what arrived, until stop.
-pub fn run(serving: &Serving<'_>, group: &[Listener], waker: &Waker) {
+/// One serving thread's loop: waits for any of `group`'s sockets, answers what arrived, until stop
+/// (`wake`, from [`Waker::watcher`], becomes readable at stop).
+pub fn run(serving: &Serving<'_>, group: &[Listener], wake: &UnixDatagram) {
     crate::lab::probe!("snmp.loop");
-    let Ok(wake) = waker.watcher() else { return };
     let mut fds: Vec<PollFd> = group
         .iter()
         .map(|l| PollFd::readable(l.socket.as_raw_fd()))
