@@ -28,7 +28,7 @@ pub mod multipart;
 pub mod source;
 pub mod tls;
 
-pub use source::{EncodedProfile, EngineSource, ProfileKind, ProfileSource};
+pub use source::{EncodedProfile, EngineSource, ProfileKind, ProfileSource, SourceError};
 
 use crate::gate::port::{PushRun, PushStatus, PushTarget, Pusher};
 use client::Client;
@@ -354,30 +354,29 @@ impl Worker {
         }
     }
 
-    /// Runs one source call, turning a panic into an error so a broken engine cannot kill the thread.
+    /// Runs one source call, turning a panic into [`SourceError::Panicked`] so a broken engine cannot
+    /// kill the thread.
     fn with_source<T>(
         &self,
-        what: &str,
-        f: impl FnOnce(&mut dyn ProfileSource) -> Result<T, String>,
-    ) -> Result<T, String> {
+        what: &'static str,
+        f: impl FnOnce(&mut dyn ProfileSource) -> T,
+    ) -> Result<T, SourceError> {
         let mut guard = self.source.lock().unwrap_or_else(|p| p.into_inner());
-        match catch_unwind(AssertUnwindSafe(|| f(guard.as_mut()))) {
-            Ok(r) => r,
-            Err(panic) => {
-                let msg = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "panic".to_string());
-                Err(format!("{what}: {msg}"))
-            }
-        }
+        catch_unwind(AssertUnwindSafe(|| f(guard.as_mut()))).map_err(|panic| {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panic".to_string());
+            SourceError::Panicked { what, message }
+        })
     }
 
     fn cpu_begin(&mut self) {
         match self.with_source("cpu profile", |s| s.cpu_start()) {
-            Ok(()) => self.cpu_running = true,
-            Err(e) => self.shared.fail(self.client.scrub(&e)),
+            Ok(Ok(())) => self.cpu_running = true,
+            Ok(Err(refused)) => self.fail(SourceError::CpuRefused(refused)),
+            Err(panicked) => self.fail(panicked),
         }
     }
 
@@ -388,7 +387,7 @@ impl Worker {
             match self.with_source("cpu profile", |s| s.cpu_window()) {
                 Ok(Some(p)) => self.enqueue(p),
                 Ok(None) => self.cpu_running = false,
-                Err(e) => self.shared.fail(self.client.scrub(&e)),
+                Err(panicked) => self.fail(panicked),
             }
         }
         if !self.cpu_running {
@@ -401,11 +400,16 @@ impl Worker {
         now
     }
 
-    fn enqueue_or_fail(&mut self, r: Result<EncodedProfile, String>) {
+    fn enqueue_or_fail(&mut self, r: Result<EncodedProfile, SourceError>) {
         match r {
             Ok(p) => self.enqueue(p),
-            Err(e) => self.shared.fail(self.client.scrub(&e)),
+            Err(e) => self.fail(e),
         }
+    }
+
+    /// Records a source's failure as the push's `last_error` (scrubbed like every error it shows).
+    fn fail(&self, e: SourceError) {
+        self.shared.fail(self.client.scrub(&e.to_string()));
     }
 
     fn enqueue(&mut self, profile: EncodedProfile) {
@@ -444,7 +448,7 @@ impl Worker {
             match last {
                 Ok(Some(p)) => self.enqueue(p),
                 Ok(None) => {}
-                Err(e) => self.shared.fail(self.client.scrub(&e)),
+                Err(panicked) => self.fail(panicked),
             }
         }
         if Instant::now() < deadline {

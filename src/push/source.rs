@@ -10,8 +10,9 @@
 #![forbid(unsafe_code)]
 
 use super::multipart::{HEAP_SAMPLE_TYPE_CONFIG, THREADS_SAMPLE_TYPE_CONFIG};
+use nl6_profile::cpu::{self, CpuError};
 use nl6_profile::delta::HeapDelta;
-use nl6_profile::{cpu, encode, heap, threads};
+use nl6_profile::{encode, heap, threads};
 use std::time::{Duration, SystemTime};
 
 /// What one upload holds; decides the query parameters and the `sample_type_config` part.
@@ -67,21 +68,43 @@ pub struct EncodedProfile {
     pub until: SystemTime,
 }
 
-/// The profiles a push uploads. Errors are strings shown as `last_error` (e.g. the sampler's
-/// `cpu profiling already in use`).
+/// The profiles a push uploads. Only starting the CPU sampler can be refused; the push shows the refusal
+/// as `last_error` and asks again at the next window.
 pub trait ProfileSource: Send {
-    /// Starts CPU sampling for the push's windows. `Err` when the sampler is refused (busy).
-    fn cpu_start(&mut self) -> Result<(), String>;
+    /// Starts CPU sampling for the push's windows. `Err` when the sampler is refused: busy (another CPU
+    /// profile holds it) or the OS said no.
+    fn cpu_start(&mut self) -> Result<(), CpuError>;
     /// Ends the current CPU window and starts the next one; `None` when sampling is not running.
-    fn cpu_window(&mut self) -> Result<Option<EncodedProfile>, String>;
+    fn cpu_window(&mut self) -> Option<EncodedProfile>;
     /// Stops CPU sampling and returns the last window; `None` when it was not running.
-    fn cpu_stop(&mut self) -> Result<Option<EncodedProfile>, String>;
+    fn cpu_stop(&mut self) -> Option<EncodedProfile>;
     /// The heap, `alloc_*` as deltas since the previous call, `inuse_*` absolute; `from` is the window
     /// start.
-    fn heap(&mut self, from: SystemTime) -> Result<EncodedProfile, String>;
+    fn heap(&mut self, from: SystemTime) -> EncodedProfile;
     /// Every thread's stack; `from` is the window start.
-    fn threads(&mut self, from: SystemTime) -> Result<EncodedProfile, String>;
+    fn threads(&mut self, from: SystemTime) -> EncodedProfile;
 }
+
+/// Why a source call gave the push no profile; shown as the push's `last_error`.
+#[derive(Debug)]
+pub enum SourceError {
+    /// The CPU sampler refused a session (busy: another CPU profile holds it; or the OS said no). The push
+    /// asks again at the next window.
+    CpuRefused(CpuError),
+    /// The engine panicked while producing `what` (the push thread survives it).
+    Panicked { what: &'static str, message: String },
+}
+
+impl std::fmt::Display for SourceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SourceError::CpuRefused(e) => write!(f, "{e}"),
+            SourceError::Panicked { what, message } => write!(f, "{what}: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for SourceError {}
 
 /// How long a thread-stack capture waits for each thread to answer.
 const THREAD_CAPTURE_TIMEOUT: Duration = Duration::from_millis(500);
@@ -123,41 +146,41 @@ impl EngineSource {
 }
 
 impl ProfileSource for EngineSource {
-    fn cpu_start(&mut self) -> Result<(), String> {
+    fn cpu_start(&mut self) -> Result<(), CpuError> {
         if self.session.is_none() {
-            self.session = Some(cpu::start(cpu::DEFAULT_HZ).map_err(|e| e.to_string())?);
+            self.session = Some(cpu::start(cpu::DEFAULT_HZ)?);
         }
         Ok(())
     }
 
-    fn cpu_window(&mut self) -> Result<Option<EncodedProfile>, String> {
+    fn cpu_window(&mut self) -> Option<EncodedProfile> {
         let window = self.session.as_mut().map(|s| s.take_window());
-        Ok(window.map(|w| self.encode_cpu(&w)))
+        window.map(|w| self.encode_cpu(&w))
     }
 
-    fn cpu_stop(&mut self) -> Result<Option<EncodedProfile>, String> {
+    fn cpu_stop(&mut self) -> Option<EncodedProfile> {
         let last = self.session.take().map(|s| s.stop());
-        Ok(last.map(|w| self.encode_cpu(&w)))
+        last.map(|w| self.encode_cpu(&w))
     }
 
-    fn heap(&mut self, from: SystemTime) -> Result<EncodedProfile, String> {
+    fn heap(&mut self, from: SystemTime) -> EncodedProfile {
         let snapshot = heap::snapshot();
-        Ok(EncodedProfile {
+        EncodedProfile {
             kind: ProfileKind::Heap,
             pprof_gz: self.heap_delta.next(&snapshot),
             from,
             until: SystemTime::now(),
-        })
+        }
     }
 
-    fn threads(&mut self, from: SystemTime) -> Result<EncodedProfile, String> {
+    fn threads(&mut self, from: SystemTime) -> EncodedProfile {
         let stacks = threads::capture_all(THREAD_CAPTURE_TIMEOUT);
-        Ok(EncodedProfile {
+        EncodedProfile {
             kind: ProfileKind::Threads,
             pprof_gz: encode::goroutine(&stacks),
             from,
             until: SystemTime::now(),
-        })
+        }
     }
 }
 
@@ -184,9 +207,9 @@ mod tests {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        let window = source.cpu_window().unwrap().expect("a window");
-        let last = source.cpu_stop().unwrap().expect("the last window");
+        let window = source.cpu_window().expect("a window");
+        let last = source.cpu_stop().expect("the last window");
         assert_eq!(*seen.lock().unwrap(), [window.pprof_gz, last.pprof_gz]);
-        assert!(EngineSource::new().cpu_window().unwrap().is_none());
+        assert!(EngineSource::new().cpu_window().is_none());
     }
 }

@@ -8,6 +8,7 @@ use nl6::gate::port::{PushRun, PushTarget, Pusher};
 use nl6::push::{
     EncodedProfile, Hostname, ProfileKind, ProfileSource, PushConfig, PyroscopePusher,
 };
+use nl6_profile::cpu::CpuError;
 use nl6_profile::proto::{Function, Label, Line, Location, Profile, Sample, ValueType};
 use prost::Message;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -128,32 +129,28 @@ impl FakeSource {
 }
 
 impl ProfileSource for FakeSource {
-    fn cpu_start(&mut self) -> Result<(), String> {
+    fn cpu_start(&mut self) -> Result<(), CpuError> {
         if self.control.cpu_busy.load(Ordering::SeqCst) {
-            return Err("cpu profiling already in use".into());
+            return Err(CpuError::Busy);
         }
         self.cpu_since = Some(SystemTime::now());
         Ok(())
     }
-    fn cpu_window(&mut self) -> Result<Option<EncodedProfile>, String> {
-        let Some(from) = self.cpu_since else {
-            return Ok(None);
-        };
+    fn cpu_window(&mut self) -> Option<EncodedProfile> {
+        let from = self.cpu_since?;
         let now = SystemTime::now();
         self.cpu_since = Some(now);
         self.control.cpu_windows.fetch_add(1, Ordering::SeqCst);
-        Ok(Some(self.cpu_profile(from, now)))
+        Some(self.cpu_profile(from, now))
     }
-    fn cpu_stop(&mut self) -> Result<Option<EncodedProfile>, String> {
-        let Some(from) = self.cpu_since.take() else {
-            return Ok(None);
-        };
+    fn cpu_stop(&mut self) -> Option<EncodedProfile> {
+        let from = self.cpu_since.take()?;
         self.control.cpu_stops.fetch_add(1, Ordering::SeqCst);
-        Ok(Some(self.cpu_profile(from, SystemTime::now())))
+        Some(self.cpu_profile(from, SystemTime::now()))
     }
-    fn heap(&mut self, from: SystemTime) -> Result<EncodedProfile, String> {
+    fn heap(&mut self, from: SystemTime) -> EncodedProfile {
         self.control.heaps.fetch_add(1, Ordering::SeqCst);
-        Ok(EncodedProfile {
+        EncodedProfile {
             kind: ProfileKind::Heap,
             pprof_gz: pprof(
                 &[
@@ -169,11 +166,11 @@ impl ProfileSource for FakeSource {
             ),
             from,
             until: SystemTime::now(),
-        })
+        }
     }
-    fn threads(&mut self, from: SystemTime) -> Result<EncodedProfile, String> {
+    fn threads(&mut self, from: SystemTime) -> EncodedProfile {
         self.control.threads.fetch_add(1, Ordering::SeqCst);
-        Ok(EncodedProfile {
+        EncodedProfile {
             kind: ProfileKind::Threads,
             pprof_gz: pprof(
                 &[("goroutine", "count")],
@@ -184,7 +181,7 @@ impl ProfileSource for FakeSource {
             ),
             from,
             until: SystemTime::now(),
-        })
+        }
     }
 }
 
