@@ -36,7 +36,9 @@ use thread_state::thread_state;
 /// heap (no default sample type) or allocs (default alloc_space): same data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HeapView {
+    /// The `heap` profile: no default sample type (pprof shows `inuse_space`).
     Heap,
+    /// The `allocs` profile: default sample type `alloc_space`.
     Allocs,
 }
 

@@ -9,8 +9,8 @@
 //! keyed by (stack, size), like Go's buckets. [`snapshot`] returns raw counters; unbiasing is the encoder's.
 //!
 //! Invariants:
-//! - Every sampled block, whatever its size or alignment, lives in the [`region`] with its site number in
-//!   its header, and no other block does: a free is a sampled block's exactly when [`region::owns`] its
+//! - Every sampled block, whatever its size or alignment, lives in the `region` with its site number in
+//!   its header, and no other block does: a free is a sampled block's exactly when `region::owns` its
 //!   pointer, and a sampled block never reaches the inner allocator (on musl one under [`SHADOW_BELOW`] leaves
 //!   an untouched shadow there, freed with it). When the region cannot hold a block the allocation is simply
 //!   not sampled (counted in [`lost_counts`]), so every recorded allocation's free is seen and `inuse` is
@@ -18,7 +18,7 @@
 //! - The path every allocation takes: one read-modify-write of a `const` thread-local (`%fs`-relative, no
 //!   `__tls_get_addr`), decided before the inner allocator is called so that call stays a tail call; the
 //!   rate is folded into that countdown when it is drawn, so no global is read (a rate change reaches other
-//!   threads at their next sample, see [`set_rate`]). Every free: [`region::owns`], a load of one line
+//!   threads at their next sample, see [`set_rate`]). Every free: `region::owns`, a load of one line
 //!   that never changes and a compare. Only sampled allocations and frees of sampled blocks take the site
 //!   mutex.
 //! - It never samples an allocation made while recording a sample (a per-thread guard sends those straight
@@ -92,12 +92,14 @@ pub struct SamplingAllocator<A = System> {
 }
 
 impl SamplingAllocator<System> {
+    /// The sampler around the system allocator (`std::alloc::System`).
     pub const fn system() -> Self {
         SamplingAllocator { inner: System }
     }
 }
 
 impl<A> SamplingAllocator<A> {
+    /// The sampler around `inner`, any `GlobalAlloc`, which serves every allocation.
     pub const fn new(inner: A) -> Self {
         SamplingAllocator { inner }
     }
@@ -331,7 +333,7 @@ pub fn unsampled<R>(f: impl FnOnce() -> R) -> R {
 }
 
 /// Sets the sampling rate in bytes (0 = off). The calling thread uses it from its next allocation; every
-/// other thread at its next sample (or, while sampling was off, within [`OFF_RECHECK_BYTES`] of its own
+/// other thread at its next sample (or, while sampling was off, within 1 MiB of its own
 /// allocation). Go reads its rate on every allocation; folding it into the per-thread countdown instead
 /// keeps a global load off the path every allocation takes.
 pub fn set_rate(bytes: usize) {
@@ -348,19 +350,26 @@ pub fn rate() -> usize {
 /// Raw (unscaled) counters of one sampled allocation site: one (stack, size) pair, as Go's buckets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeapRecord {
+    /// Return addresses of the allocating call, leaf first.
     pub stack: Stack,
     /// The size in bytes of every block counted here (Go's `blockSize`).
     pub size: u64,
+    /// Sampled allocations at this site (unscaled).
     pub alloc_objects: u64,
+    /// Bytes of the sampled allocations (unscaled).
     pub alloc_bytes: u64,
+    /// Sampled allocations since freed (unscaled).
     pub free_objects: u64,
+    /// Bytes of the sampled allocations since freed (unscaled).
     pub free_bytes: u64,
 }
 
 /// Every sampled site since process start, and the rate they were sampled at.
 #[derive(Debug, Clone)]
 pub struct HeapSnapshot {
+    /// The sampling rate in bytes when the sites were read (0 = off; see [`set_rate`]).
     pub rate: usize,
+    /// One record per sampled (stack, size) pair.
     pub records: Vec<HeapRecord>,
 }
 

@@ -60,6 +60,7 @@
 //! `signal`, `unwind`, `cpu`, `threads`, `heap` and `mapped` (each `unsafe` block carries a `// SAFETY:`
 //! comment). Signal handlers never allocate, lock, panic or format (the contract is in `signal`).
 #![deny(unsafe_code)]
+#![warn(missing_docs)]
 
 pub(crate) mod builder;
 #[allow(unsafe_code)]

@@ -14,8 +14,11 @@ pub struct MapsEntry {
     pub start: u64,
     /// One past the last address.
     pub end: u64,
+    /// `r` permission.
     pub readable: bool,
+    /// `w` permission.
     pub writable: bool,
+    /// `x` permission.
     pub executable: bool,
     /// `s` (shared) rather than `p` (private).
     pub shared: bool,

@@ -6,6 +6,8 @@
 #![forbid(unsafe_code)]
 
 /// A whole profile. `string_table[0]` must be `""`.
+// Fields: google/pprof's proto/profile.proto, message Profile.
+#[allow(missing_docs)]
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Profile {
     #[prost(message, repeated, tag = "1")]
@@ -41,6 +43,8 @@ pub struct Profile {
 }
 
 /// A (type, unit) pair, both string-table indices.
+// Fields: google/pprof's proto/profile.proto, message ValueType.
+#[allow(missing_docs)]
 #[derive(Clone, Copy, PartialEq, Eq, prost::Message)]
 pub struct ValueType {
     #[prost(int64, tag = "1")]
@@ -50,6 +54,8 @@ pub struct ValueType {
 }
 
 /// One stack (leaf first) with one value per sample type and its labels.
+// Fields: google/pprof's proto/profile.proto, message Sample.
+#[allow(missing_docs)]
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Sample {
     #[prost(uint64, repeated, tag = "1")]
@@ -61,6 +67,8 @@ pub struct Sample {
 }
 
 /// A string label (`str` set) or a numeric one (`num`, optional `num_unit`).
+// Fields: google/pprof's proto/profile.proto, message Label.
+#[allow(missing_docs)]
 #[derive(Clone, Copy, PartialEq, Eq, prost::Message)]
 pub struct Label {
     #[prost(int64, tag = "1")]
@@ -74,6 +82,8 @@ pub struct Label {
 }
 
 /// A mapped object (the main binary).
+// Fields: google/pprof's proto/profile.proto, message Mapping.
+#[allow(missing_docs)]
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Mapping {
     #[prost(uint64, tag = "1")]
@@ -99,6 +109,8 @@ pub struct Mapping {
 }
 
 /// An instruction address and the (possibly inlined) source lines it stands for.
+// Fields: google/pprof's proto/profile.proto, message Location.
+#[allow(missing_docs)]
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Location {
     #[prost(uint64, tag = "1")]
@@ -114,6 +126,8 @@ pub struct Location {
 }
 
 /// A function and line; for inlined frames the innermost comes first.
+// Fields: google/pprof's proto/profile.proto, message Line.
+#[allow(missing_docs)]
 #[derive(Clone, Copy, PartialEq, Eq, prost::Message)]
 pub struct Line {
     #[prost(uint64, tag = "1")]
@@ -125,6 +139,8 @@ pub struct Line {
 }
 
 /// A function: names and file are string-table indices.
+// Fields: google/pprof's proto/profile.proto, message Function.
+#[allow(missing_docs)]
 #[derive(Clone, Copy, PartialEq, Eq, prost::Message)]
 pub struct Function {
     #[prost(uint64, tag = "1")]

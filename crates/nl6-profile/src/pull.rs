@@ -54,7 +54,7 @@ mod profiles;
 
 use crate::delta::{ContentionDelta, HeapDelta};
 use crate::heap;
-pub use profiles::Kind;
+pub(crate) use profiles::Kind;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -134,10 +134,13 @@ fn percent_decode(s: &str) -> String {
 /// The surface's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PullResponse {
+    /// HTTP status code.
     pub status: u16,
+    /// The `Content-Type` header's value.
     pub content_type: &'static str,
     /// Headers besides `Content-Type` (`Content-Disposition`, `X-Go-Pprof`, `Allow`).
     pub headers: Vec<(&'static str, String)>,
+    /// The response body.
     pub body: Vec<u8>,
     /// How long the request profiled: time a server should add to its write deadline for this answer.
     pub extra_write_time: Duration,
@@ -211,10 +214,12 @@ fn wait_out(total: Duration, watch: Watch) -> Result<(), PullResponse> {
 /// One row of the profile table: the index page, the routes and `seconds` support come from it.
 #[derive(Debug, PartialEq, Eq)]
 pub struct ProfileEntry {
+    /// The path below the mount point (`heap`, `profile`…).
     pub name: &'static str,
-    pub kind: Kind,
+    pub(crate) kind: Kind,
     /// Whether `?seconds=N` gives a delta (Go's `profileSupportsDelta`).
     pub delta: bool,
+    /// The index page's description of the profile (Go's wording where Go has the profile).
     pub description: &'static str,
 }
 
@@ -242,10 +247,15 @@ pub fn lookup(name: &str) -> Option<&'static ProfileEntry> {
 /// What a request below the mount point asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PullRoute {
+    /// The index page (`/debug/pprof/`).
     Index,
+    /// `profile`: a CPU profile of `?seconds=N`.
     Cpu,
+    /// `symbol`: program counters to function names.
     Symbol,
+    /// `trace`: Go's execution trace, answered 404 (there is no tracer).
     Trace,
+    /// A profile from [`PROFILES`] other than `profile` and `symbol`.
     Profile(&'static ProfileEntry),
     /// A name not in [`PROFILES`].
     Unknown,

@@ -6,7 +6,7 @@
 //! runtime/pprof lists them; [`Symbolizer::mappings`] for the profile's `Mapping` messages (range, file
 //! offset, path, build ID); [`Symbolizer::resolve`]; [`symbolize`] for `/debug/pprof/symbol`.
 //!
-//! Cost model: an object is mapped read-only when first needed ([`super::mapped`], never read into the
+//! Cost model: an object is mapped read-only when first needed (crate-private `mapped`, never read into the
 //! heap), its function index (4 bytes per function) built on its first lookup, and each function named
 //! once (a cache by symbol number; by address when DWARF gives lines). All of it is allocated unsampled
 //! ([`super::heap::unsampled`]): the symbolizer is the profiler's, so it is not in nl6's heap profile.
@@ -62,8 +62,11 @@ pub struct Resolved {
 /// One executable mapping of the process, for a pprof `Mapping` message.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MappingInfo {
+    /// First address of the mapping.
     pub start: u64,
+    /// One past the last address.
     pub limit: u64,
+    /// Offset in the file of the byte mapped at `start`.
     pub file_offset: u64,
     /// The object's path as `/proc/self/maps` prints it (`[vdso]` for the vDSO).
     pub filename: String,

@@ -2,7 +2,7 @@
 //! `threadcreate` record.
 //!
 //! [`capture_all`] lists `/proc/self/task`, gives each other thread a preallocated slot, sends it
-//! [`signal::stacks_signal`] with `tgkill`, and waits (bounded) while each handler unwinds its interrupted
+//! `signal::stacks_signal` with `tgkill`, and waits (bounded) while each handler unwinds its interrupted
 //! context into its slot with the label it had at that instant. The calling thread records its own stack
 //! directly. A thread that blocks the signal or does not run in time is reported with an empty stack. A
 //! thread whose stack bounds nobody learnt (one nl6 did not spawn, outside a CPU profile) answers with
@@ -17,7 +17,8 @@
 //! [`spawn_recorded`] spawns a named thread after recording where it was spawned from (bounded to
 //! [`MAX_THREADCREATE`] records) and caches the new thread's stack bounds at birth for the unwinder.
 //!
-//! Never: allocates, locks or panics in the handler (contract in [`super::signal`]); waits without a bound.
+//! Never: allocates, locks or panics in the handler (contract in the crate-private `signal`); waits
+//! without a bound.
 use super::labels;
 use super::signal::{self, ErrnoGuard};
 use super::unwind::{self, MAX_DEPTH};
@@ -42,10 +43,13 @@ pub const MAX_THREADCREATE: usize = 4096;
 /// One thread's stack at capture time.
 #[derive(Debug, Clone)]
 pub struct ThreadStack {
+    /// The kernel thread id.
     pub tid: i32,
+    /// The thread's name (`/proc/self/task/<tid>/comm`).
     pub name: String,
     /// Subsystem label index (0 = none).
     pub label: u16,
+    /// Return addresses, leaf first.
     pub stack: Stack,
 }
 

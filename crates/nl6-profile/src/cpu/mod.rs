@@ -2,10 +2,10 @@
 //! at sample time, aggregated by a collector thread.
 //!
 //! How it works: [`start`] installs the handler and arms, for every thread in `/proc/self/task`, a POSIX
-//! timer on that thread's CPU clock that sends SIGPROF to that thread only ([`timers`]: per-thread timers
+//! timer on that thread's CPU clock that sends SIGPROF to that thread only (`timers`: per-thread timers
 //! charge each thread exactly its own CPU time; a process-wide `setitimer` does not, golang/go#35057). The
 //! signal handler unwinds the interrupted context, reads the thread's label and writes one slot of a static
-//! lock-free [`ring`]. A collector thread (`nl6-cpu-collect`, unlabelled, sampled like any other) drains the
+//! lock-free `ring`. A collector thread (`nl6-cpu-collect`, unlabelled, sampled like any other) drains the
 //! ring every 100 ms into a `(stack, label) → count` map and keeps the timers in step with the threads:
 //! each tick it compares the process's thread count with the one it knows and probes the ids the kernel
 //! handed out since the last tick; only when one of them says something changed (or every 30 s) does
@@ -32,7 +32,7 @@
 //!
 //! Owns: the ring (static, ~1.1 MB of zero pages, touched as used), the timers, the collector thread. Never:
 //! allocates, locks or panics in the handler; runs two sessions at once ([`CpuError::Busy`]); restores the
-//! default SIGPROF action (see [`super::signal`]).
+//! default SIGPROF action (see the crate-private `signal` module).
 mod ring;
 mod tasks;
 mod timers;
@@ -82,7 +82,9 @@ impl std::error::Error for CpuError {}
 /// signals landed on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CpuSample {
+    /// Return addresses, leaf first.
     pub stack: Stack,
+    /// Subsystem label index at sample time (0 = none).
     pub label: u16,
     /// Timer periods credited to this stack and label (one per signal plus its `si_overrun`).
     pub count: u64,
@@ -91,10 +93,13 @@ pub struct CpuSample {
 /// The result of a profiling window.
 #[derive(Debug, Clone)]
 pub struct CpuProfile {
+    /// Wall-clock time the window began.
     pub start: SystemTime,
+    /// Wall-clock length of the window.
     pub duration: Duration,
     /// Nanoseconds of CPU one sample stands for (1e9 / hz).
     pub period_ns: u64,
+    /// The aggregated samples, one per distinct (stack, label).
     pub samples: Vec<CpuSample>,
     /// Samples dropped because buffers were full.
     pub lost: u64,
