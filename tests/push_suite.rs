@@ -248,6 +248,41 @@ mod fake_server {
     }
 
     #[test]
+    fn a_panicking_source_is_an_error_not_a_dead_push() {
+        let server = FakeServer::start(200, "");
+        let logs = Logs::default();
+        let (source, control) = FakeSource::new();
+        control.heap_panics.store(true, Ordering::SeqCst);
+        let pusher =
+            PyroscopePusher::with_source(config(&logs, Duration::from_secs(2)), Box::new(source));
+        let run = pusher
+            .start(target(&server.url(), Duration::from_millis(100)))
+            .unwrap();
+        let st = status_after(run.as_ref(), Duration::from_secs(10), |s| {
+            s.sdk_errors >= 2 && s.uploads >= 2
+        });
+        assert_eq!(
+            st.last_error.as_deref(),
+            Some("heap profile: the heap snapshot broke"),
+            "{st:?}"
+        );
+        assert_eq!(
+            control.heaps.load(Ordering::SeqCst),
+            0,
+            "every heap call panicked"
+        );
+        control.heap_panics.store(false, Ordering::SeqCst);
+        assert!(
+            wait_until(Duration::from_secs(10), || control
+                .heaps
+                .load(Ordering::SeqCst)
+                >= 1),
+            "the push thread survived and asks for the heap again"
+        );
+        assert!(run.stop(Duration::from_secs(5)));
+    }
+
+    #[test]
     fn start_touches_no_network_and_stop_flushes_a_final_window_and_heap() {
         let server = FakeServer::start(200, "");
         let logs = Logs::default();

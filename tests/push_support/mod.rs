@@ -87,6 +87,8 @@ pub struct FakeControl {
     pub cpu_stops: Arc<AtomicU64>,
     pub heaps: Arc<AtomicU64>,
     pub threads: Arc<AtomicU64>,
+    /// When set, `heap` panics as a broken engine would.
+    pub heap_panics: Arc<AtomicBool>,
 }
 
 /// Produces small, valid profiles (the stand-in's google/pprof checks pass) stamped with the current time.
@@ -149,6 +151,9 @@ impl ProfileSource for FakeSource {
         Some(self.cpu_profile(from, SystemTime::now()))
     }
     fn heap(&mut self, from: SystemTime) -> EncodedProfile {
+        if self.control.heap_panics.load(Ordering::SeqCst) {
+            panic!("the heap snapshot broke");
+        }
         self.control.heaps.fetch_add(1, Ordering::SeqCst);
         EncodedProfile {
             kind: ProfileKind::Heap,
