@@ -100,40 +100,13 @@ impl Request {
 
     /// The first query parameter named `name`, percent-decoded (`+` is a space).
     pub fn query_param(&self, name: &str) -> Option<String> {
-        self.query
-            .split('&')
-            .filter(|kv| !kv.is_empty())
-            .find_map(|kv| {
-                let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-                (percent_decode(k) == name).then(|| percent_decode(v))
-            })
+        nl6_profile::pull::query_param(&self.query, name)
     }
 }
 
-/// Decodes `%XX` escapes and `+`; invalid escapes are kept as they are.
-pub fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => {
-                match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16)
-                {
-                    Ok(v) => {
-                        out.push(v);
-                        i += 2;
-                    }
-                    Err(_) => out.push(b'%'),
-                }
-            }
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
+/// Decodes `%XX` escapes and `+`; invalid escapes are kept as they are (the engine's, shared with the
+/// pull surface so both read a query alike).
+pub use nl6_profile::pull::percent_decode;
 
 /// A reply: status, headers and body. The server adds `Content-Length`, `Date`-free framing, `Connection`
 /// and `X-Content-Type-Options: nosniff`.

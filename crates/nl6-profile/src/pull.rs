@@ -94,18 +94,21 @@ impl<'a> PullRequest<'a> {
 
     /// The first query parameter named `name`, percent-decoded (`+` is a space).
     pub fn query_param(&self, name: &str) -> Option<String> {
-        self.query
-            .split('&')
-            .filter(|kv| !kv.is_empty())
-            .find_map(|kv| {
-                let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-                (percent_decode(k) == name).then(|| percent_decode(v))
-            })
+        query_param(self.query, name)
     }
 }
 
+/// The first parameter named `name` of a raw query string, percent-decoded (`+` is a space). The one
+/// query reader: nl6's HTTP requests use it too.
+pub fn query_param(query: &str, name: &str) -> Option<String> {
+    query.split('&').filter(|kv| !kv.is_empty()).find_map(|kv| {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        (percent_decode(k) == name).then(|| percent_decode(v))
+    })
+}
+
 /// Decodes `%XX` escapes and `+`; an invalid escape is kept as it is.
-fn percent_decode(s: &str) -> String {
+pub fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
