@@ -25,28 +25,8 @@ const BEFORE: &[&str] = &[
     "  30000 devices: `cannot bind UDP …: No file descriptors available` at device 19995",
 ];
 
-fn status(field: &str) -> u64 {
-    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    s.lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
-/// This process's user + system CPU time, in clock ticks (100 a second).
-fn cpu_ticks() -> u64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = &stat[stat.rfind(')').map_or(0, |i| i + 2)..];
-    let f: Vec<u64> = after
-        .split_whitespace()
-        .map(|v| v.parse().unwrap_or(0))
-        .collect();
-    f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)
-}
-
-/// `field` of `/proc/<pid>/status` (kB for memory fields).
-fn status_of(pid: u32, field: &str) -> u64 {
+/// `field` of `/proc/<pid>/status` (kB for memory fields); `pid` may be `self`.
+fn status_of(pid: impl std::fmt::Display, field: &str) -> u64 {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     s.lines()
         .find(|l| l.starts_with(field))
@@ -55,8 +35,8 @@ fn status_of(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// User + system CPU time of process `pid`, in clock ticks (100 a second).
-fn cpu_ticks_of(pid: u32) -> u64 {
+/// User + system CPU time of process `pid` (or `self`), in clock ticks (100 a second).
+fn cpu_ticks_of(pid: impl std::fmt::Display) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let after = &stat[stat.rfind(')').map_or(0, |i| i + 2)..];
     let f: Vec<u64> = after
@@ -139,10 +119,14 @@ fn measure(mode: &str, devices: usize, idle: Duration) {
         }
     };
     let boot = t.elapsed();
-    let (threads, rss, maps) = (status("Threads:"), status("VmRSS:"), memory_maps());
-    let ticks = cpu_ticks();
+    let (threads, rss, maps) = (
+        status_of("self", "Threads:"),
+        status_of("self", "VmRSS:"),
+        memory_maps(),
+    );
+    let ticks = cpu_ticks_of("self");
     std::thread::sleep(idle);
-    let cpu = (cpu_ticks() - ticks) as f64 / 100.0 / idle.as_secs_f64();
+    let cpu = (cpu_ticks_of("self") - ticks) as f64 / 100.0 / idle.as_secs_f64();
     println!(
         "  {devices:>5} devices, {mode:<10}: boot {:>6.2} s, {threads:>3} threads, RSS {:>4} MB, {maps:>5} memory maps, idle CPU {:.1}% of a core",
         boot.as_secs_f64(),
