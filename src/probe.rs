@@ -105,7 +105,9 @@ impl Probe {
                 })
                 .map(|_| ())
                 .map_err(|e| match e {
-                    PostError::Invalid(m) | PostError::PushFailed { message: m, .. } => m,
+                    PostError::Invalid(m)
+                    | PostError::PushFailed { message: m, .. }
+                    | PostError::RevertUnavailable { message: m, .. } => m,
                     PostError::Busy { .. } => crate::gate::control::BUSY_MESSAGE.to_string(),
                 }),
         };

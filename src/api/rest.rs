@@ -128,7 +128,10 @@ fn post_answer(outcome: Result<GateView, PostError>) -> Response {
     match outcome {
         Ok(view) => json(200, &serde_json::json!({ "data": state_json(&view) })),
         Err(PostError::Invalid(msg)) => error(400, &msg),
-        Err(PostError::PushFailed { message, view }) => json(
+        Err(
+            PostError::PushFailed { message, view }
+            | PostError::RevertUnavailable { message, view },
+        ) => json(
             500,
             &serde_json::json!({ "error": message, "data": state_json(&view) }),
         ),

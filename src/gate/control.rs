@@ -14,9 +14,12 @@
 //!   transition in progress.
 //! - `run` holds the running push; it is locked only to put, take, or read its status (never across a
 //!   stop or a start).
-//! - The revert timer is one thread that exists only while a revert is pending; it waits on the monotonic
-//!   clock (`Revert::due`), so a wall-clock step neither fires a revert early nor holds it back. A later
-//!   transition bumps a generation number, which wakes and ends the old timer.
+//! - The revert timer is one thread, started by the first POST that asks for a `duration` and kept until
+//!   the gate is dropped (asleep on a condvar while no revert is pending). A POST whose revert could not
+//!   be armed because that thread cannot start (`RLIMIT_NPROC`, out of memory) fails with
+//!   [`PostError::RevertUnavailable`] (500) before anything changes: a duration is a promise. The timer
+//!   waits on the monotonic clock (`Revert::due`), so a wall-clock step neither fires a revert early nor
+//!   holds it back; every transition bumps a generation number and sets the next due time (or none).
 //!
 //! - A close is visible to the pull surface the moment it **begins**: `closes` counts closing
 //!   transitions, odd while one runs (through a push's flush), so [`Gate::open_epoch`] is `None` during
@@ -33,6 +36,7 @@ use super::port::{PushRun, PushStatus, Pusher};
 use super::state::{self, Action, GateState, Now, PostRequest, Startup, Transition, ADHOC_ENV};
 use super::turn::{Ticket, Turn, Turns, Wake};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -90,12 +94,44 @@ pub enum PostError {
     /// Another transition (typically a closing push's flush) held the gate for longer than [`POST_WAIT`];
     /// nothing changed (409, with the state as of the last completed transition).
     Busy { view: Box<GateView> },
+    /// The POST asks for a `duration` but the revert timer's thread cannot start; nothing changed (500,
+    /// with the state).
+    RevertUnavailable {
+        message: String,
+        view: Box<GateView>,
+    },
 }
 
 type EnvCheck = Box<dyn Fn() -> bool + Send + Sync>;
 type LogSink = Box<dyn Fn(&str) + Send + Sync>;
 type WallClock = Box<dyn Fn() -> SystemTime + Send + Sync>;
 type CloseHook = Box<dyn Fn() + Send + Sync>;
+/// Starts a thread (the revert timer's); tests make it fail.
+type Spawner = fn(Box<dyn FnOnce() + Send>) -> std::io::Result<()>;
+
+fn spawn_timer_thread(f: Box<dyn FnOnce() + Send>) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("gate-revert".to_string())
+        .spawn(f)
+        .map(drop)
+}
+
+/// What the revert timer's thread waits on: the next due time of the current generation.
+#[derive(Default)]
+struct RevertTimer {
+    slot: Mutex<TimerSlot>,
+    wake: Condvar,
+    /// Set once the thread runs (never unset: it lives as long as the gate).
+    started: OnceLock<()>,
+}
+
+#[derive(Default)]
+struct TimerSlot {
+    generation: u64,
+    due: Option<Instant>,
+    /// The gate is gone: the thread ends.
+    gone: bool,
+}
 
 struct Published {
     state: GateState,
@@ -110,8 +146,8 @@ struct Inner {
     state: Mutex<GateState>,
     published: Mutex<Arc<Published>>,
     run: Mutex<Option<Box<dyn PushRun>>>,
-    revert_generation: Mutex<u64>,
-    revert_wake: Condvar,
+    timer: Arc<RevertTimer>,
+    spawn: Spawner,
     adhoc_env_set: EnvCheck,
     log: LogSink,
     stop_budget: Duration,
@@ -168,8 +204,8 @@ impl Gate {
                 state: Mutex::new(GateState::default()),
                 published: Mutex::new(published),
                 run: Mutex::new(None),
-                revert_generation: Mutex::new(0),
-                revert_wake: Condvar::new(),
+                timer: Arc::default(),
+                spawn: spawn_timer_thread,
                 adhoc_env_set,
                 log,
                 stop_budget,
@@ -248,6 +284,21 @@ impl Gate {
             },
         )
         .map_err(|refusal| PostError::Invalid(refusal.to_string()))?;
+        // Before any action runs: a revert that cannot be armed leaves everything as it was.
+        if t.state.revert.is_some() {
+            if let Err(e) = Inner::ensure_timer(&self.inner) {
+                drop(st);
+                drop(turn);
+                return Err(PostError::RevertUnavailable {
+                    message: format!(
+                        "the revert timer cannot start ({e}): the duration could not be honoured, \
+                         nothing changed; retry without \"duration\" or once the process may start \
+                         a thread"
+                    ),
+                    view: Box::new(self.view()),
+                });
+            }
+        }
         // An abandoned flush is not a failure of the POST: the gate did close (or re-target), and the flush
         // logged its own line. Found by tests/harden_push_faults.rs (a hanging collector made the closing
         // POST answer 500 while the state it carried said enabled:false).
@@ -378,6 +429,15 @@ impl Drop for PendingPost {
 
 #[cfg(test)]
 impl Gate {
+    /// Replaces how the revert timer's thread is started (tests make it fail). Only on a gate not yet
+    /// cloned.
+    fn with_spawner(mut self, spawn: Spawner) -> Gate {
+        Arc::get_mut(&mut self.inner)
+            .expect("set the spawner before cloning the gate")
+            .spawn = spawn;
+        self
+    }
+
     /// Replaces the wall clock (tests step it). Only on a gate not yet cloned.
     fn with_wall_clock(mut self, clock: WallClock) -> Gate {
         Arc::get_mut(&mut self.inner)
@@ -475,32 +535,42 @@ impl Inner {
         *lock(&self.published) = Arc::new(p);
     }
 
-    /// Cancels any pending timer and, when `due` is set, starts the one thread that waits for it.
+    /// Starts the revert timer's thread unless it runs already.
+    fn ensure_timer(this: &Arc<Inner>) -> std::io::Result<()> {
+        if this.timer.started.get().is_some() {
+            return Ok(());
+        }
+        let weak = Arc::downgrade(this);
+        let timer = Arc::clone(&this.timer);
+        (this.spawn)(Box::new(move || revert_timer(&weak, &timer)))?;
+        let _ = this.timer.started.set(());
+        Ok(())
+    }
+
+    /// Cancels any pending revert and, when `due` is set, hands it to the timer's thread.
     fn arm_revert(self: &Arc<Inner>, due: Option<Instant>) {
-        let generation = {
-            let mut g = lock(&self.revert_generation);
-            *g += 1;
-            *g
-        };
-        self.revert_wake.notify_all();
-        let Some(due) = due else { return };
-        let weak = Arc::downgrade(self);
-        let spawned = std::thread::Builder::new()
-            .name("gate-revert".to_string())
-            .spawn(move || revert_timer(&weak, generation, due));
-        if let Err(e) = spawned {
-            (self.log)(&format!(
-                "[profiling] revert timer could not start ({e}); the revert will not happen"
-            ));
+        {
+            let mut slot = lock(&self.timer.slot);
+            slot.generation += 1;
+            slot.due = due;
+        }
+        self.timer.wake.notify_all();
+        // Only a POST asks for a revert, and it started the thread first; say so if that ever changes.
+        if due.is_some() {
+            if let Err(e) = Inner::ensure_timer(self) {
+                (self.log)(&format!(
+                    "[profiling] revert timer could not start ({e}); the revert will not happen"
+                ));
+            }
         }
     }
 
-    /// Applies the revert if it is still this timer's and has fallen due. Returns true when the timer is
-    /// done (applied or superseded).
+    /// Applies the revert if it is still `generation`'s and has fallen due. Returns true when the timer is
+    /// done with it (applied or superseded).
     fn revert_if_due(this: &Arc<Inner>, generation: u64) -> bool {
         let _turn = this.turns.take(None);
         let mut st = lock(&this.state);
-        if *lock(&this.revert_generation) != generation {
+        if lock(&this.timer.slot).generation != generation {
             return true;
         }
         match state::on_revert_due(&st, &this.startup, (this.adhoc_env_set)(), Instant::now()) {
@@ -513,26 +583,48 @@ impl Inner {
     }
 }
 
-/// Waits on the monotonic clock for `due` (a wall-clock step changes nothing), then applies the revert.
-fn revert_timer(weak: &Weak<Inner>, generation: u64, due: Instant) {
+impl Drop for Inner {
+    fn drop(&mut self) {
+        lock(&self.timer.slot).gone = true;
+        self.timer.wake.notify_all();
+    }
+}
+
+/// The revert timer's thread: sleeps until the current generation's due time (on the monotonic clock, so
+/// a wall-clock step changes nothing), applies the revert, and sleeps again; ends when the gate is gone.
+fn revert_timer(weak: &Weak<Inner>, timer: &RevertTimer) {
+    let mut slot = lock(&timer.slot);
     loop {
-        let Some(inner) = weak.upgrade() else { return };
-        {
-            let g = lock(&inner.revert_generation);
-            if *g != generation {
-                return;
-            }
-            let left = due.saturating_duration_since(Instant::now());
-            if !left.is_zero() {
-                // Wake at least every second so a dropped gate ends this thread.
-                let _ = inner
-                    .revert_wake
-                    .wait_timeout(g, left.min(Duration::from_secs(1)));
-                continue;
-            }
-        }
-        if Inner::revert_if_due(&inner, generation) {
+        if slot.gone {
             return;
+        }
+        let Some(due) = slot.due else {
+            slot = timer.wake.wait(slot).unwrap_or_else(|e| e.into_inner());
+            continue;
+        };
+        let left = due.saturating_duration_since(Instant::now());
+        if !left.is_zero() {
+            slot = timer
+                .wake
+                .wait_timeout(slot, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+            continue;
+        }
+        let generation = slot.generation;
+        drop(slot);
+        let done = match weak.upgrade() {
+            Some(inner) => Inner::revert_if_due(&inner, generation),
+            None => return,
+        };
+        slot = lock(&timer.slot);
+        if !done && slot.generation == generation {
+            // Not applied yet (the state's own clock disagreed): look again shortly.
+            slot = timer
+                .wake
+                .wait_timeout(slot, Duration::from_millis(10))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
     }
 }

@@ -3,7 +3,7 @@
 use super::*;
 use crate::gate::port::PushTarget;
 use crate::gate::state::{AddressField, ADHOC_ENV};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 #[derive(Default)]
@@ -309,6 +309,61 @@ fn a_short_duration_reverts() {
         "{}",
         logs[1]
     );
+}
+
+/// A duration is a promise: when the timer's thread cannot start, the POST fails and nothing changes
+/// (it used to answer 200 with revert_pending and leave the gate open for good).
+#[test]
+fn a_revert_that_cannot_be_armed_fails_the_post_with_nothing_changed() {
+    let mut h = harness(Some("http://flag:4040"), Duration::ZERO);
+    h.gate = h.gate.with_spawner(|_| {
+        Err(std::io::Error::from_raw_os_error(11)) // EAGAIN, as RLIMIT_NPROC gives
+    });
+    let before = h.gate.view();
+    let e = h
+        .gate
+        .post(&req(
+            true,
+            AddressField::Value("http://other:4040".to_string()),
+            Some(Duration::from_secs(3)),
+        ))
+        .unwrap_err();
+    let PostError::RevertUnavailable { message, view } = e else {
+        panic!("{e:?}")
+    };
+    assert!(message.contains("revert timer cannot start"), "{message}");
+    assert_eq!(*view, before);
+    assert_eq!(h.gate.view(), before);
+    assert!(lock(&h.record.events).is_empty(), "no push was started");
+    assert!(lock(&h.logs).is_empty(), "no transition happened");
+    // Without a duration nothing needs the thread: the POST goes through.
+    let v = h.gate.post(&req(true, AddressField::Empty, None)).unwrap();
+    assert!(v.enabled && v.revert_at.is_none());
+}
+
+/// One timer thread serves every revert of the gate's life, and ends with the gate.
+#[test]
+fn one_timer_thread_serves_every_revert() {
+    static SPAWNS: AtomicU64 = AtomicU64::new(0);
+    let mut h = harness(None, Duration::ZERO);
+    h.gate = h.gate.with_spawner(|f| {
+        SPAWNS.fetch_add(1, Ordering::SeqCst);
+        spawn_timer_thread(f)
+    });
+    for _ in 0..3 {
+        h.gate
+            .post(&req(
+                true,
+                AddressField::Empty,
+                Some(Duration::from_millis(50)),
+            ))
+            .unwrap();
+        assert!(wait_until(Duration::from_secs(3), || !h.gate.is_open()));
+    }
+    assert_eq!(SPAWNS.load(Ordering::SeqCst), 1);
+    let timer = Arc::clone(&h.gate.inner.timer);
+    drop(h);
+    assert!(lock(&timer.slot).gone);
 }
 
 #[test]
