@@ -127,7 +127,9 @@ fn read_body(
             Ok(0) => return Ok(Ok(out)),
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(ureq::Error::Io(e)),
+            // ureq's own error (its time-out) comes back inside the io::Error: unwrapped, so the time-out
+            // is told as such, with how long it waited.
+            Err(e) => return Err(ureq::Error::from(e)),
         };
         if (out.len() + n) as u64 > BODY_LIMIT {
             return Ok(Err(format!(
@@ -193,5 +195,29 @@ mod tests {
         let f = fetch(&one_answer(503, vec![b'y'; 50_000]), Duration::from_secs(5));
         let e = f.body.unwrap_err();
         assert!(e.len() < 600 && e.ends_with('…'), "{} bytes", e.len());
+    }
+
+    /// A body that stops arriving: the error says how long the fetch waited (it used to say only
+    /// "timeout: global").
+    #[test]
+    fn a_stalled_body_says_how_long_it_waited() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nten bytes.");
+            // Hold the connection open, sending nothing more, past the client's time-out.
+            std::thread::sleep(Duration::from_millis(1500));
+        });
+        let f = fetch(
+            &format!("http://{addr}/debug/pprof/heap"),
+            Duration::from_millis(400),
+        );
+        let e = f.body.unwrap_err();
+        assert!(e.contains("timed out after 400ms"), "{e}");
+        server.join().unwrap();
     }
 }

@@ -8,7 +8,11 @@
 //! - `GET /api/v1/scenarios`: `{"data":[…]}`, every scenario and its state;
 //! - `POST /api/v1/scenarios`: `{"name":"link-flap","device":"…","duration":"30s","start_at"?:RFC 3339}`
 //!   → 201 with the scenario; a bad body → 400 whose error names the field; 429 when
-//!   [`scenario::MAX_ACTIVE`] scenarios are already scheduled or running.
+//!   [`scenario::MAX_ACTIVE`] scenarios are already scheduled or running;
+//! - `DELETE /api/v1/scenarios/{id}`: cancels a scheduled or running scenario → 200 with it (state
+//!   `cancelled`); 404 for an unknown id, 409 for one that has ended, 400 for an id that is not a number.
+//!
+//! `HEAD` is answered wherever `GET` is (the server sends the head only).
 //!
 //! Errors are `{"error":"…"}`; every body is `application/json`. Handlers never touch a socket.
 #![forbid(unsafe_code)]
@@ -24,25 +28,35 @@ use crate::api::rest::{error, json};
 /// Routes a request to the fleet API; `None` when the path is not ours.
 pub fn route(req: &crate::http::Request, fleet: &Fleet) -> Option<crate::http::Response> {
     Some(match (req.method.as_str(), req.path.as_str()) {
-        ("GET", "/api/v1/devices") => match page(req) {
+        ("GET" | "HEAD", "/api/v1/devices") => match page(req) {
             Ok((offset, limit)) => {
                 let prefix = req.query_param("name").unwrap_or_default();
                 devices(fleet, offset, limit, &prefix)
             }
             Err(e) => error(400, &e),
         },
-        ("GET", "/api/v1/scenarios") => list_scenarios(fleet),
+        ("GET" | "HEAD", "/api/v1/scenarios") => list_scenarios(fleet),
         ("POST", "/api/v1/scenarios") => post_scenario(req, fleet),
         (m, p @ "/api/v1/devices") => {
-            error(405, &format!("method {m} not allowed on {p} (GET)")).header("Allow", "GET")
+            error(405, &format!("method {m} not allowed on {p} (GET, HEAD)"))
+                .header("Allow", "GET, HEAD")
         }
-        (m, p @ "/api/v1/scenarios") => {
-            error(405, &format!("method {m} not allowed on {p} (GET, POST)"))
-                .header("Allow", "GET, POST")
-        }
+        (m, p @ "/api/v1/scenarios") => error(
+            405,
+            &format!("method {m} not allowed on {p} (GET, HEAD, POST)"),
+        )
+        .header("Allow", "GET, HEAD, POST"),
+        (m, p) if p.starts_with(SCENARIO_PREFIX) => match m {
+            "DELETE" => cancel_scenario(&p[SCENARIO_PREFIX.len()..], fleet),
+            _ => error(405, &format!("method {m} not allowed on {p} (DELETE)"))
+                .header("Allow", "DELETE"),
+        },
         _ => return None,
     })
 }
+
+/// Where one scenario's path starts (`/api/v1/scenarios/{id}`).
+const SCENARIO_PREFIX: &str = "/api/v1/scenarios/";
 
 /// Devices in a page when the request does not say.
 pub const DEFAULT_PAGE: usize = 100;
@@ -122,6 +136,19 @@ fn list_scenarios(fleet: &Fleet) -> Response {
     json(200, &serde_json::json!({ "data": data }))
 }
 
+fn cancel_scenario(id: &str, fleet: &Fleet) -> Response {
+    let Ok(id) = id.parse::<u64>() else {
+        return error(
+            400,
+            &format!("scenario id {id:?} is not a number (the \"id\" GET /api/v1/scenarios lists)"),
+        );
+    };
+    match scenario::cancel(&fleet.shared().scenarios, id) {
+        Ok(sc) => json(200, &serde_json::json!({ "data": sc.to_json() })),
+        Err(e) => error(e.status(), &e.to_string()),
+    }
+}
+
 fn post_scenario(req: &Request, fleet: &Fleet) -> Response {
     let parsed = scenario::parse_request(&req.body, |name| fleet.device(name).is_some());
     let submitted = parsed
@@ -180,7 +207,7 @@ mod tests {
         assert!(r.text().contains("field \\\"device\\\""), "{}", r.text());
 
         let r = route(&Request::new("DELETE", "/api/v1/devices"), &fleet).unwrap();
-        assert_eq!((r.status, r.get_header("allow")), (405, Some("GET")));
+        assert_eq!((r.status, r.get_header("allow")), (405, Some("GET, HEAD")));
         assert!(route(&Request::new("GET", "/debug/pprof/"), &fleet).is_none());
 
         let ok = Request::new("POST", "/api/v1/scenarios")

@@ -70,6 +70,8 @@ pub struct DeviceCounters {
     pub bad_community: AtomicU64,
     /// SNMP messages of another version (v1, v3: dropped; nl6 speaks v2c).
     pub bad_version: AtomicU64,
+    /// v2c messages whose PDU is not a request (a Response, a trap, a Report: dropped).
+    pub not_requests: AtomicU64,
     pub traps_sent: AtomicU64,
     pub informs_sent: AtomicU64,
     pub informs_acked: AtomicU64,
@@ -117,6 +119,7 @@ impl DeviceCounters {
             "snmp_responses": g(&self.snmp_responses),
             "bad_community": g(&self.bad_community),
             "bad_version": g(&self.bad_version),
+            "not_requests": g(&self.not_requests),
             "traps_sent": g(&self.traps_sent),
             "informs_sent": g(&self.informs_sent),
             "informs_acked": g(&self.informs_acked),

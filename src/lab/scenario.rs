@@ -5,6 +5,11 @@
 //! are scoped `scenario`; the runner thread carries `scenario` from birth, so between ticks it is
 //! `scenario` and inside a flow tick `flow`; a scheduled start's waiting thread is spawned under
 //! `scenario` and inherits it. Request parsing is a plain function whose errors name the field.
+//!
+//! [`cancel`] (`DELETE /api/v1/scenarios/{id}`) ends a scheduled or running scenario: it is marked
+//! cancelled at once (so it no longer counts towards [`MAX_ACTIVE`]); a scheduled one's waiting thread
+//! ends within [`CANCEL_POLL`], a running one's runner at its next tick (at most 5 s), bringing the
+//! interface back up.
 #![forbid(unsafe_code)]
 
 use super::device::Device;
@@ -26,6 +31,8 @@ pub const MAX_START_AHEAD: Duration = Duration::from_secs(24 * 3600);
 pub const MAX_ACTIVE: usize = 64;
 /// Finished or cancelled scenarios kept for `GET /api/v1/scenarios` (the oldest are forgotten first).
 pub const KEEP_ENDED: usize = 256;
+/// How often a scheduled start's waiting thread looks whether it was cancelled.
+pub const CANCEL_POLL: Duration = Duration::from_secs(1);
 
 /// What a scenario needs from the fleet that runs it. The fleet implements it; this module never names
 /// the fleet, so the two files do not depend on each other both ways.
@@ -128,7 +135,7 @@ pub enum Phase {
     Scheduled,
     Running,
     Finished,
-    /// The fleet stopped before the scenario ended.
+    /// Cancelled through the API, or the fleet stopped before the scenario ended.
     Cancelled,
 }
 
@@ -160,11 +167,16 @@ pub struct Scenario {
     pub device_index: usize,
     pub created: SystemTime,
     progress: Mutex<Progress>,
+    /// Set by [`cancel`]: the scenario's thread ends at its next look.
+    cancelled: std::sync::atomic::AtomicBool,
 }
 
 impl Scenario {
     pub fn phase(&self) -> Phase {
         self.lock().phase
+    }
+    fn cancel_requested(&self) -> bool {
+        self.cancelled.load(Ordering::SeqCst)
     }
     fn lock(&self) -> std::sync::MutexGuard<'_, Progress> {
         self.progress.lock().unwrap_or_else(|e| e.into_inner())
@@ -285,6 +297,7 @@ pub fn submit<H: Host>(sh: &Arc<H>, req: Request) -> Result<Arc<Scenario>, Submi
             flaps: 0,
             flow_ticks: 0,
         }),
+        cancelled: Default::default(),
     });
     let spawned = match delay {
         None => start(sh, &sc),
@@ -294,13 +307,14 @@ pub fn submit<H: Host>(sh: &Arc<H>, req: Request) -> Result<Arc<Scenario>, Submi
             // Spawned under `scenario`: the waiting thread inherits it.
             sh.spawn_inheriting_label(
                 &format!("scenario-sched-{}", sc.id),
-                Box::new(move || {
-                    if sh2.sleep_until(due) {
+                Box::new(move || match wait_for_start(&*sh2, &sc2, due) {
+                    Some(true) => {
                         crate::lab::probe!("scenario.scheduled");
                         let _ = start(&sh2, &sc2);
-                    } else {
-                        sc2.lock().phase = Phase::Cancelled;
                     }
+                    Some(false) => sc2.lock().phase = Phase::Cancelled,
+                    // Cancelled through the API: `cancel` recorded it.
+                    None => {}
                 }),
             )
         }),
@@ -319,12 +333,86 @@ pub fn submit<H: Host>(sh: &Arc<H>, req: Request) -> Result<Arc<Scenario>, Submi
     Ok(sc)
 }
 
+/// A scheduled start's wait: `Some(true)` when `due` came, `Some(false)` when the fleet is stopping,
+/// `None` when the scenario was cancelled (looked at every [`CANCEL_POLL`]).
+fn wait_for_start<H: Host>(sh: &H, sc: &Scenario, due: Instant) -> Option<bool> {
+    loop {
+        if sc.cancel_requested() {
+            return None;
+        }
+        let now = Instant::now();
+        if now >= due {
+            return Some(true);
+        }
+        if !sh.sleep_until(due.min(now + CANCEL_POLL)) {
+            return Some(false);
+        }
+    }
+}
+
+/// Why [`cancel`] did nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CancelError {
+    /// No scenario has that id (404).
+    Unknown(u64),
+    /// It has finished or was cancelled already (409).
+    Ended(u64, Phase),
+}
+
+impl CancelError {
+    /// The HTTP status this refusal answers with.
+    pub fn status(&self) -> u16 {
+        match self {
+            CancelError::Unknown(_) => 404,
+            CancelError::Ended(..) => 409,
+        }
+    }
+}
+
+impl std::fmt::Display for CancelError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CancelError::Unknown(id) => write!(
+                f,
+                "no scenario {id} (GET /api/v1/scenarios lists them; the oldest ended ones are forgotten)"
+            ),
+            CancelError::Ended(id, phase) => {
+                write!(f, "scenario {id} is {} already: nothing to cancel", phase.name())
+            }
+        }
+    }
+}
+
+/// Cancels scenario `id` if it is scheduled or running: marked cancelled now (its place is free at
+/// once), its thread ends at its next look (see the module notes).
+pub fn cancel(book: &Book, id: u64) -> Result<Arc<Scenario>, CancelError> {
+    let items = book.items.lock().unwrap_or_else(|e| e.into_inner());
+    let sc = items
+        .iter()
+        .find(|s| s.id == id)
+        .cloned()
+        .ok_or(CancelError::Unknown(id))?;
+    drop(items);
+    let mut p = sc.lock();
+    if !matches!(p.phase, Phase::Scheduled | Phase::Running) {
+        return Err(CancelError::Ended(id, p.phase));
+    }
+    sc.cancelled.store(true, Ordering::SeqCst);
+    p.phase = Phase::Cancelled;
+    p.finished = Some(SystemTime::now());
+    drop(p);
+    Ok(sc)
+}
+
 /// Starts a scenario now (scoped `scenario`): marks it running and spawns its runner.
 pub fn start<H: Host>(sh: &Arc<H>, sc: &Arc<Scenario>) -> std::io::Result<()> {
     labels::with(Subsystem::SCENARIO, || {
         crate::lab::probe!("scenario.start");
         {
             let mut p = sc.lock();
+            if sc.cancel_requested() {
+                return Ok(());
+            }
             p.phase = Phase::Running;
             p.started = Some(SystemTime::now());
         }
@@ -361,17 +449,20 @@ fn run<H: Host>(sh: &H, sc: &Arc<Scenario>) {
     let device = sh.devices()[sc.device_index].clone();
     let (mut next_flap, mut next_flow) = (begin, begin + flow_every);
     let mut up = false;
-    let completed = loop {
+    let ended = loop {
         crate::lab::probe!("scenario.between_ticks");
         let due = next_flap
             .min(end)
             .min(if exporter.is_some() { next_flow } else { end });
         if !sh.sleep_until(due) {
-            break false;
+            break End::Stopping;
+        }
+        if sc.cancel_requested() {
+            break End::Cancelled;
         }
         let now = Instant::now();
         if now >= end {
-            break true;
+            break End::Completed;
         }
         if now >= next_flap {
             if sh.set_link(sc.device_index, if_index, up) && !up {
@@ -389,28 +480,43 @@ fn run<H: Host>(sh: &H, sc: &Arc<Scenario>) {
             }
         }
     };
-    finish(sh, sc, if_index, completed);
+    finish(sh, sc, if_index, ended);
+}
+
+/// How a runner ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    Completed,
+    /// The fleet is stopping.
+    Stopping,
+    /// Through the API ([`cancel`], which recorded the phase).
+    Cancelled,
 }
 
 /// Ends a scenario (scoped `scenario`): brings the interface back up and records the outcome.
-fn finish<H: Host>(sh: &H, sc: &Scenario, if_index: u32, completed: bool) {
+fn finish<H: Host>(sh: &H, sc: &Scenario, if_index: u32, ended: End) {
     labels::with(Subsystem::SCENARIO, || {
         crate::lab::probe!("scenario.finish");
-        if completed {
-            sh.set_link(sc.device_index, if_index, true);
-            let text = format!("scenario {} #{} finished", sc.request.name, sc.id);
-            sh.emit_syslog(sc.device_index, syslog::SEVERITY_NOTICE, "SCENARIO", &text);
-        } else {
-            // Stopping: leave the device as it is, only record the outcome.
-            let _ = sh.devices()[sc.device_index].set_oper(if_index, true, Instant::now());
-        }
-        let mut p = sc.lock();
-        p.phase = if completed {
-            Phase::Finished
-        } else {
-            Phase::Cancelled
+        let word = match ended {
+            End::Completed => "finished",
+            End::Cancelled => "cancelled",
+            End::Stopping => {
+                // Stopping: leave the device as it is, only record the outcome.
+                let _ = sh.devices()[sc.device_index].set_oper(if_index, true, Instant::now());
+                let mut p = sc.lock();
+                p.phase = Phase::Cancelled;
+                p.finished.get_or_insert_with(SystemTime::now);
+                return;
+            }
         };
-        p.finished = Some(SystemTime::now());
+        sh.set_link(sc.device_index, if_index, true);
+        let text = format!("scenario {} #{} {word}", sc.request.name, sc.id);
+        sh.emit_syslog(sc.device_index, syslog::SEVERITY_NOTICE, "SCENARIO", &text);
+        let mut p = sc.lock();
+        if ended == End::Completed && !sc.cancel_requested() {
+            p.phase = Phase::Finished;
+            p.finished = Some(SystemTime::now());
+        }
     })
 }
 

@@ -142,8 +142,11 @@ pub enum Outcome {
     Reply(Vec<u8>),
     /// Did not decode: dropped.
     Malformed(BerError),
-    /// Decoded, but the community is not ours, or the PDU is not a request: dropped silently.
+    /// Decoded, but the community is not ours: dropped silently.
     Refused,
+    /// Decoded, but the PDU is not a request (a Response, a trap, a Report; the type is given): dropped,
+    /// and never answered, whatever the community (answering a response would let two agents loop).
+    NotARequest(u8),
     /// An SNMP message of a version we do not speak (v1 is 0, v3 is 3; we answer v2c, 1): dropped. Told
     /// apart from [`Outcome::Refused`] and [`Outcome::Malformed`] by its version field alone, so a v3
     /// message (no community) is not counted as malformed nor a v1 one as a bad community.
@@ -170,6 +173,12 @@ pub fn answer<M: MibView + ?Sized>(request: &[u8], community: &[u8], mib: &M) ->
         Ok(m) => m,
         Err(e) => return Outcome::Malformed(e),
     };
+    if !matches!(
+        req.pdu_type,
+        pdu::GET | pdu::GET_NEXT | pdu::GET_BULK | pdu::SET
+    ) {
+        return Outcome::NotARequest(req.pdu_type);
+    }
     if req.community != community {
         return Outcome::Refused;
     }
@@ -206,7 +215,7 @@ pub fn answer<M: MibView + ?Sized>(request: &[u8], community: &[u8], mib: &M) ->
             resp.error_index = 1;
             resp.varbinds = req.varbinds.clone();
         }
-        _ => return Outcome::Refused,
+        other => return Outcome::NotARequest(other),
     }
     Outcome::Reply(fit(resp, &req, response_limit(request.len())))
 }
@@ -311,6 +320,7 @@ pub fn respond(device: &Device, request: &[u8], community: &[u8]) -> Option<Vec<
         Outcome::Reply(bytes) => return Some(bytes),
         Outcome::Malformed(_) => &device.counters.malformed,
         Outcome::Refused => &device.counters.bad_community,
+        Outcome::NotARequest(_) => &device.counters.not_requests,
         Outcome::UnsupportedVersion(_) => &device.counters.bad_version,
     };
     DeviceCounters::inc(counter);
@@ -554,10 +564,14 @@ mod tests {
         // v3 has no community (msgGlobalData follows the version): another version, not malformed.
         let v3 = b"\x30\x11\x02\x01\x03\x30\x0c\x02\x01\x01\x02\x01\x01\x04\x01\x04\x02\x01\x03";
         assert_eq!(answer(v3, b"public", &mib), Outcome::UnsupportedVersion(3));
-        // A response PDU sent to the agent is not a request.
-        let mut resp = GET_SYSDESCR;
-        resp[13] = pdu::RESPONSE;
-        assert_eq!(answer(&resp, b"public", &mib), Outcome::Refused);
+        // A response, trap or report PDU sent to the agent is not a request, whatever the community
+        // (it used to be counted as a bad community).
+        for t in [pdu::RESPONSE, pdu::TRAP_V2, pdu::REPORT, pdu::INFORM] {
+            let mut other = GET_SYSDESCR;
+            other[13] = t;
+            assert_eq!(answer(&other, b"public", &mib), Outcome::NotARequest(t));
+            assert_eq!(answer(&other, b"private", &mib), Outcome::NotARequest(t));
+        }
     }
 
     #[test]
