@@ -62,7 +62,7 @@ boot closed
 measure closed
 
 boot pull
-curl -sS -o /dev/null -X POST "http://$ADDR/api/v1/profiling" -d '{"enabled":true,"server_address":""}'
+curl -sS -o /dev/null -X POST "http://$ADDR/api/v1/profiling" -H 'Content-Type: application/json' -d '{"enabled":true,"server_address":""}'
 measure pull
 
 INGEST_PORT=$(free_port)

@@ -58,7 +58,7 @@ c() { curl -sS -o /dev/null --max-time "$1" -w '%{http_code}' "${@:2}" || echo 0
 # Driver for B: runs until DURATION is over; every response must carry an expected status.
 (
   end=$(( $(date +%s) + DURATION ))
-  c 5 -X POST "$BASE/api/v1/profiling" -d '{"enabled":true,"server_address":""}' >/dev/null
+  c 5 -X POST "$BASE/api/v1/profiling" -H 'Content-Type: application/json' -d '{"enabled":true,"server_address":""}' >/dev/null
   round=0
   while [ "$(date +%s)" -lt "$end" ]; do
     round=$((round + 1))
@@ -70,8 +70,8 @@ c() { curl -sS -o /dev/null --max-time "$1" -w '%{http_code}' "${@:2}" || echo 0
     done
     wait "$cpu_pid" || true
     if [ $((round % 5)) = 0 ]; then
-      c 25 -X POST "$BASE/api/v1/profiling" -d '{"enabled":false}' >/dev/null
-      c 5 -X POST "$BASE/api/v1/profiling" -d '{"enabled":true,"server_address":""}' >/dev/null
+      c 25 -X POST "$BASE/api/v1/profiling" -H 'Content-Type: application/json' -d '{"enabled":false}' >/dev/null
+      c 5 -X POST "$BASE/api/v1/profiling" -H 'Content-Type: application/json' -d '{"enabled":true,"server_address":""}' >/dev/null
     fi
     echo "$round" >"$OUT/driver.rounds"
   done

@@ -6,14 +6,20 @@
 //! shows its flame graph; a bad address shows the server's 400 message as it is; the page fits a
 //! phone-sized window. Each state is captured under `target/console-screenshots/` for review.
 //!
+//! Another site cannot do the same: a page served by a tiny HTTP server of this test on another loopback
+//! origin tries a `text/plain` fetch POST, a `<form enctype=text/plain>` POST (the body made valid JSON)
+//! and a fetch of `/debug/pprof/heap`; the gate stays closed and nothing is read. A DNS-rebound name
+//! ([`console_support::REBIND_NAME`]) pointing at nl6's own port gets 421, and the console, which sends
+//! `X-Frame-Options: DENY` and a CSP, still runs its script and style.
+//!
 //! Chromium runs in its own process group with a fresh profile directory; the guards kill that group
 //! and the nl6 child (and remove the directory) even when an assertion fails. Every wait is bounded.
 
 mod common;
 mod console_support;
 
-use console_support::{Browser, TempDir};
-use std::io::Write;
+use console_support::{Browser, TempDir, REBIND_NAME};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -79,6 +85,112 @@ impl Drop for Busy {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
     }
+}
+
+/// The attacker's page: fires a text/plain fetch POST, a text/plain form POST (in a frame of its own) and
+/// a fetch of the heap profile at `nl6`, and records what came of each in `window.results`.
+fn evil_page(nl6: &str) -> String {
+    format!(
+        r#"<!doctype html><html><body>
+<iframe name="sink"></iframe>
+<form id="f" method="POST" enctype="text/plain" target="sink" action="{nl6}/api/v1/profiling">
+<input type="hidden" name='{{"enabled":true,"server_address":"","x":"' value='"}}'>
+</form>
+<script>
+window.results = {{}};
+fetch("{nl6}/api/v1/profiling", {{ method: "POST", body: '{{"enabled":true,"server_address":""}}' }})
+  .then(r => r.text().then(t => "read " + r.status + " " + t), e => "blocked: " + e)
+  .then(v => {{ window.results.post = v; }});
+fetch("{nl6}/debug/pprof/heap?debug=1")
+  .then(r => r.text().then(t => "read " + r.status + " " + t.slice(0, 40)), e => "blocked: " + e)
+  .then(v => {{ window.results.heap = v; }});
+document.getElementById("f").submit();
+window.results.form = "submitted";
+</script></body></html>"#
+    )
+}
+
+/// Serves `page` to every GET on a free 127.0.0.1 port (another origin than nl6's) until `stop`, for at
+/// most 60 s. Returns its base URL.
+fn serve_evil_page(page: String, stop: Arc<AtomicBool>) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let end = Instant::now() + Duration::from_secs(60);
+        while !stop.load(Ordering::SeqCst) && Instant::now() < end {
+            let Ok((mut s, _)) = listener.accept() else {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            };
+            let _ = s.set_nonblocking(false);
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                page.len()
+            );
+            let _ = s.write_all(head.as_bytes());
+            let _ = s.write_all(page.as_bytes());
+        }
+    });
+    base
+}
+
+#[test]
+fn another_origin_can_neither_open_the_gate_nor_read_a_profile() {
+    let nl6 = common::boot().start();
+    let base = format!("http://{}", nl6.addr);
+    let tmp = TempDir::new("nl6-console-evil");
+    let mut b = Browser::launch(&tmp.path().join("profile"), WAIT);
+    let stop = Arc::new(AtomicBool::new(false));
+    let evil = serve_evil_page(evil_page(&base), Arc::clone(&stop));
+    assert_ne!(evil, base);
+    b.navigate(&format!("{evil}/"));
+    b.wait_eval(
+        WAIT,
+        "!!(window.results && window.results.post && window.results.heap && window.results.form)",
+    );
+    let results = b.eval("JSON.stringify(window.results)");
+    // Give the form's navigation time to land before looking at the gate.
+    std::thread::sleep(Duration::from_millis(500));
+    let state = common::json(&nl6.http("GET", "/api/v1/profiling", b"").2);
+    assert_eq!(
+        state["data"]["enabled"], false,
+        "{state}; page saw {results}"
+    );
+    let r: serde_json::Value = serde_json::from_str(results.as_str().unwrap()).unwrap();
+    for key in ["post", "heap"] {
+        let v = r[key].as_str().unwrap();
+        assert!(v.starts_with("blocked"), "{key}: {v}");
+    }
+    // The gate open, a page on a rebound name at nl6's own port and address: 421, no profile.
+    nl6.open_pull_only();
+    let rebound = format!(
+        "http://{REBIND_NAME}:{}/debug/pprof/heap?debug=1",
+        nl6.addr.port()
+    );
+    b.navigate(&rebound);
+    let text = b
+        .eval("document.body.innerText")
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        text.contains("not a name nl6 answers as") && !text.contains("heap profile"),
+        "{text}"
+    );
+    // The console itself, framed by nobody, still runs its script and style under its CSP.
+    b.navigate(&format!("{base}/"));
+    b.wait_text("gate-state", WAIT, |t| t == "open (pull-only)");
+    assert_eq!(
+        b.eval("getComputedStyle(document.body).backgroundColor"),
+        "rgb(244, 245, 247)",
+        "console.css applies"
+    );
+    stop.store(true, Ordering::SeqCst);
+    b.close();
 }
 
 #[test]

@@ -33,7 +33,7 @@ fn clients_that_pipeline_and_never_read_hold_no_worker() {
     let pid = n.pid();
     let (fds_before, rss_before) = (fds_of(pid), rss_kib(pid));
     let watch = Watch::start(&n);
-    let pipeline = "GET / HTTP/1.1\r\nHost: x\r\n\r\n".repeat(200);
+    let pipeline = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".repeat(200);
     let mut silent = Vec::new();
     for _ in 0..32 {
         let mut s = TcpStream::connect_timeout(&n.addr, Duration::from_secs(5)).expect("connect");
@@ -235,7 +235,7 @@ fn one_address_holds_at_most_1024_connections() {
     newest
         .set_read_timeout(Some(Duration::from_secs(5)))
         .unwrap();
-    newest.write_all(b"Host: x\r\n\r\n").unwrap();
+    newest.write_all(b"Host: 127.0.0.1\r\n\r\n").unwrap();
     assert_eq!(common::read_reply(&mut newest, false).0, 200);
     let lines = n.log_lines("nl6: http: 127.0.0.2 holds 1024 connections");
     assert_eq!(lines.len(), 1, "{}", n.stderr());

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 fn a_thousand_clients_sending_one_byte_per_second() {
     nl6::http::sys::raise_nofile_limit().expect("raise this test's RLIMIT_NOFILE");
     let n = boot().start();
-    let head = b"GET /api/v1/profiling HTTP/1.1\r\nHost: slow\r\n\r\n";
+    let head = b"GET /api/v1/profiling HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
     let mut conns = Vec::with_capacity(1000);
     for _ in 0..1000 {
         let s = TcpStream::connect_timeout(&n.addr, Duration::from_secs(5)).expect("connect");
@@ -76,7 +76,7 @@ fn clients_that_never_read_a_cpu_profile() {
     let mut silent = Vec::new();
     for _ in 0..20 {
         let mut s = TcpStream::connect_timeout(&n.addr, Duration::from_secs(5)).expect("connect");
-        s.write_all(b"GET /debug/pprof/profile?seconds=2 HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.write_all(b"GET /debug/pprof/profile?seconds=2 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             .unwrap();
         silent.push(s);
     }
@@ -208,7 +208,7 @@ fn short_request(addr: std::net::SocketAddr, path: &str) -> u16 {
         return 0;
     };
     let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let req = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
     if s.write_all(req.as_bytes()).is_err() {
         return 0;
     }

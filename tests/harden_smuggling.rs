@@ -41,25 +41,25 @@ fn exchange(addr: std::net::SocketAddr, raw: &[u8]) -> (Vec<u16>, bool) {
 #[test]
 fn ambiguous_framing_is_refused_and_the_connection_closed() {
     let n = common::boot().start();
-    let hidden = "GET /api/v1/profiling HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let hidden = "GET /api/v1/profiling HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
     let cases: Vec<(&str, String)> = vec![
         (
             "two differing Content-Length",
             format!(
-                "POST /api/v1/profiling HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nContent-Length: 0\r\n\r\n{hidden}",
+                "POST /api/v1/profiling HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\nContent-Length: 0\r\n\r\n{hidden}",
                 hidden.len()
             ),
         ),
         (
             "Content-Length as a list",
             format!(
-                "POST /api/v1/profiling HTTP/1.1\r\nHost: x\r\nContent-Length: 0, {}\r\n\r\n{hidden}",
+                "POST /api/v1/profiling HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0, {}\r\n\r\n{hidden}",
                 hidden.len()
             ),
         ),
         (
             "a signed Content-Length",
-            format!("GET /api/v1/profiling HTTP/1.1\r\nHost: x\r\nContent-Length: +0\r\n\r\n{hidden}"),
+            format!("GET /api/v1/profiling HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: +0\r\n\r\n{hidden}"),
         ),
         (
             "HTTP/1.1 without Host",
@@ -67,17 +67,17 @@ fn ambiguous_framing_is_refused_and_the_connection_closed() {
         ),
         (
             "two Host headers",
-            format!("GET /api/v1/profiling HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n{hidden}"),
+            format!("GET /api/v1/profiling HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: y\r\n\r\n{hidden}"),
         ),
         (
             "chunked and Content-Length",
             format!(
-                "POST /api/v1/profiling HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n{hidden}"
+                "POST /api/v1/profiling HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n{hidden}"
             ),
         ),
         (
             "Transfer-Encoding on a GET",
-            format!("GET /api/v1/profiling HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\n\r\n{hidden}"),
+            format!("GET /api/v1/profiling HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: identity\r\n\r\n{hidden}"),
         ),
     ];
     for (what, raw) in &cases {
@@ -95,7 +95,7 @@ fn ambiguous_framing_is_refused_and_the_connection_closed() {
         (
             "identical Content-Length twice",
             format!(
-                "POST /api/v1/profiling HTTP/1.1\r\nHost: x\r\nContent-Length: 17\r\nContent-Length: 17\r\nConnection: close\r\n\r\n{}",
+                "POST /api/v1/profiling HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 17\r\nContent-Length: 17\r\nConnection: close\r\n\r\n{}",
                 r#"{"enabled":false}"#
             ),
         ),
@@ -105,7 +105,7 @@ fn ambiguous_framing_is_refused_and_the_connection_closed() {
         ),
         (
             "two requests with Host",
-            format!("GET /api/v1/profiling HTTP/1.1\r\nHost: x\r\n\r\n{hidden}"),
+            format!("GET /api/v1/profiling HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n{hidden}"),
         ),
     ];
     for (what, raw) in &ok {

@@ -8,9 +8,14 @@
 //! `/api/v1/devices` and `/api/v1/scenarios`) mount through [`Api::with_extension`]: the extension is
 //! asked after the built-in routes and before the 404.
 //!
+//! Before any route, a request passes the [`browser`] checks (Host, Origin, Content-Type) when the
+//! composition root gives a policy ([`Api::with_browser_policy`]; the binary always does).
+//!
 //! Handlers take request values and return response values; only the server touches sockets.
 #![forbid(unsafe_code)]
 
+pub mod browser;
+pub mod dumps;
 pub mod pprof;
 pub mod rest;
 
@@ -80,6 +85,16 @@ pub fn route(method: &str, path: &str) -> Route {
     }
 }
 
+/// An error in the shape of the surface `path` belongs to: JSON `{"error": …}` under `/api/`, plain
+/// text elsewhere (as the pull surface's errors are).
+pub fn error_for(path: &str, status: u16, message: &str) -> Response {
+    if path.starts_with("/api/") {
+        rest::error(status, message)
+    } else {
+        Response::new(status, "text/plain; charset=utf-8", format!("{message}\n"))
+    }
+}
+
 /// A surface mounted beside the built-in routes: answers `Some` for its own paths.
 pub type Extension = dyn Fn(&Request) -> Option<Response> + Send + Sync;
 
@@ -90,6 +105,8 @@ pub struct Api {
     pull: PullSurface,
     console: Option<Box<ConsoleHandler>>,
     extension: Option<Box<Extension>>,
+    browser: Option<browser::BrowserPolicy>,
+    dumps: dumps::DumpQueue,
 }
 
 impl Api {
@@ -100,6 +117,8 @@ impl Api {
             pull: PullSurface::new(),
             console: None,
             extension: None,
+            browser: None,
+            dumps: dumps::DumpQueue::default(),
         }
     }
 
@@ -121,6 +140,12 @@ impl Api {
         self
     }
 
+    /// Refuses, before any route, what `policy` says a browser must not do (see [`browser`]).
+    pub fn with_browser_policy(mut self, policy: browser::BrowserPolicy) -> Api {
+        self.browser = Some(policy);
+        self
+    }
+
     /// The gate this API controls.
     pub fn gate(&self) -> &Gate {
         &self.gate
@@ -128,6 +153,9 @@ impl Api {
 
     /// Answers one request.
     pub fn handle(&self, req: &Request) -> Response {
+        if let Some(refusal) = self.browser.as_ref().and_then(|p| p.refuse(req)) {
+            return refusal;
+        }
         match route(&req.method, &req.path) {
             Route::ProfilingGet => rest::get(&self.gate),
             Route::ProfilingPost => rest::post(&self.gate, req),
@@ -138,6 +166,16 @@ impl Api {
             Route::Pprof(r) => match self.gate.open_epoch() {
                 None => pprof::closed(req),
                 Some(epoch) => {
+                    // Thread dumps take turns, each waiting a bounded time (see `dumps`).
+                    let _turn = match r {
+                        PullRoute::Profile(e) if e.name == "goroutine" => {
+                            match self.dumps.admit() {
+                                Ok(turn) => Some(turn),
+                                Err(refused) => return pprof::dumps_busy(&refused),
+                            }
+                        }
+                        _ => None,
+                    };
                     let gate_open = || self.gate.open_epoch() == Some(epoch);
                     pprof::serve(&self.pull, r, req, &gate_open)
                 }

@@ -26,7 +26,7 @@
 //!
 //! ## Examples
 //! ```text
-//! curl -s -X POST localhost:8080/api/v1/profiling -d '{"enabled":true,"server_address":""}'
+//! curl -s -X POST localhost:8080/api/v1/profiling -H 'Content-Type: application/json' -d '{"enabled":true,"server_address":""}'
 //! go tool pprof -top http://localhost:8080/debug/pprof/heap
 //! go tool pprof -top http://localhost:8080/debug/pprof/profile?seconds=10
 //! go tool pprof -seconds 30 http://localhost:8080/debug/pprof/allocs      # a 30 s allocation delta
@@ -104,10 +104,16 @@ pub fn closed(req: &Request) -> Response {
         503,
         &format!(
             "profiling is off: /debug/pprof/ is served only while the profiling gate is open. Open it with \
-             POST /api/v1/profiling (curl -X POST {host}/api/v1/profiling -d '{{\"enabled\":true,\"server_address\":\"\"}}') \
+             POST /api/v1/profiling (curl -X POST {host}/api/v1/profiling -H 'Content-Type: application/json' -d '{{\"enabled\":true,\"server_address\":\"\"}}') \
              or start nl6 with -profiling-pyroscope URL"
         ),
     )
+}
+
+/// A thread dump refused by [`super::dumps`]: Go's 503 with `Retry-After`.
+pub fn dumps_busy(why: &super::dumps::Refused) -> Response {
+    serve_error(503, &why.to_string())
+        .header("Retry-After", &super::dumps::RETRY_AFTER_SECS.to_string())
 }
 
 /// `/debug/pprof/cmdline`: never served.

@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 use super::{split_basic_auth, Args, CliError};
+use crate::api::browser::{AllowedHost, BrowserPolicy};
 use crate::gate::state::{Startup, ADHOC_ENV};
 use std::time::Duration;
 
@@ -14,6 +15,8 @@ pub struct Config {
     listen: String,
     startup: Startup,
     heap_rate: Option<usize>,
+    allowed_hosts: Vec<AllowedHost>,
+    allowed_origins: Vec<String>,
     fleet: crate::lab::FleetConfig,
 }
 
@@ -28,6 +31,8 @@ impl Config {
             tenant,
             heap_rate,
             upload_interval,
+            allowed_hosts,
+            allowed_origins,
             fleet,
         } = args;
         if pyroscope.is_some() && env_is_set(ADHOC_ENV) {
@@ -66,6 +71,8 @@ impl Config {
             listen,
             startup: Startup::new(pyroscope, basic_auth, tenant, upload_interval),
             heap_rate,
+            allowed_hosts,
+            allowed_origins,
             fleet,
         })
     }
@@ -82,6 +89,14 @@ impl Config {
     pub fn heap_rate(&self) -> Option<usize> {
         self.heap_rate
     }
+    /// What browsers may do to a server bound to `bound` (`-allowed-hosts`, `-allowed-origins`).
+    pub fn browser_policy(&self, bound: std::net::SocketAddr) -> BrowserPolicy {
+        BrowserPolicy::new(
+            bound,
+            self.allowed_hosts.clone(),
+            self.allowed_origins.clone(),
+        )
+    }
     /// The lab fleet's settings. Defaults to 4 devices on 127.0.0.1, SNMP from UDP 16100, no targets.
     pub fn fleet(&self) -> &crate::lab::FleetConfig {
         &self.fleet
@@ -94,6 +109,8 @@ impl Default for Config {
             listen: "0.0.0.0:8080".to_string(),
             startup: Startup::new(None, None, None, Duration::from_secs(15)),
             heap_rate: None,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
             fleet: crate::lab::FleetConfig::default(),
         }
     }

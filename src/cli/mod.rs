@@ -11,6 +11,7 @@ pub mod config;
 mod run;
 pub mod signals;
 
+use crate::api::browser::{self, AllowedHost};
 use crate::gate::address;
 use crate::goflag::{Bound, Flag, FlagError, Positional};
 use crate::timefmt::parse_positive_go_duration as parse_go_duration;
@@ -28,6 +29,8 @@ pub struct ServeFlags {
     tenant: Option<String>,
     heap_rate: Option<usize>,
     upload_interval: Option<Duration>,
+    allowed_hosts: Vec<AllowedHost>,
+    allowed_origins: Vec<String>,
 }
 
 /// The default of `-profiling-upload-interval`.
@@ -47,6 +50,26 @@ pub const FLAGS: &[Flag<ServeFlags>] = &[
         "Listen on ADDR (e.g. 127.0.0.1:8080, or :8080 for all interfaces) instead of -port; port 0 picks a free port.",
         |s, v| {
             s.listen = Some(check_listen(v)?);
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "allowed-hosts",
+        "LIST",
+        "",
+        "Also answer requests whose Host is one of these comma-separated names (NAME or NAME:PORT): a DNS name or a reverse proxy in front. Others get 421 (DNS rebinding).",
+        |s, v| {
+            s.allowed_hosts = browser::parse_hosts(v)?;
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "allowed-origins",
+        "LIST",
+        "",
+        "Also accept browser requests from these comma-separated origins (https://NAME[:PORT]). Others get 403 (cross-site requests).",
+        |s, v| {
+            s.allowed_origins = browser::parse_origins(v)?;
             Ok(())
         },
     ),
@@ -145,6 +168,10 @@ pub struct Args {
     pub tenant: Option<String>,
     pub heap_rate: Option<usize>,
     pub upload_interval: Duration,
+    /// `-allowed-hosts`: names served beside the built-in ones (see [`crate::api::browser`]).
+    pub allowed_hosts: Vec<AllowedHost>,
+    /// `-allowed-origins`: browser origins accepted beside nl6's own.
+    pub allowed_origins: Vec<String>,
     /// The lab fleet's settings, from the flags in [`crate::lab::FLAGS`].
     pub fleet: crate::lab::FleetConfig,
 }
@@ -159,6 +186,8 @@ impl std::fmt::Debug for Args {
             .field("tenant", &self.tenant.as_ref().map(|_| "<set>"))
             .field("heap_rate", &self.heap_rate)
             .field("upload_interval", &self.upload_interval)
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("allowed_origins", &self.allowed_origins)
             .field("fleet", &self.fleet)
             .finish()
     }
@@ -201,7 +230,7 @@ pub fn help_text() -> String {
     out.push_str(&crate::goflag::help_rows(crate::lab::FLAGS));
     out.push_str(
         "\nThe profiling gate is closed unless -profiling-pyroscope is given; open it at runtime with\n  \
-         curl -X POST localhost:8080/api/v1/profiling -d '{\"enabled\":true,\"server_address\":\"\"}'\n\
+         curl -X POST localhost:8080/api/v1/profiling -H 'Content-Type: application/json' -d '{\"enabled\":true,\"server_address\":\"\"}'\n\
          See SECURITY.md before exposing the port.\n",
     );
     out
@@ -255,6 +284,8 @@ pub fn parse(argv: Vec<OsString>) -> Result<Mode, CliError> {
         tenant: flags.tenant,
         heap_rate: flags.heap_rate,
         upload_interval: flags.upload_interval.unwrap_or(UPLOAD_INTERVAL),
+        allowed_hosts: flags.allowed_hosts,
+        allowed_origins: flags.allowed_origins,
         fleet,
     })))
 }

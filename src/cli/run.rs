@@ -30,8 +30,8 @@ fn server_config() -> ServerConfig {
 /// elsewhere (as the pull surface's errors are).
 fn refusal(r: &Refusal) -> Response {
     match &r.path {
-        Some(p) if p.starts_with("/api/") => crate::api::rest::error(r.status, &r.message),
-        _ => plain_refusal(r),
+        Some(p) => crate::api::error_for(p, r.status, &r.message),
+        None => plain_refusal(r),
     }
 }
 
@@ -89,13 +89,29 @@ pub(super) fn serve(args: Args) -> i32 {
     // A close halts the CPU sampler at once, whoever holds it (a pull profile, a push hung in an upload).
     let gate = Gate::new(config.startup().clone(), pusher(&flame))
         .with_close_hook(Box::new(nl6_profile::cpu::halt));
+    // Bound before the handler is made: the browser checks need the address really bound (port 0).
+    let listener = match std::net::TcpListener::bind(config.listen()) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("nl6: listen on {}: {e}", config.listen());
+            return 1;
+        }
+    };
+    let bound = match listener.local_addr() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("nl6: listen on {}: {e}", config.listen());
+            return 1;
+        }
+    };
     let mounted = Arc::clone(&fleet);
     let api = Arc::new(
         console::mount(Api::new(gate.clone()), &flame)
-            .with_extension(Box::new(move |req| crate::lab::api::route(req, &mounted))),
+            .with_extension(Box::new(move |req| crate::lab::api::route(req, &mounted)))
+            .with_browser_policy(config.browser_policy(bound)),
     );
     let handler: Arc<Handler> = Arc::new(move |req| api.handle(req));
-    let server = match Server::bind(config.listen(), server_config(), handler) {
+    let server = match Server::from_listener(listener, server_config(), handler) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("nl6: listen on {}: {e}", config.listen());

@@ -26,6 +26,8 @@ fn sample(name: &str) -> Option<&'static str> {
     Some(match name {
         "port" => "9090",
         "listen" => "127.0.0.1:0",
+        "allowed-hosts" => "nl6.lab.example,proxy.example:8443",
+        "allowed-origins" => "https://nl6.lab.example",
         "profiling-pyroscope" => "http://127.0.0.1:4040",
         "profiling-pyroscope-basic-auth" => "u:p",
         "profiling-pyroscope-basic-auth-file" => "/nonexistent",

@@ -75,12 +75,41 @@ pub fn page_html() -> &'static str {
     })
 }
 
+/// The page's Content-Security-Policy: nothing but its own inline script and style (by their SHA-256),
+/// same-origin fetches and images (the flame graph; `data:` for the empty icon), no framing by anyone,
+/// no form posts, no `<base>`.
+pub fn content_security_policy() -> &'static str {
+    static CSP: OnceLock<String> = OnceLock::new();
+    CSP.get_or_init(|| {
+        format!(
+            "default-src 'none'; script-src '{}'; style-src '{}'; img-src 'self' data:; \
+             connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+            source_hash(CONSOLE_JS),
+            source_hash(CONSOLE_CSS)
+        )
+    })
+}
+
+/// A CSP hash source: `sha256-` and the base64 of the digest of `text` as the page carries it.
+fn source_hash(text: &str) -> String {
+    use base64::Engine;
+    let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+    format!(
+        "sha256-{}",
+        base64::engine::general_purpose::STANDARD.encode(digest.as_ref())
+    )
+}
+
 /// `GET /`.
 pub fn page() -> Response {
     Response::new(200, "text/html; charset=utf-8", page_html())
         // The page is small and changes with the binary: always fetch it anew.
         .header("Cache-Control", "no-cache")
         .header("Referrer-Policy", "no-referrer")
+        // No other site may frame the page (clickjacking the gate's buttons); older browsers read the
+        // first, newer ones the CSP's frame-ancestors.
+        .header("X-Frame-Options", "DENY")
+        .header("Content-Security-Policy", content_security_policy())
 }
 
 /// The CPU profile the flame graph shows, and its flame graphs (whole, and split by `subsystem`) once

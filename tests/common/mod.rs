@@ -315,7 +315,8 @@ impl Nl6 {
 }
 
 /// One request to `addr` on a fresh connection (`Connection: close`), with extra headers and a read
-/// timeout; for servers not held as an [`Nl6`] (an in-process probe, a background load thread).
+/// timeout; for servers not held as an [`Nl6`] (an in-process probe, a background load thread). A
+/// state change under `/api/` gets `Content-Type: application/json` unless `headers` gives a type.
 pub fn request(
     addr: SocketAddr,
     method: &str,
@@ -330,6 +331,14 @@ pub fn request(
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    // As an API client does: nl6 refuses a state change under /api/ without it (415). A test that
+    // means to send another type (or none) says so in `headers` or writes its request itself.
+    let typed = headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("content-type"));
+    if path.starts_with("/api/") && !matches!(method, "GET" | "HEAD" | "OPTIONS") && !typed {
+        req.push_str("Content-Type: application/json\r\n");
     }
     if !body.is_empty() || method == "POST" {
         req.push_str(&format!("Content-Length: {}\r\n", body.len()));

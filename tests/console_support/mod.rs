@@ -9,7 +9,8 @@
 //! - Dropping a [`Browser`] kills Chromium's process group (it runs in its own, so only processes this
 //!   test started are killed); dropping a [`TempDir`] removes it.
 //!
-//! Talks only to 127.0.0.1; Chromium is started with its background networking off.
+//! Talks only to 127.0.0.1 ([`REBIND_NAME`] resolves there too); Chromium is started with its background
+//! networking off.
 #![allow(dead_code)]
 
 use serde_json::{json, Value};
@@ -23,6 +24,10 @@ use tungstenite::{Message, WebSocket};
 
 /// Debian's Chromium (scripts/setup.sh installs it).
 const CHROMIUM: &str = "chromium";
+
+/// A DNS name this Chromium resolves to 127.0.0.1 (`--host-resolver-rules`): what a rebinding attack
+/// makes of the attacker's own name.
+pub const REBIND_NAME: &str = "rebind.nl6.test";
 
 /// How long one CDP command may take.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
@@ -97,6 +102,8 @@ impl Browser {
             "--remote-debugging-port=0",
             "--remote-debugging-address=127.0.0.1",
             "--hide-scrollbars",
+            // A name that resolves to loopback, as a DNS rebinding makes an attacker's name do.
+            &format!("--host-resolver-rules=MAP {REBIND_NAME} 127.0.0.1"),
         ])
         .arg(format!("--user-data-dir={}", profile_dir.display()))
         .arg("about:blank")

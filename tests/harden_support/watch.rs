@@ -36,7 +36,9 @@ pub fn probe(addr: SocketAddr) -> (u16, Duration) {
     let status = (|| -> std::io::Result<u16> {
         let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
         s.set_read_timeout(Some(Duration::from_secs(5)))?;
-        s.write_all(b"GET /api/v1/profiling HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")?;
+        s.write_all(
+            b"GET /api/v1/profiling HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+        )?;
         let mut head = [0u8; 12];
         let mut got = 0;
         while got < head.len() {
