@@ -91,6 +91,7 @@ fn malformed_snmp_packets() {
             + c.malformed.load(Ordering::SeqCst)
             + c.bad_community.load(Ordering::SeqCst)
             + c.bad_version.load(Ordering::SeqCst)
+            + c.not_requests.load(Ordering::SeqCst)
             + c.send_errors.load(Ordering::SeqCst)
     };
     assert!(
@@ -127,10 +128,11 @@ fn malformed_snmp_packets() {
         Value::OctetString(dev.sys_descr().as_bytes().to_vec())
     );
     eprintln!(
-        "FIGURE snmp fuzz: {sent} datagrams (3000 garbage, 20000 mutated): {} malformed, {} answered, {} refused; valid GET answered after",
+        "FIGURE snmp fuzz: {sent} datagrams (3000 garbage, 20000 mutated): {} malformed, {} answered, {} refused, {} not requests; valid GET answered after",
         c.malformed.load(Ordering::SeqCst),
         c.snmp_responses.load(Ordering::SeqCst),
-        c.bad_community.load(Ordering::SeqCst)
+        c.bad_community.load(Ordering::SeqCst),
+        c.not_requests.load(Ordering::SeqCst)
     );
     fleet.stop();
 }

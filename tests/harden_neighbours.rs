@@ -3,7 +3,7 @@
 //!
 //! - a revert that cannot be armed (`RLIMIT_NPROC` reached) is a 500 with the state unchanged, never a
 //!   200 `revert_pending:true` that leaves the gate open for good;
-//! - thread dumps (`goroutine?debug=2`) looped by 14 clients: one more dump is answered (or refused with
+//! - thread dumps (`goroutine?debug=2`) looped by 16 clients: one more dump is answered (or refused with
 //!   503 and `Retry-After`) within 5 s, and the gate's GET within 1 s;
 //! - `HEAD` is served wherever `GET` is (`/api/v1/devices`, `/api/v1/scenarios`);
 //! - a scheduled scenario can be cancelled (`DELETE /api/v1/scenarios/{id}`), freeing its place;
@@ -185,7 +185,7 @@ fn a_thread_dump_is_answered_or_refused_within_5_s_under_looping_dumpers() {
     }
     stop.store(true, Ordering::SeqCst);
     let answered: u64 = loops.into_iter().map(|l| l.join().unwrap_or(0)).sum();
-    eprintln!("FIGURE dumps beside 14 looping dumpers: {seen:?}; the loops got {answered} answers");
+    eprintln!("FIGURE dumps beside 16 looping dumpers: {seen:?}; the loops got {answered} answers");
     assert!(
         worst <= Duration::from_secs(5),
         "a dump request waited {worst:?}: {seen:?}"

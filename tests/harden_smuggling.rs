@@ -95,7 +95,7 @@ fn ambiguous_framing_is_refused_and_the_connection_closed() {
         (
             "identical Content-Length twice",
             format!(
-                "POST /api/v1/profiling HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 17\r\nContent-Length: 17\r\nConnection: close\r\n\r\n{}",
+                "POST /api/v1/profiling HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 17\r\nContent-Length: 17\r\nConnection: close\r\n\r\n{}",
                 r#"{"enabled":false}"#
             ),
         ),
