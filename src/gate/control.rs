@@ -14,10 +14,10 @@
 //!   transition in progress.
 //! - `run` holds the running push; it is locked only to put, take, or read its status (never across a
 //!   stop or a start).
-//! - The revert timer is one thread, started by the first POST that asks for a `duration` and kept until
-//!   the gate is dropped (asleep on a condvar while no revert is pending). A POST whose revert could not
-//!   be armed because that thread cannot start (`RLIMIT_NPROC`, out of memory) fails with
-//!   [`PostError::RevertUnavailable`] (500) before anything changes: a duration is a promise. The timer
+//! - The revert timer is one thread that exists only while a revert is pending. The POST that asks for a
+//!   `duration` starts it (or keeps the running one) **before** any action runs, so when it cannot start
+//!   (`RLIMIT_NPROC`, out of memory) the POST fails with [`PostError::RevertUnavailable`] (500) and
+//!   nothing changed: a duration is a promise. The timer
 //!   waits on the monotonic clock (`Revert::due`), so a wall-clock step neither fires a revert early nor
 //!   holds it back; every transition bumps a generation number and sets the next due time (or none).
 //!
@@ -36,7 +36,6 @@ use super::port::{PushRun, PushStatus, Pusher};
 use super::state::{self, Action, GateState, Now, PostRequest, Startup, Transition, ADHOC_ENV};
 use super::turn::{Ticket, Turn, Turns, Wake};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -121,14 +120,16 @@ fn spawn_timer_thread(f: Box<dyn FnOnce() + Send>) -> std::io::Result<()> {
 struct RevertTimer {
     slot: Mutex<TimerSlot>,
     wake: Condvar,
-    /// Set once the thread runs (never unset: it lives as long as the gate).
-    started: OnceLock<()>,
 }
 
 #[derive(Default)]
 struct TimerSlot {
     generation: u64,
     due: Option<Instant>,
+    /// The thread exists (set before it is spawned, cleared as it ends).
+    running: bool,
+    /// A POST made sure of the thread and is about to arm its revert: the thread must not end meanwhile.
+    arming: bool,
     /// The gate is gone: the thread ends.
     gone: bool,
 }
@@ -535,29 +536,42 @@ impl Inner {
         *lock(&self.published) = Arc::new(p);
     }
 
-    /// Starts the revert timer's thread unless it runs already.
+    /// Makes sure the revert timer's thread runs (starting it if need be) and keeps it until the next
+    /// [`Inner::arm_revert`]. Called under the turn, before the transition's actions.
     fn ensure_timer(this: &Arc<Inner>) -> std::io::Result<()> {
-        if this.timer.started.get().is_some() {
-            return Ok(());
+        {
+            let mut slot = lock(&this.timer.slot);
+            slot.arming = true;
+            if slot.running {
+                return Ok(());
+            }
+            slot.running = true;
         }
         let weak = Arc::downgrade(this);
         let timer = Arc::clone(&this.timer);
-        (this.spawn)(Box::new(move || revert_timer(&weak, &timer)))?;
-        let _ = this.timer.started.set(());
-        Ok(())
+        (this.spawn)(Box::new(move || revert_timer(&weak, &timer))).inspect_err(|_| {
+            let mut slot = lock(&this.timer.slot);
+            slot.running = false;
+            slot.arming = false;
+        })
     }
 
-    /// Cancels any pending revert and, when `due` is set, hands it to the timer's thread.
+    /// Cancels any pending revert and, when `due` is set, hands it to the timer's thread (which ends
+    /// once nothing is pending).
     fn arm_revert(self: &Arc<Inner>, due: Option<Instant>) {
-        {
+        let missing = {
             let mut slot = lock(&self.timer.slot);
             slot.generation += 1;
             slot.due = due;
-        }
+            slot.arming = false;
+            due.is_some() && !slot.running
+        };
         self.timer.wake.notify_all();
-        // Only a POST asks for a revert, and it started the thread first; say so if that ever changes.
-        if due.is_some() {
-            if let Err(e) = Inner::ensure_timer(self) {
+        // Only a POST asks for a revert, and it made sure of the thread first; say so if that changes.
+        if missing {
+            let started = Inner::ensure_timer(self);
+            lock(&self.timer.slot).arming = false;
+            if let Err(e) = started {
                 (self.log)(&format!(
                     "[profiling] revert timer could not start ({e}); the revert will not happen"
                 ));
@@ -591,16 +605,18 @@ impl Drop for Inner {
 }
 
 /// The revert timer's thread: sleeps until the current generation's due time (on the monotonic clock, so
-/// a wall-clock step changes nothing), applies the revert, and sleeps again; ends when the gate is gone.
+/// a wall-clock step changes nothing), applies the revert, and ends once no revert is pending (or the
+/// gate is gone).
 fn revert_timer(weak: &Weak<Inner>, timer: &RevertTimer) {
     let mut slot = lock(&timer.slot);
     loop {
-        if slot.gone {
+        let Some(due) = slot.due.filter(|_| !slot.gone) else {
+            if slot.arming && !slot.gone {
+                slot = timer.wake.wait(slot).unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+            slot.running = false;
             return;
-        }
-        let Some(due) = slot.due else {
-            slot = timer.wake.wait(slot).unwrap_or_else(|e| e.into_inner());
-            continue;
         };
         let left = due.saturating_duration_since(Instant::now());
         if !left.is_zero() {
@@ -615,10 +631,13 @@ fn revert_timer(weak: &Weak<Inner>, timer: &RevertTimer) {
         drop(slot);
         let done = match weak.upgrade() {
             Some(inner) => Inner::revert_if_due(&inner, generation),
-            None => return,
+            None => false,
         };
         slot = lock(&timer.slot);
-        if !done && slot.generation == generation {
+        if weak.strong_count() == 0 {
+            slot.gone = true;
+        }
+        if !done && slot.generation == generation && !slot.gone {
             // Not applied yet (the state's own clock disagreed): look again shortly.
             slot = timer
                 .wake

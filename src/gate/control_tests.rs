@@ -341,9 +341,10 @@ fn a_revert_that_cannot_be_armed_fails_the_post_with_nothing_changed() {
     assert!(v.enabled && v.revert_at.is_none());
 }
 
-/// One timer thread serves every revert of the gate's life, and ends with the gate.
+/// The timer thread exists only while a revert is pending: each revert starts one, which ends after it;
+/// a dropped gate ends it too.
 #[test]
-fn one_timer_thread_serves_every_revert() {
+fn the_timer_thread_lives_only_while_a_revert_is_pending() {
     static SPAWNS: AtomicU64 = AtomicU64::new(0);
     let mut h = harness(None, Duration::ZERO);
     h.gate = h.gate.with_spawner(|f| {
@@ -360,10 +361,23 @@ fn one_timer_thread_serves_every_revert() {
             .unwrap();
         assert!(wait_until(Duration::from_secs(3), || !h.gate.is_open()));
     }
-    assert_eq!(SPAWNS.load(Ordering::SeqCst), 1);
     let timer = Arc::clone(&h.gate.inner.timer);
+    assert!(wait_until(Duration::from_secs(3), || !lock(&timer.slot).running));
+    assert_eq!(SPAWNS.load(Ordering::SeqCst), 3);
+    // Two reverts in a row share the one thread; dropping the gate ends it.
+    for ms in [5000, 6000] {
+        h.gate
+            .post(&req(
+                true,
+                AddressField::Empty,
+                Some(Duration::from_millis(ms)),
+            ))
+            .unwrap();
+    }
+    assert_eq!(SPAWNS.load(Ordering::SeqCst), 4);
+    assert!(lock(&timer.slot).running);
     drop(h);
-    assert!(lock(&timer.slot).gone);
+    assert!(wait_until(Duration::from_secs(3), || !lock(&timer.slot).running));
 }
 
 #[test]

@@ -167,12 +167,17 @@ impl Client {
             .send(&body.bytes[..]);
         let mut response = match result {
             Ok(r) => r,
-            // ureq's message can quote what the server sent (a malformed status line or header).
+            // ureq's message can quote what the server sent (a malformed status line or header); its
+            // time-out says only "timeout: global", so say how long the upload waited.
             Err(e) => {
+                let text = crate::logtext::remote(&self.scrub(&e.to_string()));
                 return Err(PushError::Transport {
                     kind,
-                    message: crate::logtext::remote(&self.scrub(&e.to_string())),
-                })
+                    message: match e {
+                        ureq::Error::Timeout(_) => format!("timed out after {timeout:?} ({text})"),
+                        _ => text,
+                    },
+                });
             }
         };
         let status = response.status().as_u16();

@@ -108,3 +108,45 @@ fn server_reasons_are_escaped_and_bounded() {
     let e = upload_error(one_answer(500, long));
     assert!(e.len() < 600, "{} bytes", e.len());
 }
+
+/// A collector that takes the request and never answers: the error says how long the upload waited
+/// (it used to say only ureq's "timeout: global").
+#[test]
+fn a_silent_collector_is_a_time_out_that_says_how_long() {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(1500)))
+            .unwrap();
+        let mut buf = [0u8; 65536];
+        while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+    });
+    let target = PushTarget {
+        address: format!("http://{addr}"),
+        basic_auth: None,
+        tenant: None,
+        interval: Duration::from_secs(15),
+    };
+    let c = Client::new(
+        &target,
+        "nl6{}".into(),
+        "0.1.0",
+        Duration::from_secs(5),
+        &env_of(&[]),
+    )
+    .unwrap();
+    let profile = EncodedProfile {
+        kind: crate::push::ProfileKind::Cpu,
+        pprof_gz: vec![0x1f, 0x8b],
+        from: std::time::SystemTime::now(),
+        until: std::time::SystemTime::now(),
+    };
+    let e = c
+        .upload(&profile, Duration::from_millis(300))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("timed out after 300ms"), "{e}");
+    server.join().unwrap();
+}
