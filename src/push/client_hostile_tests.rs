@@ -41,7 +41,9 @@ fn one_answer(status: u16, body: &'static [u8]) -> String {
     format!("http://{addr}")
 }
 
-fn upload_error(address: String) -> String {
+/// The error of one upload to `address` within `timeout`, with basic auth set (a user and a password
+/// these tests look for).
+fn upload_error_within(address: String, timeout: Duration) -> String {
     let target = PushTarget {
         address,
         basic_auth: Some(("alice".into(), "s3cret-pw".into())),
@@ -62,9 +64,11 @@ fn upload_error(address: String) -> String {
         from: std::time::SystemTime::now(),
         until: std::time::SystemTime::now(),
     };
-    c.upload(&profile, Duration::from_secs(5))
-        .unwrap_err()
-        .to_string()
+    c.upload(&profile, timeout).unwrap_err().to_string()
+}
+
+fn upload_error(address: String) -> String {
+    upload_error_within(address, Duration::from_secs(5))
 }
 
 /// A collector that echoes the password transformed (upper-cased, percent- or JSON-escaped) defeats
@@ -123,30 +127,7 @@ fn a_silent_collector_is_a_time_out_that_says_how_long() {
         let mut buf = [0u8; 65536];
         while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
     });
-    let target = PushTarget {
-        address: format!("http://{addr}"),
-        basic_auth: None,
-        tenant: None,
-        interval: Duration::from_secs(15),
-    };
-    let c = Client::new(
-        &target,
-        "nl6{}".into(),
-        "0.1.0",
-        Duration::from_secs(5),
-        &env_of(&[]),
-    )
-    .unwrap();
-    let profile = EncodedProfile {
-        kind: crate::push::ProfileKind::Cpu,
-        pprof_gz: vec![0x1f, 0x8b],
-        from: std::time::SystemTime::now(),
-        until: std::time::SystemTime::now(),
-    };
-    let e = c
-        .upload(&profile, Duration::from_millis(300))
-        .unwrap_err()
-        .to_string();
+    let e = upload_error_within(format!("http://{addr}"), Duration::from_millis(300));
     assert!(e.contains("timed out after 300ms"), "{e}");
     server.join().unwrap();
 }
