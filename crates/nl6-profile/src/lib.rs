@@ -20,6 +20,9 @@
 //! - **pprof out** ([`encode`], [`delta`], [`proto`], [`symbols`]): gzip'd protobuf in Go's shapes (and
 //!   Go's `debug=1`/`debug=2` text), godeltaprof deltas, names from the symbol tables of the executable,
 //!   shared objects and vDSO (DWARF lines when present).
+//! - **No silent gaps** ([`notes`]): threads the CPU sampler could not arm and a heap region smaller than
+//!   asked are named in the profile's comments, in a log line (through [`notes::set_log_sink`]) and in
+//!   [`notes::current`].
 //! - **The pull surface** ([`pull`]): net/http/pprof's `/debug/pprof/` as a value-level handler — a path
 //!   and query in, status, headers and body out; mount it in whatever serves HTTP.
 //!
@@ -51,7 +54,7 @@
 //!   child has one thread, but the samplers' state (timers, the site table's mutex, the thread tables)
 //!   describes the parent's. A program that must keep running in the child installs
 //!   `pthread_atfork` handlers that stop profiling before the fork.
-//! - The process's SIGPROF and the stack-capture signal (`SIGRTMIN() + 4`) belong to the engine; call
+//! - The process's SIGPROF and the stack-capture signal (38 on glibc and musl alike, Debian's `RTMIN+4`) belong to the engine; call
 //!   [`install_signal_handlers`] at startup so a stray one is ignored rather than fatal.
 //! - Linux on x86_64 (the unwinder reads x86_64 signal contexts).
 //!
@@ -73,6 +76,7 @@ pub mod labels;
 #[allow(unsafe_code)]
 pub(crate) mod mapped;
 pub mod maps;
+pub mod notes;
 pub mod proto;
 pub mod pull;
 #[allow(unsafe_code)]
