@@ -76,7 +76,7 @@ fn state_json(v: &GateView) -> ProfilingState {
         }),
         cpu_threads_unarmed: unarmed.len(),
         cpu_threads_unarmed_names: unarmed.into_values().map(|t| t.name).collect(),
-        sampler_warnings: nl6_profile::notes::current(),
+        sampler_warnings: nl6_profile::sampler_gaps(),
     }
 }
 

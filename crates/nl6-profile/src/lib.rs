@@ -22,7 +22,7 @@
 //!   shared objects and vDSO (DWARF lines when present).
 //! - **No silent gaps** ([`notes`]): threads the CPU sampler could not arm and a heap region smaller than
 //!   asked are named in the profile's comments, in a log line (through [`notes::set_log_sink`]) and in
-//!   [`notes::current`].
+//!   [`sampler_gaps`].
 //! - **The pull surface** ([`pull`]): net/http/pprof's `/debug/pprof/` as a value-level handler — a path
 //!   and query in, status, headers and body out; mount it in whatever serves HTTP.
 //!
@@ -94,6 +94,14 @@ pub(crate) mod unwind;
 pub fn install_signal_handlers() -> std::io::Result<()> {
     cpu::install_handler()?;
     threads::install_handler()
+}
+
+/// Every sampler gap in force, as the texts the profiles' comments carry: the running (or last) CPU
+/// session's unarmed threads, and the heap sampler's region when it is smaller than asked or absent.
+/// Empty when the samplers see everything. For status views (nl6's `GET /api/v1/profiling`).
+pub fn sampler_gaps() -> Vec<String> {
+    let cpu = cpu::coverage().note().map(|n| format!("cpu profile: {n}"));
+    cpu.into_iter().chain(heap::region_note()).collect()
 }
 
 /// A captured call stack: return addresses, **leaf first** (the interrupted instruction itself at index 0

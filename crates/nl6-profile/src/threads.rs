@@ -21,6 +21,7 @@
 //!
 //! Never: allocates, locks or panics in the handler (contract in the crate-private `signal`); waits
 //! without a bound.
+use super::cpu::thread_name;
 use super::labels;
 use super::signal::{self, ErrnoGuard};
 use super::unwind::{self, MAX_DEPTH};
@@ -293,13 +294,6 @@ unsafe extern "C" fn on_stacks_signal(_sig: c_int, _info: *mut libc::siginfo_t, 
 /// first capture is ignored instead of killing the process. The binary calls it at startup.
 pub fn install_handler() -> std::io::Result<()> {
     signal::install(signal::stacks_signal(), on_stacks_signal)
-}
-
-/// A thread's name (`/proc/self/task/<tid>/comm`; empty if it is gone).
-pub(crate) fn thread_name(tid: i32) -> String {
-    std::fs::read_to_string(format!("/proc/self/task/{tid}/comm"))
-        .map(|s| s.trim_end_matches('\n').to_string())
-        .unwrap_or_default()
 }
 
 /// One thread's reply to a capture round: its label and stack (empty when it did not answer in time),

@@ -31,6 +31,13 @@ pub struct Coverage {
     pub unarmed: BTreeMap<i32, UnarmedThread>,
 }
 
+/// A thread's name (`/proc/self/task/<tid>/comm`; empty if it is gone). Also the thread dump's.
+pub(crate) fn thread_name(tid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/self/task/{tid}/comm"))
+        .map(|s| s.trim_end_matches('\n').to_string())
+        .unwrap_or_default()
+}
+
 /// Names listed in a note before "and N more".
 const NAMES_SHOWN: usize = 64;
 

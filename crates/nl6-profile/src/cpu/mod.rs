@@ -45,6 +45,7 @@ mod timers;
 use super::signal::{self, ErrnoGuard};
 use super::unwind::{self, MAX_DEPTH};
 use super::{labels, Stack};
+pub(crate) use coverage::thread_name;
 pub use coverage::{Coverage, UnarmedThread};
 use ring::Ring;
 use std::collections::HashMap;

@@ -186,7 +186,7 @@ impl Timers {
                 // EINVAL: the thread exited since it was found; anything else leaves it unsampled.
                 match e.raw_os_error() {
                     Some(errno) if errno != libc::EINVAL && !self.unarmed.contains_key(&tid) => {
-                        let name = crate::threads::thread_name(tid);
+                        let name = super::coverage::thread_name(tid);
                         self.unarmed.insert(tid, UnarmedThread { tid, name, errno });
                         self.unarmed_changed = true;
                     }
