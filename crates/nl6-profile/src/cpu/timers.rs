@@ -223,7 +223,7 @@ impl Timers {
     /// 10 000. Returns how many timers were armed.
     pub(super) fn rescan(&mut self) -> Result<usize, std::io::Error> {
         self.since_list += 1;
-        let retry = !self.unarmed.is_empty() && self.since_list % RETRY_UNARMED_EVERY == 0;
+        let retry = !self.unarmed.is_empty() && self.since_list.is_multiple_of(RETRY_UNARMED_EVERY);
         if retry || self.since_list >= FULL_LIST_EVERY || tasks::thread_count() != Some(self.known)
         {
             return self.sync();
