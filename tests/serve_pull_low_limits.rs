@@ -153,20 +153,26 @@ fn dump_blocks(dump: &str) -> Vec<&str> {
         .collect()
 }
 
+/// `goroutine?debug=2`, checked to list every one of `threads` (one may come or go meanwhile).
+fn full_dump(nl6: &Nl6, threads: usize, when: &str) -> String {
+    let (s, _, b) = nl6.http("GET", "/debug/pprof/goroutine?debug=2", b"");
+    assert_eq!(s, 200);
+    let dump = String::from_utf8_lossy(&b).into_owned();
+    let listed = dump_blocks(&dump).len();
+    assert!(
+        listed + 1 >= threads,
+        "{listed} of {threads} threads listed {when}:\n{dump}"
+    );
+    dump
+}
+
 #[test]
 fn a_thread_dump_under_sigpending_4_lists_every_thread_and_why_a_stack_is_missing() {
     let mut nl6 = start("--sigpending=4:4", &[]);
     let threads = threads_of(nl6.pid());
     // No profile running: every thread listed, every stack captured (the capture waits for the queue).
-    let (s, _, b) = nl6.http("GET", "/debug/pprof/goroutine?debug=2", b"");
-    assert_eq!(s, 200);
-    let dump = String::from_utf8_lossy(&b).into_owned();
+    let dump = full_dump(&nl6, threads, "with no profile");
     let blocks = dump_blocks(&dump);
-    assert!(
-        blocks.len() + 1 >= threads,
-        "{} of {threads} threads listed:\n{dump}",
-        blocks.len()
-    );
     let empty: Vec<&&str> = blocks.iter().filter(|b| b.contains("(no stack")).collect();
     assert!(
         empty.is_empty(),
@@ -186,15 +192,8 @@ fn a_thread_dump_under_sigpending_4_lists_every_thread_and_why_a_stack_is_missin
         "the CPU profile did not start: {}",
         nl6.stderr()
     );
-    let (s, _, b) = nl6.http("GET", "/debug/pprof/goroutine?debug=2", b"");
-    assert_eq!(s, 200);
-    let dump = String::from_utf8_lossy(&b).into_owned();
+    let dump = full_dump(&nl6, threads, "during a CPU profile");
     let blocks = dump_blocks(&dump);
-    assert!(
-        blocks.len() + 1 >= threads,
-        "{} of {threads} threads listed during a CPU profile:\n{dump}",
-        blocks.len()
-    );
     let unexplained: Vec<&&str> = blocks.iter().filter(|b| b.lines().count() < 2).collect();
     assert!(
         unexplained.is_empty(),
@@ -245,6 +244,11 @@ fn a_heap_sampler_under_a_1_2_gb_address_space_limit_says_so_and_samples_what_it
     let state = json(&b);
     let warnings = state["data"]["sampler_warnings"].to_string();
     assert!(warnings.contains("heap sampler"), "{state}");
+    assert!(
+        nl6.is_running(),
+        "the region left the program too little: {}",
+        nl6.stderr()
+    );
     nl6.terminate(Duration::from_secs(25));
 }
 

@@ -394,9 +394,9 @@ static REGION_LOGGED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicB
 /// whole region, or has not sampled yet). The first call that finds a shortfall also logs it (one line,
 /// through [`crate::notes`]): the allocator where it happened cannot.
 pub fn region_note() -> Option<String> {
-    let gib = |b: usize| match b >> 30 {
-        0 => format!("{} MiB", b >> 20),
-        g => format!("{g} GiB"),
+    let gib = |b: usize| match b.is_multiple_of(1 << 30) {
+        true => format!("{} GiB", b >> 30),
+        false => format!("{} MiB", b >> 20),
     };
     let (text, errno) = match region::outcome() {
         region::Outcome::NotTried | region::Outcome::Full => return None,
@@ -421,10 +421,15 @@ pub fn region_note() -> Option<String> {
             errno,
         ),
     };
-    let note = format!(
-        "heap sampler: {text} (mmap: {}; an address-space limit such as RLIMIT_AS, `ulimit -v`, refuses it)",
-        std::io::Error::from_raw_os_error(errno)
-    );
+    let why = match region::address_space_limit() {
+        Some(limit) => format!(
+            "RLIMIT_AS (`ulimit -v`) is {}: the region keeps to 1/{} of it",
+            gib(limit),
+            region::AS_SHARE
+        ),
+        None => format!("mmap: {}", std::io::Error::from_raw_os_error(errno)),
+    };
+    let note = format!("heap sampler: {text} ({why})");
     if !REGION_LOGGED.swap(true, Ordering::Relaxed) {
         crate::notes::log(&note);
     }

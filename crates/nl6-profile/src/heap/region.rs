@@ -22,7 +22,8 @@
 //!   address space back.
 //!   When the range cannot be reserved, or a block does not fit in what is left, [`Region::alloc`] says no
 //!   and the sampler leaves that allocation unsampled.
-//! - Under an address-space limit (`RLIMIT_AS`) it takes the largest range the kernel grants, down to
+//! - Under an address-space limit (`RLIMIT_AS`) it takes the largest range the kernel grants within an
+//!   eighth of the limit ([`AS_SHARE`]: the program's stacks and malloc arenas need the rest), down to
 //!   16 MiB, and [`outcome`] tells what it got and the errno of the first refusal, so the sampler can say
 //!   so outside the allocator (the heap profile's comment, one log line).
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
@@ -322,8 +323,13 @@ impl Region {
     /// Reserves the range on first use; true while it is ours.
     fn ensure_reserved(&mut self) -> bool {
         if self.state == State::Unreserved {
+            // Under an address-space limit the region keeps to a share of it: the program's own
+            // mappings (thread stacks, malloc arenas) need the rest.
+            let share = address_space_limit().map_or(usize::MAX, |l| l / AS_SHARE);
             let granted = RANGE_LOG2.iter().find_map(|&log2| {
-                let got = reserve(1 << log2);
+                let got = (1usize << log2 <= share)
+                    .then(|| reserve(1 << log2))
+                    .flatten();
                 if got.is_none() && log2 == RANGE_LOG2[0] {
                     // Reading errno allocates nothing.
                     let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
@@ -344,6 +350,21 @@ impl Region {
         }
         self.state == State::Reserved
     }
+}
+
+/// The share of a finite `RLIMIT_AS` the region may take: an eighth.
+pub const AS_SHARE: usize = 8;
+
+/// The soft address-space limit in bytes, None when unlimited (one `getrlimit`, no allocation).
+pub fn address_space_limit() -> Option<usize> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one struct we own.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } == 0;
+    (ok && lim.rlim_cur != libc::RLIM_INFINITY)
+        .then(|| usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX))
 }
 
 /// How a range of `len` bytes is aligned: to 1 GiB, or to its own length when smaller.
