@@ -205,6 +205,16 @@ fn a_thread_dump_under_sigpending_4_lists_every_thread_and_why_a_stack_is_missin
             .any(|b| b.contains("(no stack: ") && b.contains("RLIMIT_SIGPENDING")),
         "no thread says why its stack is missing:\n{dump}"
     );
+    // The proto form says the same in its comment.
+    let (s, _, b) = nl6.http("GET", "/debug/pprof/goroutine", b"");
+    assert_eq!(s, 200);
+    let notes = comments(&decode(&b));
+    assert!(
+        notes
+            .iter()
+            .any(|c| c.contains("threads have no stack") && c.contains("RLIMIT_SIGPENDING")),
+        "the goroutine profile's comments: {notes:?}"
+    );
     assert_eq!(cpu.join().unwrap(), 200);
     nl6.terminate(Duration::from_secs(25));
 }

@@ -192,7 +192,32 @@ fn trim_allocator_frames<'s>(b: &ProfileBuilder, stack: &'s [u64]) -> &'s [u64] 
     }
 }
 
-/// gzip'd goroutine/count profile, one sample per distinct (stack, subsystem, thread name).
+/// The comment of a thread profile some of whose stacks are missing: how many, why, and which threads.
+fn missing_stacks_note(threads: &[ThreadStack]) -> Option<String> {
+    let mut by_reason: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    for t in threads.iter().filter(|t| t.stack.is_empty()) {
+        let why = t
+            .missing
+            .map_or_else(|| "none was captured".to_string(), |m| m.to_string());
+        by_reason.entry(why).or_default().push(&t.name);
+    }
+    if by_reason.is_empty() {
+        return None;
+    }
+    let n: usize = by_reason.values().map(Vec::len).sum();
+    let parts: Vec<String> = by_reason
+        .iter()
+        .map(|(why, names)| format!("{why}: {}", names.join(", ")))
+        .collect();
+    Some(format!(
+        "{n} of {} threads have no stack: {}",
+        threads.len(),
+        parts.join("; ")
+    ))
+}
+
+/// gzip'd goroutine/count profile, one sample per distinct (stack, subsystem, thread name); a comment
+/// names the threads whose stack is missing and why.
 pub fn goroutine(threads: &[ThreadStack]) -> Vec<u8> {
     let mut groups: BTreeMap<(&Stack, u16, &str), i64> = BTreeMap::new();
     for t in threads {
@@ -202,6 +227,9 @@ pub fn goroutine(threads: &[ThreadStack]) -> Vec<u8> {
     }
     let mut b = ProfileBuilder::new(&[("goroutine", "count")]);
     b.period("goroutine", "count", 1);
+    if let Some(note) = missing_stacks_note(threads) {
+        b.comment(&note);
+    }
     for ((stack, label, name), count) in groups {
         let mut labels = Vec::new();
         if let Some(s) = Subsystem::name_of(label) {
