@@ -58,6 +58,7 @@ fn profile() -> CpuProfile {
         period_ns: 10_000_000,
         samples,
         lost: 0,
+        coverage: Default::default(),
     }
 }
 

@@ -8,6 +8,9 @@
 #   - curl: the README examples (scripts/readme-examples.sh); wrk: the serving-under-load figures;
 #   - binutils (objcopy: engine_symbols strips DWARF to test the release shape), libc6-dbg (names libc's
 #     internal functions in profiles, from the debug file found by build ID);
+#   - python3: its XML parser checks that flame graph SVGs of hostile profiles are valid XML;
+#   - util-linux (prlimit, setpriv): the low-limit tests run the binary under RLIMIT_SIGPENDING/RLIMIT_AS
+#     as a uid of their own (essential on Debian, listed for minimal images);
 #   - the x86_64-unknown-linux-musl target, through rustup (the static binary).
 # As root it installs what is missing with apt. Otherwise it names the missing packages and stops
 # (exit 1) before any test can fail on them.
@@ -27,6 +30,9 @@ requirements=(
   "wrk                                                    wrk"
   "objcopy                                                binutils"
   "/usr/share/doc/libc6-dbg                               libc6-dbg"
+  "python3                                                python3"
+  "prlimit                                                util-linux"
+  "setpriv                                                util-linux"
 )
 need=()
 for line in "${requirements[@]}"; do

@@ -5,7 +5,8 @@
 //! or forge further lines.
 //!
 //! [`remote`] (or [`remote_within`] for a longer bound) is the one function every log line or error
-//! message built from remote text uses.
+//! message built from remote text uses; [`terminal`] is the same escaping without a length bound, for
+//! a profile's names in `nl6 report`'s output, collect's text files and flame graph SVGs.
 #![forbid(unsafe_code)]
 
 use std::fmt::Write as _;
@@ -20,9 +21,15 @@ pub fn remote(text: &str) -> String {
     remote_within(text, REMOTE_TEXT_LIMIT)
 }
 
+/// [`remote`] without the length bound: every character kept, controls and bidi controls escaped. For
+/// remote text whose length is bounded elsewhere (a profile's names, by `report::limits`).
+pub fn terminal(text: &str) -> String {
+    remote_within(text, usize::MAX)
+}
+
 /// [`remote`] keeping at most `max_chars` characters of the input.
 pub fn remote_within(text: &str, max_chars: usize) -> String {
-    let mut out = String::with_capacity(text.len().min(max_chars * 2));
+    let mut out = String::with_capacity(text.len().min(max_chars.saturating_mul(2)));
     for (i, c) in text.chars().enumerate() {
         if i == max_chars {
             out.push('…');
@@ -62,6 +69,11 @@ mod tests {
             "\\x1b[2J\\x07a\\rb\\nc\\td\\0e\\x7f\\u{85}\\u{202e}f\\\\"
         );
         assert_eq!(remote("disk full: café"), "disk full: café");
+        let long = format!("\u{1b}]0;t\u{7}{}", "x".repeat(1000));
+        assert_eq!(
+            terminal(&long),
+            format!("\\x1b]0;t\\x07{}", "x".repeat(1000))
+        );
     }
 
     #[test]

@@ -49,7 +49,7 @@ fn closed_by_default_with_every_field() {
         v,
         j!({"enabled":false,"startup_flag":"","server_address":"","pushing":false,"pprof_path":"/debug/pprof/",
             "revert_pending":false,"sdk_errors":0,"last_error":null,"uploads":0,"last_upload_at":null,
-            "last_push":null})
+            "last_push":null,"cpu_threads_unarmed":0,"cpu_threads_unarmed_names":[],"sampler_warnings":[]})
     );
     assert!(n
         .stderr()

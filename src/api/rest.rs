@@ -43,6 +43,11 @@ struct ProfilingState {
     /// Which push `uploads`/`last_upload_at`/`sdk_errors` belong to once it has stopped (null while a
     /// push runs, or before any).
     last_push: Option<LastPushJson>,
+    /// Threads the running (or last) CPU profile could not arm a timer on, and their names.
+    cpu_threads_unarmed: usize,
+    cpu_threads_unarmed_names: Vec<String>,
+    /// What the samplers could not do, as the profiles' comments say it (empty when nothing).
+    sampler_warnings: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -52,6 +57,7 @@ struct LastPushJson {
 }
 
 fn state_json(v: &GateView) -> ProfilingState {
+    let unarmed = nl6_profile::cpu::coverage().unarmed;
     ProfilingState {
         enabled: v.enabled,
         startup_flag: v.startup_flag.clone().unwrap_or_default(),
@@ -68,6 +74,9 @@ fn state_json(v: &GateView) -> ProfilingState {
             address: p.address.clone(),
             stopped_at: rfc3339(p.stopped_at),
         }),
+        cpu_threads_unarmed: unarmed.len(),
+        cpu_threads_unarmed_names: unarmed.into_values().map(|t| t.name).collect(),
+        sampler_warnings: nl6_profile::sampler_gaps(),
     }
 }
 

@@ -54,6 +54,8 @@ pub(super) fn serve(args: Args) -> i32 {
     if let Err(e) = nl6_profile::install_signal_handlers() {
         eprintln!("nl6: profiler signal handlers: {e}");
     }
+    // What a sampler cannot do (threads it cannot arm, a smaller heap region) is logged as it happens.
+    nl6_profile::notes::set_log_sink(|line| eprintln!("nl6: {line}"));
     let config = match Config::resolve(args, &|name| std::env::var_os(name).is_some()) {
         Ok(c) => c,
         Err(e) => {
@@ -67,6 +69,9 @@ pub(super) fn serve(args: Args) -> i32 {
     if let Some(rate) = config.heap_rate() {
         nl6_profile::heap::set_rate(rate);
     }
+    // Reserved now rather than at the first sample, so a refusal (an address-space limit) is logged at
+    // startup; the sampler degrades to the region it got.
+    let _ = nl6_profile::heap::reserve_region();
     // The fleet binds every device socket before anything is served: a port in use stops startup here
     // with the line naming the device, the port and the remedy.
     let fleet = match crate::lab::Fleet::start(config.fleet().clone()) {

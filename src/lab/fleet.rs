@@ -15,6 +15,7 @@
 //! flag, wakes sleepers and writes the SNMP threads' wake-up socket so their polls return at once.
 #![forbid(unsafe_code)]
 
+use super::catchup::{self, Skipped, Turn};
 use super::config::FleetConfig;
 use super::device::{mix, Device, INTERFACES_PER_DEVICE};
 use super::netflow::FlowExporter;
@@ -471,7 +472,8 @@ fn jitter(device: usize, round: u64) -> f64 {
 /// The shared scheduler: periodic syslog (each device at a random phase, each period jittered ±10%), the
 /// periodic link toggle (linkDown, then linkUp a trap interval later) on one interface per device, and
 /// each device's flow export every flow interval (at a random phase, so exports do not come in one burst).
-/// One heap for every device: no thread nor timer per device.
+/// One heap for every device: no thread nor timer per device. A job reached late (a stall) skips the
+/// periods it missed instead of replaying them ([`catchup`]), with one log line per stall.
 fn run_scheduler(sh: &Shared) {
     let start = Instant::now();
     let mut heap: BinaryHeap<Reverse<(Instant, u64, Job)>> = BinaryHeap::new();
@@ -503,9 +505,24 @@ fn run_scheduler(sh: &Shared) {
             )));
         }
     }
+    let mut skipped = Skipped::default();
     while let Some(Reverse((due, n, job))) = heap.pop() {
         if !sh.stop.sleep_until(due) {
             return;
+        }
+        let period = match job {
+            Job::Syslog(_) => syslog_every,
+            Job::Link(_) => trap_every,
+            Job::Flow(_) => flow_every,
+        };
+        let now = Instant::now();
+        if let Turn::Skip { next, missed } = catchup::turn(due, period, now) {
+            skipped.add(due, now, missed);
+            heap.push(Reverse((next, n + missed, job)));
+            continue;
+        }
+        if let Some(line) = skipped.take_line() {
+            eprintln!("{line}");
         }
         round += 1;
         // The whole iteration runs under the job's subsystem: the device state it advances and the text

@@ -9,6 +9,7 @@
 //! - [`config`]: [`FleetConfig`] and its flag table; [`target`]: where the fleet sends (`host:port`,
 //!   `udp://`/`tcp://`), shared by config and syslog; [`fleet`]: [`Fleet::start`] / [`Fleet::stop`] and the
 //!   thread map; [`listen`]: binding the SNMP sockets; [`fleet_error`]: why a fleet did not start;
+//!   [`catchup`]: the scheduler's rule for missed periods (skipped, never replayed);
 //!   [`api`]: the REST routes (time text comes from [`crate::timefmt`]).
 //!
 //! Never here: gNMI (needs HTTP/2 + gRPC; its label values stay reserved), traffic outside the configured
@@ -26,6 +27,7 @@ pub(crate) use probe;
 
 pub mod api;
 pub mod ber;
+pub mod catchup;
 pub mod config;
 pub mod device;
 pub mod device_net;

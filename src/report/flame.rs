@@ -2,6 +2,11 @@
 //! folded stacks (`root;…;leaf value`). An empty profile gets a small SVG that says "no samples" (inferno
 //! would draw an error banner instead).
 //!
+//! Every text from the profile (names, sample types, the title) goes through [`svg_text`] before inferno
+//! sees it: escaped as for a terminal (`logtext::terminal`: no control character, no bidi control) and
+//! XML's two other forbidden characters (U+FFFE, U+FFFF) replaced, so the SVG is valid XML whatever the
+//! names hold (inferno escapes `&<>"'` itself).
+//!
 //! Takes decoded profiles, returns SVG bytes; never reads or writes files.
 #![forbid(unsafe_code)]
 
@@ -43,7 +48,7 @@ pub fn folded(stacks: &Stacks) -> Result<Vec<String>, String> {
         ));
     }
     let shown: Vec<String> = (0..stacks.names.len() as u32)
-        .map(|id| stacks.names.get(id).replace(';', ":"))
+        .map(|id| svg_text(stacks.names.get(id)).replace(';', ":"))
         .collect();
     let mut lines: Vec<String> = merged
         .into_iter()
@@ -86,10 +91,10 @@ pub fn flamegraph_svg_for(p: &Profile, index: usize, title: &str) -> Result<Vec<
     }
     let total = nodes::total(&stacks);
     let mut opt = options(title, &unit);
-    opt.subtitle = Some(format!(
+    opt.subtitle = Some(svg_text(&format!(
         "{stype}: {} total",
         scaled_label(total, &unit, "auto")
-    ));
+    )));
     Ok(
         render(&mut opt, lines.iter().map(String::as_str))
             .unwrap_or_else(|_| no_samples_svg(title)),
@@ -128,19 +133,19 @@ pub fn diff_flamegraph_svg(
     }
     let merged = String::from_utf8_lossy(&merged).into_owned();
     let mut opt = options(title, &unit);
-    opt.subtitle = Some(format!(
+    opt.subtitle = Some(svg_text(&format!(
         "{stype}: red grew, blue shrank (widths are the new profile)"
-    ));
+    )));
     Ok(render(&mut opt, merged.lines()).unwrap_or_else(|_| no_samples_svg(title)))
 }
 
 fn options<'a>(title: &str, unit: &str) -> flamegraph::Options<'a> {
     let mut opt = flamegraph::Options::default();
-    opt.title = title.to_string();
+    opt.title = svg_text(title);
     opt.count_name = if unit.is_empty() {
         "samples".to_string()
     } else {
-        unit.to_string()
+        svg_text(unit)
     };
     opt.hash = true;
     opt.deterministic = true;
@@ -172,10 +177,16 @@ pub fn message_svg(title: &str, message: &str) -> Vec<u8> {
          <text x=\"300\" y=\"30\" text-anchor=\"middle\" font-family=\"Verdana\" font-size=\"16\">{}</text>\n\
          <text x=\"300\" y=\"60\" text-anchor=\"middle\" font-family=\"Verdana\" font-size=\"14\">{}</text>\n\
          </svg>\n",
-        xml_escape(title),
-        xml_escape(message)
+        xml_escape(&svg_text(title)),
+        xml_escape(&svg_text(message))
     )
     .into_bytes()
+}
+
+/// Text that may go into an SVG as character data: escaped as for a terminal (no control or bidi
+/// character) and U+FFFE/U+FFFF, which XML 1.0 forbids, replaced by U+FFFD. Markup is left to the writer.
+pub fn svg_text(s: &str) -> String {
+    crate::logtext::terminal(s).replace(['\u{fffe}', '\u{ffff}'], "\u{fffd}")
 }
 
 fn xml_escape(s: &str) -> String {
@@ -218,6 +229,14 @@ mod tests {
         assert!(
             svg.contains(NO_SAMPLES) && svg.contains("a &lt;b&gt;"),
             "{svg}"
+        );
+    }
+
+    #[test]
+    fn svg_text_has_no_character_xml_forbids() {
+        assert_eq!(
+            svg_text("a\u{1b}[2J\u{7}\r\u{202e}\u{fffe}\0b"),
+            "a\\x1b[2J\\x07\\r\\u{202e}\u{fffd}\\0b"
         );
     }
 

@@ -1,13 +1,16 @@
 //! Top tables as `go tool pprof -top` prints them (header labels, `flat flat% sum% cum cum%` columns,
 //! one function a row), for one profile and for the difference of two (`-diff_base`).
 //!
-//! Takes decoded profiles, returns text; never reads files.
+//! Takes decoded profiles, returns text; never reads files. Every name and label from the profile is
+//! escaped for a terminal ([`crate::logtext::terminal`]) as the text is rendered: a hostile profile's
+//! ESC, BEL, CR or bidi controls reach neither `nl6 report`'s terminal nor collect's text files raw.
 #![forbid(unsafe_code)]
 
 use std::fmt::Write as _;
 
 use super::nodes::{self, Node, Stacks};
 use super::units::{percentage, scale, scaled_label, select_output_unit, time_label};
+use crate::logtext::terminal;
 use nl6_profile::proto::Profile;
 
 /// What a table shows when a profile has no samples of the chosen type.
@@ -35,7 +38,7 @@ impl Table {
     pub fn render(&self) -> String {
         let mut out = String::new();
         for l in &self.labels {
-            out.push_str(l);
+            out.push_str(&terminal(l));
             out.push('\n');
         }
         if self.rows.is_empty() && self.total == 0 {
@@ -64,7 +67,7 @@ impl Table {
                 percentage(flat_sum, self.total),
                 self.format_value(n.cum),
                 percentage(n.cum, self.total),
-                n.name
+                terminal(&n.name)
             );
         }
         out
@@ -287,7 +290,8 @@ pub fn diff_table(base: &Profile, new: &Profile, sample_index: usize) -> Result<
     ];
     let t = build(labels, &stacks, total, &unit);
     if t.rows.is_empty() {
-        let mut out = t.labels.join("\n");
+        let labels: Vec<String> = t.labels.iter().map(|l| terminal(l)).collect();
+        let mut out = labels.join("\n");
         out.push_str("\nno change\n");
         return Ok(out);
     }

@@ -1,6 +1,6 @@
 //! Shared helper for integration tests that boot the real `nl6` binary.
 //!
-//! - [`boot`] builds a command line ([`Boot::arg`], [`Boot::env`], [`Boot::nofile`]); [`Boot::start`]
+//! - [`boot`] builds a command line ([`Boot::arg`], [`Boot::env`], [`Boot::nofile`], [`Boot::under`]); [`Boot::start`]
 //!   serves on a free loopback port (`-listen 127.0.0.1:0` unless the test gives `-listen`/`-port`) and
 //!   waits, bounded, for the boot line that names the bound address; [`Boot::run`] runs a command to
 //!   completion (refusals, `--version`) with a bound on its time.
@@ -35,6 +35,7 @@ pub struct Boot {
     nofile: Option<u64>,
     binary: Option<String>,
     nohup: bool,
+    under: Vec<String>,
 }
 
 /// Starts describing an `nl6` run.
@@ -68,6 +69,11 @@ impl Boot {
         self.binary = Some(path.to_string());
         self
     }
+    /// Runs the binary under a wrapper command that execs it (`prlimit --as=N --`, `setpriv … --`).
+    pub fn under(mut self, wrapper: &[&str]) -> Boot {
+        self.under = wrapper.iter().map(|s| s.to_string()).collect();
+        self
+    }
     /// Runs the child with `ulimit -n` set to `n` (soft and hard), through `sh`.
     pub fn nofile(mut self, n: u64) -> Boot {
         self.nofile = Some(n);
@@ -89,7 +95,14 @@ impl Boot {
                 c.arg(&bin);
                 c
             }
-            None => Command::new(&bin),
+            None => match self.under.split_first() {
+                Some((wrapper, rest)) => {
+                    let mut c = Command::new(wrapper);
+                    c.args(rest).arg(&bin);
+                    c
+                }
+                None => Command::new(&bin),
+            },
         };
         cmd.args(args);
         // The adhoc variable would change behaviour: only a test that sets it gets it.

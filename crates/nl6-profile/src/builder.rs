@@ -50,6 +50,8 @@ pub struct ProfileBuilder {
     default_sample_type: i64,
     time_nanos: i64,
     duration_nanos: i64,
+    /// Free-form notes (`go tool pprof -comments` shows them): what the profile is missing and why.
+    comments: Vec<i64>,
     symbolizer: Option<&'static Symbolizer>,
     /// The process's executable mappings (ids 1, 2, …), read from the symbolizer on first need.
     mappings: Option<Vec<proto::Mapping>>,
@@ -80,6 +82,7 @@ impl ProfileBuilder {
             default_sample_type: 0,
             time_nanos: unix_nanos(SystemTime::now()),
             duration_nanos: 0,
+            comments: Vec::new(),
             symbolizer,
             mappings: None,
         };
@@ -153,6 +156,13 @@ impl ProfileBuilder {
     /// Sets `duration_nanos` (omitted when zero, as Go does for non-CPU profiles).
     pub fn duration(&mut self, d: Duration) -> &mut Self {
         self.duration_nanos = i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
+        self
+    }
+
+    /// Adds a comment (pprof's `comment` field).
+    pub fn comment(&mut self, text: &str) -> &mut Self {
+        let id = self.string(text);
+        self.comments.push(id);
         self
     }
 
@@ -328,6 +338,7 @@ impl ProfileBuilder {
             period_type: self.period_type,
             period: self.period,
             default_sample_type: self.default_sample_type,
+            comment: self.comments,
             ..Default::default()
         }
     }

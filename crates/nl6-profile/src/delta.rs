@@ -39,7 +39,7 @@ impl HeapDelta {
     /// The next delta profile (gzip'd pprof, heap header, no default sample type), advancing the state.
     pub fn next(&self, snapshot: &HeapSnapshot) -> Vec<u8> {
         let mut previous = self.previous.lock().unwrap_or_else(|e| e.into_inner());
-        let mut b = encode::heap_builder(snapshot.rate, HeapView::Heap);
+        let mut b = encode::heap_builder(snapshot.rate, HeapView::Heap, snapshot.note.as_deref());
         let rate = snapshot.rate as i64;
         for r in &snapshot.records {
             let block = block_size(r);
@@ -99,7 +99,7 @@ pub fn heap_between(
         .iter()
         .map(|r| ((&r.stack, block_size(r)), r))
         .collect();
-    let mut b = encode::heap_builder(after.rate.max(before.rate), view);
+    let mut b = encode::heap_builder(after.rate.max(before.rate), view, after.note.as_deref());
     b.time(SystemTime::now()).duration(duration);
     for r in &after.records {
         let block = block_size(r);
@@ -147,16 +147,19 @@ mod tests {
         let first = HeapSnapshot {
             rate,
             records: vec![record(0x10, 64, 5, 1), record(0x20, 8, 0, 0)],
+            note: None,
         };
         assert_eq!(values(&d.next(&first)), vec![vec![5, 320, 4, 256]]);
         let second = HeapSnapshot {
             rate,
             records: vec![record(0x10, 64, 7, 6), record(0x20, 8, 0, 0)],
+            note: None,
         };
         assert_eq!(values(&d.next(&second)), vec![vec![2, 128, 1, 64]]);
         let third = HeapSnapshot {
             rate,
             records: vec![record(0x10, 64, 7, 7)],
+            note: None,
         };
         assert!(
             values(&d.next(&third)).is_empty(),
@@ -169,10 +172,12 @@ mod tests {
         let before = HeapSnapshot {
             rate: 1,
             records: vec![record(0x10, 64, 5, 1)],
+            note: None,
         };
         let after = HeapSnapshot {
             rate: 1,
             records: vec![record(0x10, 64, 9, 9), record(0x30, 16, 2, 0)],
+            note: None,
         };
         let bytes = heap_between(&before, &after, Duration::from_secs(3), HeapView::Allocs);
         let p = proto::decode(&bytes).unwrap();

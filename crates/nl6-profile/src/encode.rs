@@ -5,9 +5,11 @@
 //! frames are the sampler's own (the allocator's frames are dropped from heap stacks, as Go drops
 //! `runtime.*` frames). Shapes follow runtime/pprof (see the pull surface's reference notes):
 //! - cpu: `samples/count`, `cpu/nanoseconds`; period `cpu/nanoseconds` = period_ns; `subsystem` labels;
-//!   `duration_nanos`; `stack[0]` is the interrupted instruction.
+//!   `duration_nanos`; `stack[0]` is the interrupted instruction; a comment naming the threads the
+//!   sampler could not arm, when there are any.
 //! - heap / allocs: `alloc_objects/count`, `alloc_space/bytes`, `inuse_objects/count`, `inuse_space/bytes`;
-//!   period `space/bytes` = rate; numeric label `bytes` = block size; allocs defaults to `alloc_space`.
+//!   period `space/bytes` = rate; numeric label `bytes` = block size; allocs defaults to `alloc_space`;
+//!   a comment when the sampler's region is smaller than asked or absent.
 //! - goroutine / threadcreate: `<name>/count`, period 1; goroutine samples carry `subsystem` and
 //!   `thread_name`.
 //! - block / mutex: `contentions/count`, `delay/nanoseconds`, period `contentions/count` = 1.
@@ -65,6 +67,9 @@ pub fn cpu(profile: &CpuProfile) -> Vec<u8> {
     b.period("cpu", "nanoseconds", period)
         .time(profile.start)
         .duration(profile.duration);
+    if let Some(note) = profile.coverage.note() {
+        b.comment(&note);
+    }
     for s in &profile.samples {
         let labels: Vec<(&str, LabelValue)> = Subsystem::name_of(s.label)
             .map(|n| ("subsystem", LabelValue::Str(n.to_string())))
@@ -109,10 +114,13 @@ pub fn heap_values(r: &HeapRecord, rate: usize) -> [i64; 4] {
     [ao, ab, io, ib]
 }
 
-/// A builder with Go's heap header for `view`.
-pub(crate) fn heap_builder(rate: usize, view: HeapView) -> ProfileBuilder {
+/// A builder with Go's heap header for `view`, and the sampler's `note` (a region shortfall) as a comment.
+pub(crate) fn heap_builder(rate: usize, view: HeapView, note: Option<&str>) -> ProfileBuilder {
     let mut b = ProfileBuilder::new(&HEAP_SAMPLE_TYPES);
     b.period("space", "bytes", rate as i64);
+    if let Some(note) = note {
+        b.comment(note);
+    }
     if view == HeapView::Allocs {
         b.default_sample_type("alloc_space");
     }
@@ -137,7 +145,7 @@ pub(crate) fn add_heap_sample(
 
 /// gzip'd pprof of the heap in Go's shape (four sample types, space/bytes period, `bytes` numeric label).
 pub fn heap(snapshot: &HeapSnapshot, view: HeapView) -> Vec<u8> {
-    let mut b = heap_builder(snapshot.rate, view);
+    let mut b = heap_builder(snapshot.rate, view, snapshot.note.as_deref());
     for r in &snapshot.records {
         let block = r.alloc_bytes.checked_div(r.alloc_objects).unwrap_or(0);
         add_heap_sample(
@@ -184,7 +192,32 @@ fn trim_allocator_frames<'s>(b: &ProfileBuilder, stack: &'s [u64]) -> &'s [u64] 
     }
 }
 
-/// gzip'd goroutine/count profile, one sample per distinct (stack, subsystem, thread name).
+/// The comment of a thread profile some of whose stacks are missing: how many, why, and which threads.
+fn missing_stacks_note(threads: &[ThreadStack]) -> Option<String> {
+    let mut by_reason: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    for t in threads.iter().filter(|t| t.stack.is_empty()) {
+        let why = t
+            .missing
+            .map_or_else(|| "none was captured".to_string(), |m| m.to_string());
+        by_reason.entry(why).or_default().push(&t.name);
+    }
+    if by_reason.is_empty() {
+        return None;
+    }
+    let n: usize = by_reason.values().map(Vec::len).sum();
+    let parts: Vec<String> = by_reason
+        .iter()
+        .map(|(why, names)| format!("{why}: {}", names.join(", ")))
+        .collect();
+    Some(format!(
+        "{n} of {} threads have no stack: {}",
+        threads.len(),
+        parts.join("; ")
+    ))
+}
+
+/// gzip'd goroutine/count profile, one sample per distinct (stack, subsystem, thread name); a comment
+/// names the threads whose stack is missing and why.
 pub fn goroutine(threads: &[ThreadStack]) -> Vec<u8> {
     let mut groups: BTreeMap<(&Stack, u16, &str), i64> = BTreeMap::new();
     for t in threads {
@@ -194,6 +227,9 @@ pub fn goroutine(threads: &[ThreadStack]) -> Vec<u8> {
     }
     let mut b = ProfileBuilder::new(&[("goroutine", "count")]);
     b.period("goroutine", "count", 1);
+    if let Some(note) = missing_stacks_note(threads) {
+        b.comment(&note);
+    }
     for ((stack, label, name), count) in groups {
         let mut labels = Vec::new();
         if let Some(s) = Subsystem::name_of(label) {
@@ -394,7 +430,10 @@ fn goroutine_dump(threads: &[ThreadStack]) -> String {
             ),
         };
         if t.stack.is_empty() {
-            out.push_str("(no stack: the thread did not answer)\n");
+            let why = t
+                .missing
+                .map_or_else(|| "none was captured".to_string(), |m| m.to_string());
+            let _ = writeln!(out, "(no stack: {why})");
         }
         for (i, &addr) in t.stack.iter().enumerate() {
             let pc = if i == 0 { addr } else { addr.saturating_sub(1) };

@@ -371,6 +371,8 @@ pub struct HeapSnapshot {
     pub rate: usize,
     /// One record per sampled (stack, size) pair.
     pub records: Vec<HeapRecord>,
+    /// What the sampler could not reserve, when it got less than its region ([`region_note`]).
+    pub note: Option<String>,
 }
 
 /// Reads the sampled sites. Allocations made while copying are never sampled.
@@ -381,7 +383,70 @@ pub fn snapshot() -> HeapSnapshot {
     HeapSnapshot {
         rate: rate(),
         records,
+        note: region_note(),
     }
+}
+
+/// Set once the region's shortfall has been logged.
+static REGION_LOGGED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// What the heap sampler could not reserve, as the heap profile's comment says it (None when it got its
+/// whole region, or has not sampled yet). The first call that finds a shortfall also logs it (one line,
+/// through [`crate::notes`]): the allocator where it happened cannot.
+pub fn region_note() -> Option<String> {
+    let gib = |b: usize| match b.is_multiple_of(1 << 30) {
+        true => format!("{} GiB", b >> 30),
+        false => format!("{} MiB", b >> 20),
+    };
+    let (text, errno) = match region::outcome() {
+        region::Outcome::NotTried | region::Outcome::Full => return None,
+        region::Outcome::Smaller {
+            granted,
+            asked,
+            errno,
+        } => (
+            format!(
+                "could not reserve its {} address-space region, only {}: sampled blocks beyond that are not sampled (counted as unplaced)",
+                gib(asked),
+                gib(granted)
+            ),
+            errno,
+        ),
+        region::Outcome::Unavailable { asked, errno } => (
+            format!(
+                "could not reserve any address-space region ({} down to {} refused): no allocation is sampled",
+                gib(asked),
+                gib(region::SMALLEST)
+            ),
+            errno,
+        ),
+    };
+    let why = match region::address_space_limit() {
+        Some(limit) => format!(
+            "RLIMIT_AS (`ulimit -v`) is {}: the region keeps to 1/{} of it",
+            gib(limit),
+            region::AS_SHARE
+        ),
+        None => format!("mmap: {}", std::io::Error::from_raw_os_error(errno)),
+    };
+    let note = format!("heap sampler: {text} ({why})");
+    if !REGION_LOGGED.swap(true, Ordering::Relaxed) {
+        crate::notes::log(&note);
+    }
+    Some(note)
+}
+
+/// Reserves the sampled-block region now (otherwise the first sample does) and returns
+/// [`region_note`]: lets a program report a shortfall at startup rather than at the first profile. A
+/// no-op returning None when sampling is off.
+pub fn reserve_region() -> Option<String> {
+    if rate() == 0 {
+        return None;
+    }
+    let prev = BUSY.with(|b| b.replace(true));
+    sites::reserve_region();
+    BUSY.with(|b| b.set(prev));
+    region_note()
 }
 
 /// Allocations left unsampled, since process start: those the region had no room for (or no region could

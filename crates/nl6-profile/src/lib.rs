@@ -20,6 +20,9 @@
 //! - **pprof out** ([`encode`], [`delta`], [`proto`], [`symbols`]): gzip'd protobuf in Go's shapes (and
 //!   Go's `debug=1`/`debug=2` text), godeltaprof deltas, names from the symbol tables of the executable,
 //!   shared objects and vDSO (DWARF lines when present).
+//! - **No silent gaps** ([`notes`]): threads the CPU sampler could not arm and a heap region smaller than
+//!   asked are named in the profile's comments, in a log line (through [`notes::set_log_sink`]) and in
+//!   [`sampler_gaps`].
 //! - **The pull surface** ([`pull`]): net/http/pprof's `/debug/pprof/` as a value-level handler — a path
 //!   and query in, status, headers and body out; mount it in whatever serves HTTP.
 //!
@@ -51,7 +54,7 @@
 //!   child has one thread, but the samplers' state (timers, the site table's mutex, the thread tables)
 //!   describes the parent's. A program that must keep running in the child installs
 //!   `pthread_atfork` handlers that stop profiling before the fork.
-//! - The process's SIGPROF and the stack-capture signal (`SIGRTMIN() + 4`) belong to the engine; call
+//! - The process's SIGPROF and the stack-capture signal (38 on glibc and musl alike, Debian's `RTMIN+4`) belong to the engine; call
 //!   [`install_signal_handlers`] at startup so a stray one is ignored rather than fatal.
 //! - Linux on x86_64 (the unwinder reads x86_64 signal contexts).
 //!
@@ -73,6 +76,7 @@ pub mod labels;
 #[allow(unsafe_code)]
 pub(crate) mod mapped;
 pub mod maps;
+pub mod notes;
 pub mod proto;
 pub mod pull;
 #[allow(unsafe_code)]
@@ -90,6 +94,14 @@ pub(crate) mod unwind;
 pub fn install_signal_handlers() -> std::io::Result<()> {
     cpu::install_handler()?;
     threads::install_handler()
+}
+
+/// Every sampler gap in force, as the texts the profiles' comments carry: the running (or last) CPU
+/// session's unarmed threads, and the heap sampler's region when it is smaller than asked or absent.
+/// Empty when the samplers see everything. For status views (nl6's `GET /api/v1/profiling`).
+pub fn sampler_gaps() -> Vec<String> {
+    let cpu = cpu::coverage().note().map(|n| format!("cpu profile: {n}"));
+    cpu.into_iter().chain(heap::region_note()).collect()
 }
 
 /// A captured call stack: return addresses, **leaf first** (the interrupted instruction itself at index 0

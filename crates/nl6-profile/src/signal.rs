@@ -36,8 +36,11 @@
 //! handler runs, so handlers never nest on one thread and never interleave writes into one slot.
 //!
 //! Which realtime signal: glibc reserves 32–33 and musl 32–34 for internal use (cancellation, timers,
-//! `setxid` broadcast); `SIGRTMIN()` is the first one free (34 on glibc, 35 on musl). We take
-//! `SIGRTMIN() + 4`, clear of those and of the low realtime numbers other libraries tend to pick first.
+//! `setxid` broadcast); `SIGRTMIN()` is the first one free (34 on glibc, 35 on musl). We take the fixed
+//! number [`STACKS_SIGNAL`] = 38 on both builds: free under either libc, clear of the low realtime numbers
+//! other libraries tend to pick first, and the number Debian's tools mean by `RTMIN+4` (`kill -RTMIN+4`
+//! counts from glibc's 34). `SIGRTMIN() + 4` would be 39 on the static musl build, so a `kill -RTMIN+4`
+//! from a shell would hit a signal nobody handles there and kill the process.
 use std::ffi::c_void;
 use std::os::raw::c_int;
 use std::sync::Mutex;
@@ -61,9 +64,13 @@ pub(crate) const HANDLER_LIBC: &[&str] = &[
 /// The CPU sampler's signal.
 pub(crate) const CPU_SIGNAL: c_int = libc::SIGPROF;
 
-/// The all-thread stack capture's signal (see the module doc for why this number).
+/// The all-thread stack capture's signal number, the same on the glibc and the musl build (see the module
+/// doc for why this number).
+pub(crate) const STACKS_SIGNAL: c_int = 38;
+
+/// The all-thread stack capture's signal ([`STACKS_SIGNAL`]).
 pub(crate) fn stacks_signal() -> c_int {
-    libc::SIGRTMIN() + 4
+    STACKS_SIGNAL
 }
 
 /// An `SA_SIGINFO` handler.
@@ -194,9 +201,14 @@ mod tests {
     }
 
     #[test]
-    fn stacks_signal_is_a_free_realtime_signal() {
+    fn stacks_signal_is_a_free_realtime_signal_of_one_number_on_both_libcs() {
         let s = stacks_signal();
-        assert!(s >= 35 + 2 && s <= libc::SIGRTMAX(), "{s}");
+        // musl's first free realtime signal is 35, glibc's 34: 38 is free under both.
+        assert!(
+            s >= libc::SIGRTMIN() && s >= 35 && s <= libc::SIGRTMAX(),
+            "{s}"
+        );
+        assert_eq!(s, 38, "the number Debian's `kill -RTMIN+4` sends");
     }
 
     /// Sources of every module a handler's code lives in (test-only, for the contract check).

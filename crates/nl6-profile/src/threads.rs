@@ -4,7 +4,9 @@
 //! [`capture_all`] lists `/proc/self/task`, gives each other thread a preallocated slot, sends it
 //! `signal::stacks_signal` with `tgkill`, and waits (bounded) while each handler unwinds its interrupted
 //! context into its slot with the label it had at that instant. The calling thread records its own stack
-//! directly. A thread that blocks the signal or does not run in time is reported with an empty stack. A
+//! directly. A thread that blocks the signal or does not run in time is reported with an empty stack and
+//! the reason ([`Missing`]); so is one the signal could not be sent to: an `EAGAIN` refusal (the pending-
+//! signal limit) is retried until the deadline, and only a thread that has exited (`ESRCH`) is left out. A
 //! thread whose stack bounds nobody learnt (one nl6 did not spawn, outside a CPU profile) answers with
 //! its leaf only (handlers never ask libc for bounds); the capture then learns its bounds from the
 //! answer's RSP and `/proc/self/maps`, asks it once more, and forgets those entries before returning. Each
@@ -19,6 +21,7 @@
 //!
 //! Never: allocates, locks or panics in the handler (contract in the crate-private `signal`); waits
 //! without a bound.
+use super::cpu::thread_name;
 use super::labels;
 use super::signal::{self, ErrnoGuard};
 use super::unwind::{self, MAX_DEPTH};
@@ -30,7 +33,10 @@ use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+mod missing;
 mod spawn;
+pub use missing::Missing;
+use missing::Sent;
 pub use spawn::{
     learn_own_stack, spawn_inheriting, spawn_labelled, spawn_recorded, threadcreate_stacks,
 };
@@ -51,6 +57,8 @@ pub struct ThreadStack {
     pub label: u16,
     /// Return addresses, leaf first.
     pub stack: Stack,
+    /// Why the stack is empty, when it is (the thread is listed all the same).
+    pub missing: Option<Missing>,
 }
 
 /// A slot's state word: the capture generation (upper 62 bits) and a phase (low 2 bits). The generation
@@ -288,12 +296,6 @@ pub fn install_handler() -> std::io::Result<()> {
     signal::install(signal::stacks_signal(), on_stacks_signal)
 }
 
-fn thread_name(tid: i32) -> String {
-    std::fs::read_to_string(format!("/proc/self/task/{tid}/comm"))
-        .map(|s| s.trim_end_matches('\n').to_string())
-        .unwrap_or_default()
-}
-
 /// One thread's reply to a capture round: its label and stack (empty when it did not answer in time),
 /// and its RSP when the handler did not know its stack bounds.
 struct Reply {
@@ -301,10 +303,24 @@ struct Reply {
     label: u16,
     stack: Stack,
     unbounded_rsp: u64,
+    missing: Option<Missing>,
+}
+
+impl Reply {
+    fn empty(tid: i32, why: Missing) -> Reply {
+        Reply {
+            tid,
+            label: 0,
+            stack: Vec::new(),
+            unbounded_rsp: 0,
+            missing: Some(why),
+        }
+    }
 }
 
 /// One round: signals each of `tids` (none of them the caller) and collects the replies; threads that
-/// exited meanwhile are left out, threads that do not answer within `timeout` reply with an empty stack.
+/// exited meanwhile are left out, threads that do not answer within `timeout` (or that the signal could not
+/// reach) reply with an empty stack and the reason.
 fn capture_round(tids: &[i32], timeout: Duration) -> Vec<Reply> {
     let can_signal = signal::install(signal::stacks_signal(), on_stacks_signal).is_ok();
     let generation = GENERATION.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
@@ -320,53 +336,61 @@ fn capture_round(tids: &[i32], timeout: Duration) -> Vec<Reply> {
         .store(armed.last().map_or(0, |i| i + 1), Ordering::Release);
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() };
-    let mut gone = vec![false; signalled.len()];
-    for (i, tid) in signalled.iter().enumerate() {
-        // SAFETY: tgkill on a thread of our own process with a signal whose handler is installed.
-        let rc = unsafe { libc::syscall(libc::SYS_tgkill, pid, *tid, signal::stacks_signal()) };
-        if rc != 0 {
-            gone[i] = true; // exited since the scan (ESRCH)
-        }
-    }
+    let mut sent: Vec<Sent> = signalled.iter().map(|t| missing::send(pid, *t)).collect();
 
     let deadline = Instant::now() + timeout;
     let done = state_word(generation, DONE);
-    let all_done = || {
-        slots
-            .iter()
-            .zip(&gone)
-            .all(|(s, g)| *g || s.state.load(Ordering::Acquire) == done)
+    let all_done = |sent: &[Sent]| {
+        slots.iter().zip(sent).all(|(s, how)| match how {
+            Sent::Gone => true,
+            Sent::Refused(_) => false,
+            Sent::Queued => s.state.load(Ordering::Acquire) == done,
+        })
     };
-    while !all_done() && Instant::now() < deadline {
+    while !all_done(&sent) && Instant::now() < deadline {
+        // A full signal queue empties as earlier signals are delivered: send the refused ones again.
+        for (how, tid) in sent.iter_mut().zip(signalled) {
+            if *how == Sent::Refused(libc::EAGAIN) {
+                *how = missing::send(pid, *tid);
+            }
+        }
         std::thread::sleep(Duration::from_micros(200));
     }
 
     let mut out = Vec::with_capacity(tids.len());
-    for ((slot, tid), gone) in slots.iter().zip(signalled).zip(&gone) {
-        let (label, stack, unbounded_rsp) =
-            match slot.take_back(generation, Duration::from_millis(100)) {
+    for ((slot, tid), how) in slots.iter().zip(signalled).zip(&sent) {
+        let answer = slot.take_back(generation, Duration::from_millis(100));
+        let why = match (answer, *how) {
+            (
                 Answer::Stack {
                     label,
                     frames,
                     unbounded_rsp,
-                } => (label, frames, unbounded_rsp),
-                _ if *gone => continue,
-                Answer::Unanswered | Answer::Quarantined => (0, Vec::new(), 0),
-            };
-        out.push(Reply {
-            tid: *tid,
-            label,
-            stack,
-            unbounded_rsp,
-        });
+                },
+                _,
+            ) => {
+                out.push(Reply {
+                    tid: *tid,
+                    label,
+                    stack: frames,
+                    unbounded_rsp,
+                    missing: None,
+                });
+                continue;
+            }
+            (_, Sent::Gone) => continue,
+            (_, Sent::Refused(errno)) => Missing::Unsignalled(errno),
+            (Answer::Unanswered, Sent::Queued) => Missing::NoAnswer,
+            (Answer::Quarantined, Sent::Queued) => Missing::Late,
+        };
+        out.push(Reply::empty(*tid, why));
     }
     SLOTS.used.store(0, Ordering::Release);
-    out.extend(unslotted.iter().map(|tid| Reply {
-        tid: *tid,
-        label: 0,
-        stack: Vec::new(),
-        unbounded_rsp: 0,
-    }));
+    out.extend(
+        unslotted
+            .iter()
+            .map(|tid| Reply::empty(*tid, Missing::NoSlot)),
+    );
     out
 }
 
@@ -429,6 +453,7 @@ pub fn capture_all(timeout: Duration) -> Vec<ThreadStack> {
             name: thread_name(r.tid),
             label: r.label,
             stack: r.stack,
+            missing: r.missing,
         })
         .collect();
     let mut own = [0u64; MAX_DEPTH];
@@ -438,6 +463,7 @@ pub fn capture_all(timeout: Duration) -> Vec<ThreadStack> {
         name: thread_name(me),
         label: labels::current_index(),
         stack: own[..n].to_vec(),
+        missing: None,
     });
     out.sort_by_key(|t| t.tid);
     out

@@ -81,6 +81,7 @@ fn cpu_profile_opens_in_go_tool_pprof_with_go_shape() {
             },
         ],
         lost: 2,
+        coverage: Default::default(),
     };
     let path = write_profile("cpu", &encode::cpu(&profile));
     let shape = check(&path);
@@ -154,6 +155,7 @@ fn synthetic_heap() -> HeapSnapshot {
             rec(vec![ret(warm_caller), ret(cold_root)], 1 << 20, 3, 0),
             rec(vec![ret(cold_root)], 64, 100, 100),
         ],
+        note: None,
     }
 }
 
@@ -222,18 +224,21 @@ fn goroutine_threadcreate_and_contention_profiles_are_valid() {
             name: "nl6-snmp-0".into(),
             label: Subsystem::SNMP.index(),
             stack: cpu_stack(),
+            missing: None,
         },
         ThreadStack {
             tid: 11,
             name: "nl6-snmp-0".into(),
             label: Subsystem::SNMP.index(),
             stack: cpu_stack(),
+            missing: None,
         },
         ThreadStack {
             tid: 12,
             name: "main".into(),
             label: 0,
             stack: cpu_stack()[1..].to_vec(),
+            missing: None,
         },
     ];
     let path = write_profile("goroutine", &encode::goroutine(&threads));
@@ -303,12 +308,14 @@ fn goroutine_text_matches_go_formats() {
             name: "worker".into(),
             label: Subsystem::FLOW.index(),
             stack: cpu_stack(),
+            missing: None,
         },
         ThreadStack {
             tid: 11,
             name: "worker".into(),
             label: Subsystem::FLOW.index(),
             stack: cpu_stack(),
+            missing: None,
         },
     ];
     let text = encode::goroutine_text(&threads, 1);

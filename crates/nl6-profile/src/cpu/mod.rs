@@ -30,9 +30,14 @@
 //! `take_window`/`stop` then return what was sampled up to the halt, and the sampler is free again once
 //! the holder drops or stops its session.
 //!
+//! Threads it cannot arm (the kernel refuses a timer: `RLIMIT_SIGPENDING`, most often) are retried each
+//! second, carried in every profile's [`CpuProfile::coverage`] (its comment), logged once and shown by
+//! [`coverage`] (`coverage.rs`): a profile never covers fewer threads without saying so.
+//!
 //! Owns: the ring (static, ~1.1 MB of zero pages, touched as used), the timers, the collector thread. Never:
 //! allocates, locks or panics in the handler; runs two sessions at once ([`CpuError::Busy`]); restores the
 //! default SIGPROF action (see the crate-private `signal` module).
+mod coverage;
 mod ring;
 mod tasks;
 mod timers;
@@ -40,6 +45,8 @@ mod timers;
 use super::signal::{self, ErrnoGuard};
 use super::unwind::{self, MAX_DEPTH};
 use super::{labels, Stack};
+pub(crate) use coverage::thread_name;
+pub use coverage::{Coverage, UnarmedThread};
 use ring::Ring;
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -103,6 +110,8 @@ pub struct CpuProfile {
     pub samples: Vec<CpuSample>,
     /// Samples dropped because buffers were full.
     pub lost: u64,
+    /// The threads seen, and those the sampler could not arm (their CPU is missing).
+    pub coverage: Coverage,
 }
 
 impl CpuProfile {
@@ -170,6 +179,11 @@ unsafe extern "C" fn on_sigprof(_sig: c_int, info: *mut libc::siginfo_t, ctx: *m
 /// Signals that produced a sample since the process started (for stress runs and diagnostics).
 pub fn signals_taken() -> u64 {
     SIGNALS.load(Ordering::Relaxed)
+}
+
+/// The running (or last) session's coverage: the threads it could not arm a timer on, and why.
+pub fn coverage() -> Coverage {
+    coverage::current()
 }
 
 /// Timers currently created by the sampler (0 when no session runs: none leak).
@@ -244,6 +258,7 @@ struct Window {
     /// scratch buffer as `&[u64]` and only a stack seen for the first time allocates.
     counts: HashMap<Vec<u64>, u64>,
     scratch: Vec<u64>,
+    coverage: Coverage,
 }
 
 impl Window {
@@ -254,6 +269,7 @@ impl Window {
             lost_at_start: LOST.load(Ordering::Relaxed),
             counts: HashMap::new(),
             scratch: Vec::with_capacity(MAX_DEPTH + 1),
+            coverage: Coverage::default(),
         }
     }
 
@@ -301,6 +317,7 @@ impl Window {
             lost: LOST
                 .load(Ordering::Relaxed)
                 .saturating_sub(self.lost_at_start),
+            coverage: self.coverage,
         }
     }
 }
@@ -375,12 +392,20 @@ fn start_inner(hz: u32, number: u64) -> Result<CpuSession, CpuError> {
         wake: Condvar::new(),
     });
     ACTIVE.store(true, Ordering::SeqCst);
-    {
+    coverage::reset();
+    let gaps = {
         let mut slot = timers();
         let t = slot.insert(Timers::new(period_ns));
-        t.sync()
-            .map_err(|e| CpuError::Os(format!("timer_create: {e}")))?;
-    }
+        t.sync().map_err(|e| {
+            CpuError::Os(match e.raw_os_error() {
+                Some(errno) => coverage::cause(errno),
+                None => format!("timer_create: {e}"),
+            })
+        })?;
+        unarmed_news(t)
+    };
+    // The collector logs, at its first tick: then the line counts the collector thread too.
+    publish_unarmed(&shared, gaps, false);
     let for_collector = Arc::clone(&shared);
     let collector = std::thread::Builder::new()
         .name("nl6-cpu-collect".to_string())
@@ -430,10 +455,12 @@ fn collect(shared: Arc<Shared>, number: u64) {
             .drain_ring();
         // Rescan first: learning then sees the timers as they are after this tick's deaths (and
         // forgets), under the same lock, so nothing is learnt for a tid the rescan just dropped.
-        if let Some(t) = timers().as_mut() {
+        let gaps = timers().as_mut().and_then(|t| {
             let _ = t.rescan();
             learn_stack_tops(&unknown, |tid| t.is_armed(tid));
-        }
+            unarmed_news(t)
+        });
+        publish_unarmed(&shared, gaps, true);
         stop = shared.stop.lock().unwrap_or_else(|e| e.into_inner());
     }
     drop(stop);
@@ -442,12 +469,41 @@ fn collect(shared: Arc<Shared>, number: u64) {
     }
 }
 
+/// The timers' unarmed threads when there are any or they just changed (armed count, copy), else None:
+/// a tick with every thread armed copies nothing.
+fn unarmed_news(t: &mut Timers) -> Option<(usize, std::collections::BTreeMap<i32, UnarmedThread>)> {
+    let news =
+        (t.unarmed_changed || !t.unarmed.is_empty()).then(|| (t.by_tid.len(), t.unarmed.clone()));
+    t.unarmed_changed = false;
+    news
+}
+
+/// Hands unarmed threads to the session's coverage (and its one log line) and to the open window. Called
+/// without the timers' lock held (the window's lock is taken here).
+fn publish_unarmed(
+    shared: &Shared,
+    gaps: Option<(usize, std::collections::BTreeMap<i32, UnarmedThread>)>,
+    may_log: bool,
+) {
+    if let Some((armed, unarmed)) = gaps {
+        coverage::publish(armed, &unarmed, may_log);
+        let mut window = shared.window.lock().unwrap_or_else(|e| e.into_inner());
+        window.coverage.observe(armed, &unarmed);
+    }
+}
+
 impl CpuSession {
-    /// Returns what was sampled since start (or the previous window) and keeps sampling.
+    /// Returns what was sampled since start (or the previous window) and keeps sampling. The next window
+    /// starts with the threads still unarmed.
     pub fn take_window(&mut self) -> CpuProfile {
         let mut window = self.shared.window.lock().unwrap_or_else(|e| e.into_inner());
         window.drain_ring();
-        std::mem::replace(&mut *window, Window::new()).into_profile(self.period_ns)
+        let mut next = Window::new();
+        let now = coverage::current();
+        if !now.unarmed.is_empty() {
+            next.coverage = now;
+        }
+        std::mem::replace(&mut *window, next).into_profile(self.period_ns)
     }
 
     /// Stops sampling and returns the last window.

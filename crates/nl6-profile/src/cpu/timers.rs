@@ -10,13 +10,18 @@
 //! exactly its own CPU time, which a process-wide `setitimer` does not do (golang/go#35057). The kernel's
 //! `sigevent` is spelled out here because musl's struct does not expose the target-tid member.
 //!
+//! A thread whose timer the kernel refuses (`EAGAIN` at the pending-signal limit, most often) is kept in
+//! `unarmed` with the errno, retried at every listing and at least once a second, and reported by the
+//! collector (`coverage`); a thread that exits leaves that list.
+//!
 //! Deleting a thread's timer also forgets the stack top the collector learnt for it (`unwind`'s foreign
 //! table), at rescan and at session end alike.
 //!
 //! Never: runs in a signal handler; keeps a timer for a thread it saw exit.
+use super::coverage::UnarmedThread;
 use super::tasks;
 use crate::{signal, unwind};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::SystemTime;
@@ -124,6 +129,9 @@ fn delete_timer(id: c_int) {
 /// safety net only (the count and the probe of new ids find every change the kernel reports).
 pub(crate) const FULL_LIST_EVERY: u32 = 300;
 
+/// Ticks between retries of the threads whose timer was refused (1 s).
+const RETRY_UNARMED_EVERY: u32 = 10;
+
 /// Ids handed out by the kernel since the last tick above which the rescan lists instead of probing
 /// each one.
 const MAX_PROBED_IDS: i64 = 128;
@@ -132,6 +140,10 @@ const MAX_PROBED_IDS: i64 = 128;
 pub(super) struct Timers {
     pub(super) by_tid: HashMap<i32, c_int>,
     pub(super) period_ns: u64,
+    /// Threads whose timer was refused, with the errno (retried; see the module doc).
+    pub(super) unarmed: BTreeMap<i32, UnarmedThread>,
+    /// Set when `unarmed` changed; the collector clears it when it has published the change.
+    pub(super) unarmed_changed: bool,
     /// The thread count at the last listing, plus threads that armed themselves since.
     known: usize,
     /// Ticks since the last listing.
@@ -149,6 +161,8 @@ impl Timers {
         Timers {
             by_tid: HashMap::new(),
             period_ns,
+            unarmed: BTreeMap::new(),
+            unarmed_changed: false,
             known: 0,
             since_list: 0,
             last_pid: None,
@@ -159,10 +173,28 @@ impl Timers {
     }
 
     pub(super) fn arm(&mut self, tid: i32) -> Result<(), std::io::Error> {
-        if !self.by_tid.contains_key(&tid) {
-            self.by_tid.insert(tid, arm_timer(tid, self.period_ns)?);
+        if self.by_tid.contains_key(&tid) {
+            return Ok(());
         }
-        Ok(())
+        match arm_timer(tid, self.period_ns) {
+            Ok(id) => {
+                self.by_tid.insert(tid, id);
+                self.unarmed_changed |= self.unarmed.remove(&tid).is_some();
+                Ok(())
+            }
+            Err(e) => {
+                // EINVAL: the thread exited since it was found; anything else leaves it unsampled.
+                match e.raw_os_error() {
+                    Some(errno) if errno != libc::EINVAL && !self.unarmed.contains_key(&tid) => {
+                        let name = super::coverage::thread_name(tid);
+                        self.unarmed.insert(tid, UnarmedThread { tid, name, errno });
+                        self.unarmed_changed = true;
+                    }
+                    _ => {}
+                }
+                Err(e)
+            }
+        }
     }
 
     /// A thread arming itself at birth: armed now, and counted, so the next tick's count check does not
@@ -181,6 +213,7 @@ impl Timers {
             delete_timer(id);
             self.known = self.known.saturating_sub(1);
         }
+        self.unarmed_changed |= self.unarmed.remove(&tid).is_some();
         unwind::forget_foreign(tid);
     }
 
@@ -190,7 +223,9 @@ impl Timers {
     /// 10 000. Returns how many timers were armed.
     pub(super) fn rescan(&mut self) -> Result<usize, std::io::Error> {
         self.since_list += 1;
-        if self.since_list >= FULL_LIST_EVERY || tasks::thread_count() != Some(self.known) {
+        let retry = !self.unarmed.is_empty() && self.since_list.is_multiple_of(RETRY_UNARMED_EVERY);
+        if retry || self.since_list >= FULL_LIST_EVERY || tasks::thread_count() != Some(self.known)
+        {
             return self.sync();
         }
         let (Some(before), Some(now)) = (self.last_pid, tasks::last_pid()) else {
@@ -227,6 +262,9 @@ impl Timers {
                 .filter(|t| live.binary_search(t).is_err())
                 .copied(),
         );
+        let unarmed_before = self.unarmed.len();
+        self.unarmed.retain(|t, _| live.binary_search(t).is_ok());
+        self.unarmed_changed |= self.unarmed.len() != unarmed_before;
         for tid in self.gone.iter() {
             if let Some(id) = self.by_tid.remove(tid) {
                 delete_timer(id);

@@ -22,13 +22,17 @@
 //!   address space back.
 //!   When the range cannot be reserved, or a block does not fit in what is left, [`Region::alloc`] says no
 //!   and the sampler leaves that allocation unsampled.
-use std::sync::atomic::{AtomicUsize, Ordering};
+//! - Under an address-space limit (`RLIMIT_AS`) it takes the largest range the kernel grants within an
+//!   eighth of the limit ([`AS_SHARE`]: the program's stacks and malloc arenas need the rest), down to
+//!   16 MiB, and [`outcome`] tells what it got and the errno of the first refusal, so the sampler can say
+//!   so outside the allocator (the heap profile's comment, one log line).
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 
 /// Sizes of range asked for, largest first, until the kernel grants one (an address-space limit may
-/// refuse the larger): 64 GiB, 8 GiB, 1 GiB.
-const RANGE_LOG2: [u32; 3] = [36, 33, 30];
-/// The range's start is aligned to this (1 GiB), so a block aligned to its class within the range is
-/// aligned as much in memory, up to this; a block asking for more is not placed.
+/// refuse the larger): 64 GiB, 8 GiB, 1 GiB, 256 MiB, 64 MiB, 16 MiB.
+const RANGE_LOG2: [u32; 6] = [36, 33, 30, 28, 26, 24];
+/// The range's start is aligned to this (1 GiB) or to its length if smaller, so a block aligned to its
+/// class within the range is aligned as much in memory, up to that; a block asking for more is not placed.
 const BASE_ALIGN_LOG2: u32 = 30;
 /// Smallest class: 32 B (the header and up to 16 bytes of the caller's).
 const MIN_CLASS_LOG2: u32 = 5;
@@ -60,6 +64,51 @@ static RANGE: Published = Published {
     base: AtomicUsize::new(0),
     len: AtomicUsize::new(0),
 };
+
+/// Set once the first reservation has been tried (whatever it got).
+static TRIED: AtomicBool = AtomicBool::new(false);
+/// The errno with which the kernel refused the first (largest) range, 0 if it granted it.
+static REFUSED_ERRNO: AtomicI32 = AtomicI32::new(0);
+
+/// What the reservation got, for reports made outside the allocator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Nothing sampled yet: no reservation tried.
+    NotTried,
+    /// The full range.
+    Full,
+    /// A smaller range than asked: `granted` bytes of `asked`, the larger refused with `errno`.
+    Smaller {
+        granted: usize,
+        asked: usize,
+        errno: i32,
+    },
+    /// No range at all (down to the smallest): nothing is sampled.
+    Unavailable { asked: usize, errno: i32 },
+}
+
+/// What the first reservation got.
+pub fn outcome() -> Outcome {
+    if !TRIED.load(Ordering::Acquire) {
+        return Outcome::NotTried;
+    }
+    let (asked, errno) = (
+        1usize << RANGE_LOG2[0],
+        REFUSED_ERRNO.load(Ordering::Relaxed),
+    );
+    match RANGE.len.load(Ordering::Acquire) {
+        0 => Outcome::Unavailable { asked, errno },
+        len if len == asked => Outcome::Full,
+        granted => Outcome::Smaller {
+            granted,
+            asked,
+            errno,
+        },
+    }
+}
+
+/// The smallest range tried.
+pub const SMALLEST: usize = 1 << RANGE_LOG2[RANGE_LOG2.len() - 1];
 
 /// Whether `ptr` lies in the range: then it is a sampled block's. Two loads of a line that never changes
 /// once written, a subtraction and a compare.
@@ -163,7 +212,7 @@ impl Region {
     /// site is set by [`set_site`].
     pub(crate) fn alloc(&mut self, size: usize, align: usize, zeroed: bool) -> Option<*mut u8> {
         let class_log2 = class_log2(size, align).filter(|&c| c <= RANGE_LOG2[0])?;
-        if align > 1 << BASE_ALIGN_LOG2 || !self.ensure_reserved() {
+        if !self.ensure_reserved() || align > base_align(self.len) {
             return None;
         }
         let c = (class_log2 - MIN_CLASS_LOG2) as usize;
@@ -266,12 +315,28 @@ impl Region {
         Some(())
     }
 
+    /// Reserves the range now if it was not yet; true while it is ours.
+    pub(crate) fn reserve(&mut self) -> bool {
+        self.ensure_reserved()
+    }
+
     /// Reserves the range on first use; true while it is ours.
     fn ensure_reserved(&mut self) -> bool {
         if self.state == State::Unreserved {
-            let granted = RANGE_LOG2
-                .iter()
-                .find_map(|&log2| reserve(1 << log2).map(|base| (base, 1 << log2)));
+            // Under an address-space limit the region keeps to a share of it: the program's own
+            // mappings (thread stacks, malloc arenas) need the rest.
+            let share = address_space_limit().map_or(usize::MAX, |l| l / AS_SHARE);
+            let granted = RANGE_LOG2.iter().find_map(|&log2| {
+                let got = (1usize << log2 <= share)
+                    .then(|| reserve(1 << log2))
+                    .flatten();
+                if got.is_none() && log2 == RANGE_LOG2[0] {
+                    // Reading errno allocates nothing.
+                    let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+                    REFUSED_ERRNO.store(errno, Ordering::Relaxed);
+                }
+                got.map(|base| (base, 1 << log2))
+            });
             match granted {
                 Some((base, len)) => {
                     (self.base, self.len, self.state) = (base, len, State::Reserved);
@@ -281,15 +346,36 @@ impl Region {
                 }
                 None => self.state = State::Unavailable,
             }
+            TRIED.store(true, Ordering::Release);
         }
         self.state == State::Reserved
     }
 }
 
+/// The share of a finite `RLIMIT_AS` the region may take: an eighth.
+pub const AS_SHARE: usize = 8;
+
+/// The soft address-space limit in bytes, None when unlimited (one `getrlimit`, no allocation).
+pub fn address_space_limit() -> Option<usize> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one struct we own.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } == 0;
+    (ok && lim.rlim_cur != libc::RLIM_INFINITY)
+        .then(|| usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX))
+}
+
+/// How a range of `len` bytes is aligned: to 1 GiB, or to its own length when smaller.
+fn base_align(len: usize) -> usize {
+    len.min(1 << BASE_ALIGN_LOG2)
+}
+
 /// Reserves `len` bytes of inaccessible, unbacked address space without huge pages, aligned to
-/// `1 << BASE_ALIGN_LOG2` (the slack around it is given back); its start.
+/// [`base_align`] (the slack around it is given back); its start.
 fn reserve(len: usize) -> Option<usize> {
-    let align = 1usize << BASE_ALIGN_LOG2;
+    let align = base_align(len);
     let asked = len.checked_add(align)?;
     // SAFETY: a new anonymous mapping at an address the kernel chooses; no memory of ours is touched.
     let p = unsafe {
@@ -474,6 +560,20 @@ mod tests {
     }
 
     #[test]
+    fn a_small_range_is_aligned_to_its_length_and_places_blocks_up_to_it() {
+        let len = SMALLEST;
+        let mut r = private_region(len);
+        assert_eq!(r.base % len, 0, "aligned to its own length");
+        let a = r.alloc(4000, 4096, false).expect("a page-aligned block");
+        assert_eq!(a as usize % 4096, 0);
+        assert!(r.alloc(len, 8, false).is_none(), "larger than the range");
+        assert!(
+            r.alloc(8, len * 2, false).is_none(),
+            "an alignment over the range's"
+        );
+    }
+
+    #[test]
     fn the_samplers_range_is_published_for_owns() {
         // This test binary has no sampling allocator, so this is the only region that publishes.
         let mut r = Region::new();
@@ -481,5 +581,6 @@ mod tests {
         assert!(owns(p as usize));
         assert_eq!(range(), Some(r.base..r.base + r.len));
         assert!(!owns(r.base + r.len) && !owns(r.base - 1) && !owns(0) && !owns(usize::MAX));
+        assert_eq!(outcome(), Outcome::Full, "no limit here: the full range");
     }
 }

@@ -186,6 +186,11 @@ pub(super) fn records() -> Vec<HeapRecord> {
         .collect()
 }
 
+/// Reserves the region now if no sample has yet (see `heap::reserve_region`).
+pub(super) fn reserve_region() {
+    lock().region.reserve();
+}
+
 /// Places a sampled block of `size` bytes at `align` (zero if `zeroed`) in the region and counts it at
 /// the site of (`stack`, `size`): the caller's pointer. `None` leaves the allocation unsampled (counted in
 /// [`UNPLACED`] or [`DROPPED`]); the caller then takes it from the inner allocator.
