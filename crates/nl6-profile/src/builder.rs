@@ -42,7 +42,8 @@ pub struct ProfileBuilder {
     functions: Vec<proto::Function>,
     function_ids: HashMap<(i64, i64), u64>,
     locations: Vec<proto::Location>,
-    location_ids: HashMap<(u64, bool), u64>,
+    /// Keyed by (address, is return, inlined frames left out).
+    location_ids: HashMap<(u64, bool, usize), u64>,
     samples: Vec<proto::Sample>,
     sample_types: Vec<proto::ValueType>,
     period_type: Option<proto::ValueType>,
@@ -191,14 +192,21 @@ impl ProfileBuilder {
 
     /// The Location id for a stack entry, creating it (with its Lines) on first use.
     pub fn location(&mut self, addr: u64, is_return: bool) -> u64 {
-        if let Some(&id) = self.location_ids.get(&(addr, is_return)) {
+        self.location_without(addr, is_return, 0)
+    }
+
+    /// The Location id for a stack entry whose `skip` innermost inlined frames are left out (the
+    /// allocator's, inlined into the allocation site); the function the symbol table names always stays.
+    pub fn location_without(&mut self, addr: u64, is_return: bool, skip: usize) -> u64 {
+        if let Some(&id) = self.location_ids.get(&(addr, is_return, skip)) {
             return id;
         }
         let mut lines = Vec::new();
         let (mut file_known, mut line_known, mut inlined) = (false, false, false);
         if let Some(r) = self.resolve(addr, is_return) {
-            inlined = r.frames.len() > 1;
-            for f in &r.frames {
+            let skip = skip.min(r.frames.len() - 1);
+            inlined = r.frames.len() - skip > 1;
+            for f in &r.frames[skip..] {
                 let file = f.file.as_deref().unwrap_or("");
                 file_known |= !file.is_empty();
                 line_known |= f.line != 0;
@@ -231,7 +239,7 @@ impl ProfileBuilder {
             line: lines,
             is_folded: false,
         });
-        self.location_ids.insert((addr, is_return), id);
+        self.location_ids.insert((addr, is_return, skip), id);
         id
     }
 
@@ -300,10 +308,25 @@ impl ProfileBuilder {
         values: Vec<i64>,
         labels: &[(&str, LabelValue)],
     ) {
+        self.sample_without(stack, leaf, 0, values, labels);
+    }
+
+    /// [`Self::sample`] with the leaf's `leaf_skip` innermost inlined frames left out.
+    pub fn sample_without(
+        &mut self,
+        stack: &[u64],
+        leaf: LeafKind,
+        leaf_skip: usize,
+        values: Vec<i64>,
+        labels: &[(&str, LabelValue)],
+    ) {
         let location_id = stack
             .iter()
             .enumerate()
-            .map(|(i, &a)| self.location(a, !(i == 0 && leaf == LeafKind::ExactLeaf)))
+            .map(|(i, &a)| {
+                let skip = if i == 0 { leaf_skip } else { 0 };
+                self.location_without(a, !(i == 0 && leaf == LeafKind::ExactLeaf), skip)
+            })
             .collect();
         let label = self.labels(labels);
         self.samples.push(proto::Sample {

@@ -126,13 +126,13 @@ pub(crate) fn add_heap_sample(
     block_size: u64,
     values: Vec<i64>,
 ) {
-    let stack = trim_allocator_frames(b, stack);
+    let (stack, skip) = trim_allocator_frames(b, stack);
     let labels: Vec<(&str, LabelValue)> = if block_size != 0 {
         vec![("bytes", LabelValue::Num(block_size as i64))]
     } else {
         Vec::new()
     };
-    b.sample(stack, LeafKind::AllReturns, values, &labels);
+    b.sample_without(stack, LeafKind::AllReturns, skip, values, &labels);
 }
 
 /// gzip'd pprof of the heap in Go's shape (four sample types, space/bytes period, `bytes` numeric label).
@@ -167,20 +167,33 @@ pub fn is_allocator_frame(name: &str) -> bool {
     PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
-/// Drops leading allocator frames (by the name of the function containing each return address); keeps the
-/// whole stack if nothing would remain, as Go does.
-fn trim_allocator_frames<'s>(b: &ProfileBuilder, stack: &'s [u64]) -> &'s [u64] {
+/// Drops leading allocator frames (by the name of the function containing each return address), and
+/// counts the allocator's frames inlined into the first function kept (a build with DWARF names them: the
+/// sampler, `__rust_alloc`, `alloc::alloc::alloc` inlined into the allocation site), which its Location
+/// leaves out. Keeps the whole stack if nothing would remain, as Go does.
+fn trim_allocator_frames<'s>(b: &ProfileBuilder, stack: &'s [u64]) -> (&'s [u64], usize) {
+    let mut inlined = 0;
     let skip = stack
         .iter()
         .take_while(|&&a| {
-            b.resolve(a, true)
-                .is_some_and(|r| r.frames.last().is_some_and(|f| is_allocator_frame(&f.name)))
+            let Some(r) = b.resolve(a, true) else {
+                return false;
+            };
+            let outer = r.frames.last().is_some_and(|f| is_allocator_frame(&f.name));
+            if !outer {
+                inlined = r
+                    .frames
+                    .iter()
+                    .take_while(|f| is_allocator_frame(&f.name))
+                    .count();
+            }
+            outer
         })
         .count();
     if skip == stack.len() {
-        stack
+        (stack, 0)
     } else {
-        &stack[skip..]
+        (&stack[skip..], inlined)
     }
 }
 
@@ -260,7 +273,7 @@ pub fn goroutine_text(threads: &[ThreadStack], debug: u32) -> String {
         if !labels.is_empty() {
             let _ = writeln!(out, "# labels: {labels}");
         }
-        out.push_str(&frame_lines(stack, LeafKind::ExactLeaf));
+        out.push_str(&frame_lines(stack, LeafKind::ExactLeaf, 0));
         out.push('\n');
     }
     out
@@ -308,8 +321,9 @@ fn addr_list(stack: &[u64]) -> String {
     stack.iter().map(|a| format!(" {a:#x}")).collect()
 }
 
-/// `#<TAB>pc<TAB>name+off<TAB>file:line` lines, aligned as Go's tabwriter (tab padding, tab width 8).
-fn frame_lines(stack: &[u64], leaf: LeafKind) -> String {
+/// `#<TAB>pc<TAB>name+off<TAB>file:line` lines, aligned as Go's tabwriter (tab padding, tab width 8); the
+/// leaf's `leaf_skip` innermost inlined frames are left out.
+fn frame_lines(stack: &[u64], leaf: LeafKind, leaf_skip: usize) -> String {
     let sym = Symbolizer::global();
     let mut rows: Vec<Vec<String>> = Vec::new();
     for (i, &addr) in stack.iter().enumerate() {
@@ -321,7 +335,12 @@ fn frame_lines(stack: &[u64], leaf: LeafKind) -> String {
         };
         match sym.and_then(|s| s.resolve(pc)) {
             Some(r) => {
-                for f in &r.frames {
+                let skip = if i == 0 {
+                    leaf_skip.min(r.frames.len() - 1)
+                } else {
+                    0
+                };
+                for f in &r.frames[skip..] {
                     rows.push(vec![
                         "#".into(),
                         format!("{pc:#x}"),
@@ -449,12 +468,13 @@ pub fn heap_text(snapshot: &HeapSnapshot) -> String {
     );
     let sym = Symbolizer::global();
     for r in records {
-        let stack = match sym {
+        let (stack, skip) = match sym {
             Some(_) => {
                 let b = ProfileBuilder::new(&[]);
-                trim_allocator_frames(&b, &r.stack).to_vec()
+                let (stack, skip) = trim_allocator_frames(&b, &r.stack);
+                (stack.to_vec(), skip)
             }
-            None => r.stack.clone(),
+            None => (r.stack.clone(), 0),
         };
         let _ = writeln!(
             out,
@@ -465,7 +485,7 @@ pub fn heap_text(snapshot: &HeapSnapshot) -> String {
             r.alloc_bytes,
             addr_list(&stack)
         );
-        out.push_str(&frame_lines(&stack, LeafKind::AllReturns));
+        out.push_str(&frame_lines(&stack, LeafKind::AllReturns, skip));
         out.push('\n');
     }
     let _ = writeln!(
