@@ -12,8 +12,10 @@
 //!
 //! Writes to the cache are ordered for the handler with compiler fences: low, then high (high ≠ 0 is the
 //! "valid" mark), so a handler interrupting the thread between the two stores sees high = 0 (unknown).
+//! The two words a handler reads are atomics (Relaxed loads and stores: plain `mov`s), so the handler's
+//! read of what the thread writes is not a data race by the language's rules.
 use std::cell::Cell;
-use std::sync::atomic::{compiler_fence, Ordering};
+use std::sync::atomic::{compiler_fence, AtomicUsize, Ordering};
 
 use super::foreign::foreign_bounds;
 use super::MAX_STACK_SPAN;
@@ -21,9 +23,9 @@ use crate::maps::{self, MapsEntry};
 
 thread_local! {
     /// The calling thread's stack low bound (valid once `HIGH` is > 1).
-    static LOW: Cell<usize> = const { Cell::new(0) };
+    static LOW: AtomicUsize = const { AtomicUsize::new(0) };
     /// The calling thread's stack top; 0 = not known yet, 1 = could not be known.
-    static HIGH: Cell<usize> = const { Cell::new(0) };
+    static HIGH: AtomicUsize = const { AtomicUsize::new(0) };
     /// Set while this thread asks libc for its bounds (a nested allocation must not re-enter).
     static FILLING: Cell<bool> = const { Cell::new(false) };
 }
@@ -85,9 +87,9 @@ fn query_stack_bounds() -> Option<(u64, u64)> {
 /// fenced so neither store is reordered past the other or removed.
 fn publish_own(low: usize, high: usize) {
     compiler_fence(Ordering::SeqCst);
-    LOW.with(|l| l.set(low));
+    LOW.with(|l| l.store(low, Ordering::Relaxed));
     compiler_fence(Ordering::SeqCst);
-    HIGH.with(|h| h.set(high));
+    HIGH.with(|h| h.store(high, Ordering::Relaxed));
     compiler_fence(Ordering::SeqCst);
 }
 
@@ -99,9 +101,9 @@ pub(crate) fn init_thread_bounds() -> usize {
 
 /// The calling thread's bounds, asking libc on the first call (outside handlers only).
 pub(crate) fn own_bounds() -> Option<(u64, u64)> {
-    let high = HIGH.with(Cell::get);
+    let high = HIGH.with(|h| h.load(Ordering::Relaxed));
     if high > 1 {
-        return Some((LOW.with(Cell::get) as u64, high as u64));
+        return Some((LOW.with(|l| l.load(Ordering::Relaxed)) as u64, high as u64));
     }
     if high == 1 || FILLING.with(|f| f.replace(true)) {
         return None;
@@ -119,10 +121,10 @@ pub(crate) fn own_bounds() -> Option<(u64, u64)> {
 /// table. Async-signal-safe: two thread-local loads, then atomic loads; never a libc call.
 #[inline]
 pub(crate) fn bounds_in_handler() -> Bounds {
-    let high = HIGH.with(Cell::get);
+    let high = HIGH.with(|h| h.load(Ordering::Relaxed));
     compiler_fence(Ordering::SeqCst);
     if high > 1 {
-        return Bounds::Known(LOW.with(Cell::get) as u64, high as u64);
+        return Bounds::Known(LOW.with(|l| l.load(Ordering::Relaxed)) as u64, high as u64);
     }
     let tid = super::super::signal::gettid();
     match foreign_bounds(tid) {
