@@ -32,7 +32,8 @@ use std::time::{Duration, Instant};
 
 mod spawn;
 pub use spawn::{
-    learn_own_stack, spawn_inheriting, spawn_labelled, spawn_recorded, threadcreate_stacks,
+    learn_own_stack, on_thread_start, on_thread_stop, spawn_inheriting, spawn_labelled,
+    spawn_recorded, threadcreate_stacks,
 };
 
 /// Threads one capture can signal; more are reported with empty stacks.
