@@ -190,11 +190,6 @@ impl ProfileBuilder {
         id
     }
 
-    /// The Location id for a stack entry, creating it (with its Lines) on first use.
-    pub fn location(&mut self, addr: u64, is_return: bool) -> u64 {
-        self.location_without(addr, is_return, 0)
-    }
-
     /// The Location id for a stack entry whose `skip` innermost inlined frames are left out (the
     /// allocator's, inlined into the allocation site); the function the symbol table names always stays.
     pub fn location_without(&mut self, addr: u64, is_return: bool, skip: usize) -> u64 {
@@ -336,9 +331,15 @@ impl ProfileBuilder {
         });
     }
 
-    /// The finished profile message.
+    /// The finished profile message, with a comment for each thing the engine cannot see in this
+    /// executable ([`super::sight`]).
     pub fn build(mut self) -> proto::Profile {
         let mapping = std::mem::take(self.mappings());
+        super::sight::tell_once();
+        let comment = super::sight::blind_spots()
+            .iter()
+            .map(|s| self.string(&format!("nl6-profile: {s}")))
+            .collect();
         proto::Profile {
             sample_type: self.sample_types,
             sample: self.samples,
@@ -351,6 +352,7 @@ impl ProfileBuilder {
             period_type: self.period_type,
             period: self.period,
             default_sample_type: self.default_sample_type,
+            comment,
             ..Default::default()
         }
     }

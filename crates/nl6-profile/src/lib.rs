@@ -75,6 +75,7 @@ pub(crate) mod mapped;
 pub mod maps;
 pub mod proto;
 pub mod pull;
+pub mod sight;
 #[allow(unsafe_code)]
 pub(crate) mod signal;
 pub mod symbols;
