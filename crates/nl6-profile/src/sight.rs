@@ -127,6 +127,7 @@ mod tests {
         // Built with the workspace's flags: frame pointers, symbol table, .eh_frame.
         assert_eq!(blind_spots(), &[] as &[String], "{:?}", sight());
         let (fp, all) = sight().frame_pointers.expect("functions classified");
+        eprintln!("FIGURE this test binary: {fp} of {all} functions set up a frame pointer");
         assert!(
             fp * 100 >= all * 90,
             "{fp} of {all} functions keep a frame pointer"
