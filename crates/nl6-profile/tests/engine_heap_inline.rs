@@ -11,6 +11,7 @@
 //! Its own test binary: it changes the process-wide rate.
 #[path = "../../../tests/support/go_pprof.rs"]
 mod go_pprof_support;
+mod support;
 
 use nl6_profile::encode::{self, HeapView};
 use nl6_profile::heap::{self, SamplingAllocator};
@@ -57,31 +58,6 @@ fn allocator_name(name: &str) -> bool {
         || name.contains("heap::")
 }
 
-/// Per sample: its function names, leaf first, every line of every location (inlined frames included).
-fn stacks(p: &proto::Profile) -> Vec<(Vec<String>, i64)> {
-    let name = |id: u64| -> String {
-        let f = p.function.iter().find(|f| f.id == id).unwrap();
-        p.string_table[f.name as usize].clone()
-    };
-    p.sample
-        .iter()
-        .map(|s| {
-            let names = s
-                .location_id
-                .iter()
-                .flat_map(|id| {
-                    let loc = p.location.iter().find(|l| l.id == *id).unwrap();
-                    loc.line
-                        .iter()
-                        .map(|l| name(l.function_id))
-                        .collect::<Vec<_>>()
-                })
-                .collect();
-            (names, s.value[1])
-        })
-        .collect()
-}
-
 #[test]
 fn inlined_allocator_frames_are_trimmed_from_heap_and_allocs_sites() {
     heap::set_rate(1);
@@ -97,7 +73,10 @@ fn inlined_allocator_frames_are_trimmed_from_heap_and_allocs_sites() {
     for view in [HeapView::Heap, HeapView::Allocs] {
         let bytes = encode::heap(&snap, view);
         let p = proto::decode(&bytes).expect("the heap profile decodes");
-        let stacks = stacks(&p);
+        let stacks: Vec<(Vec<String>, i64)> = support::sample_names(&p)
+            .into_iter()
+            .map(|(names, values)| (names, values[1]))
+            .collect();
         for (probe, leaf_must_be_probe) in [
             ("direct_allocation_site", true),
             ("vec_allocation_site", false),

@@ -7,6 +7,8 @@
 //!
 //! Its own test binary: it runs a CPU profile.
 //!   cargo test -p nl6-profile --test engine_pool_threads
+mod support;
+
 use nl6_profile::symbols::symbolize;
 use nl6_profile::{cpu, threads};
 use std::hint::black_box;
@@ -18,22 +20,11 @@ const WORKERS: usize = 6;
 const SPIN: Duration = Duration::from_millis(60);
 const HZ: u32 = 250;
 
-/// This thread's CPU time.
-fn cpu_now() -> Duration {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes one timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
-    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
-}
-
 #[inline(never)]
 fn spin_for(cpu: Duration) -> u64 {
-    let start = cpu_now();
+    let start = support::thread_cpu();
     let mut x = 1u64;
-    while cpu_now() - start < cpu {
+    while support::thread_cpu() - start < cpu {
         for _ in 0..1000 {
             x ^= x << 13;
             x ^= x >> 7;

@@ -3,6 +3,8 @@
 //! chain this file's source makes, read back from the encoded profile), on both builds:
 //!   cargo test -p nl6-profile --test engine_threadcreate
 //!   cargo test -p nl6-profile --target x86_64-unknown-linux-musl --test engine_threadcreate
+mod support;
+
 use nl6_profile::{encode, proto, threads};
 
 #[inline(never)]
@@ -16,29 +18,6 @@ fn spawn_site_outer() -> std::thread::JoinHandle<u32> {
     std::hint::black_box(h)
 }
 
-/// Function names of each sample, leaf first (inlined frames included).
-fn stacks(p: &proto::Profile) -> Vec<Vec<String>> {
-    let name = |id: u64| -> String {
-        let f = p.function.iter().find(|f| f.id == id).unwrap();
-        p.string_table[f.name as usize].clone()
-    };
-    p.sample
-        .iter()
-        .map(|s| {
-            s.location_id
-                .iter()
-                .flat_map(|id| {
-                    let loc = p.location.iter().find(|l| l.id == *id).unwrap();
-                    loc.line
-                        .iter()
-                        .map(|l| name(l.function_id))
-                        .collect::<Vec<_>>()
-                })
-                .collect()
-        })
-        .collect()
-}
-
 /// The spawn's third caller (out of line, so it keeps its frame in an optimised build too).
 #[inline(never)]
 fn spawn_from_here() -> u32 {
@@ -49,7 +28,10 @@ fn spawn_from_here() -> u32 {
 fn threadcreate_stacks_hold_the_spawn_call_chain() {
     assert_eq!(spawn_from_here(), 7);
     let p = proto::decode(&encode::threadcreate(&threads::threadcreate_stacks())).unwrap();
-    let all = stacks(&p);
+    let all: Vec<Vec<String>> = support::sample_names(&p)
+        .into_iter()
+        .map(|(names, _)| names)
+        .collect();
     let mine = all
         .iter()
         .find(|names| names.iter().any(|n| n.ends_with("::spawn_site_inner")))
