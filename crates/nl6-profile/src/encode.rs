@@ -167,10 +167,18 @@ pub fn is_allocator_frame(name: &str) -> bool {
     PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
+/// Whether a frame inlined into an allocation site is the standard library's allocating code (the
+/// allocator's, or a collection's of the `alloc` crate: `Vec::push`, `String::from`, `Box::new`), which a
+/// build without DWARF shows as the site itself.
+fn is_inlined_allocation_frame(name: &str) -> bool {
+    is_allocator_frame(name) || name.starts_with("alloc::") || name.starts_with("<alloc::")
+}
+
 /// Drops leading allocator frames (by the name of the function containing each return address), and
-/// counts the allocator's frames inlined into the first function kept (a build with DWARF names them: the
-/// sampler, `__rust_alloc`, `alloc::alloc::alloc` inlined into the allocation site), which its Location
-/// leaves out. Keeps the whole stack if nothing would remain, as Go does.
+/// counts the allocating frames inlined into the first function kept (a build with DWARF names them: the
+/// sampler, `__rust_alloc`, `Vec::push` inlined into the allocation site), which its Location leaves out,
+/// so the leaf is the site a build without DWARF names. Keeps the whole stack if nothing would remain, as
+/// Go does.
 fn trim_allocator_frames<'s>(b: &ProfileBuilder, stack: &'s [u64]) -> (&'s [u64], usize) {
     let mut inlined = 0;
     let skip = stack
@@ -184,7 +192,7 @@ fn trim_allocator_frames<'s>(b: &ProfileBuilder, stack: &'s [u64]) -> (&'s [u64]
                 inlined = r
                     .frames
                     .iter()
-                    .take_while(|f| is_allocator_frame(&f.name))
+                    .take_while(|f| is_inlined_allocation_frame(&f.name))
                     .count();
             }
             outer
