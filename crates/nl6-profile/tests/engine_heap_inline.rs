@@ -94,7 +94,11 @@ fn inlined_allocator_frames_are_trimmed_from_heap_and_allocs_sites() {
                     !names[..at].iter().any(|n| allocator_name(n)),
                     "{view:?}: an allocator frame above {probe}: {names:#?}"
                 );
-                assert_eq!(at, 0, "{view:?}: {probe} is not the leaf: {names:#?}");
+                // Unoptimised, `Vec::with_capacity` is a function of its own (not inlined): it is the
+                // leaf with DWARF as without.
+                if probe == "direct_allocation_site" || !cfg!(debug_assertions) {
+                    assert_eq!(at, 0, "{view:?}: {probe} is not the leaf: {names:#?}");
+                }
             }
         }
         // pprof reads the same: the direct site holds its bytes flat, and no allocator frame is in the top.
