@@ -171,7 +171,10 @@ pub fn is_allocator_frame(name: &str) -> bool {
 /// allocator's, or a collection's of the `alloc` crate: `Vec::push`, `String::from`, `Box::new`), which a
 /// build without DWARF shows as the site itself.
 fn is_inlined_allocation_frame(name: &str) -> bool {
-    is_allocator_frame(name) || name.starts_with("alloc::") || name.starts_with("<alloc::")
+    is_allocator_frame(name)
+        || name.starts_with("alloc::")
+        || name.starts_with("<alloc::")
+        || (name.starts_with('<') && name.contains(" as alloc::"))
 }
 
 /// Drops leading allocator frames (by the name of the function containing each return address), and
@@ -591,5 +594,17 @@ mod tests {
             "<nl6_profile::heap::SamplingAllocator<A> as core::alloc::global::GlobalAlloc>::alloc"
         ));
         assert!(!is_allocator_frame("nl6::lab::snmp::serve"));
+        for inlined in [
+            "alloc::vec::Vec<T,A>::push_mut",
+            "<alloc::vec::Vec<T> as core::clone::Clone>::clone",
+            "<T as alloc::slice::<impl [T]>::to_vec_in::ConvertVec>::to_vec",
+            "__rustc::__rust_alloc",
+        ] {
+            assert!(is_inlined_allocation_frame(inlined), "{inlined}");
+        }
+        assert!(!is_inlined_allocation_frame("nl6::lab::snmp::bulk"));
+        assert!(!is_inlined_allocation_frame(
+            "<nl6::lab::snmp::Message as core::fmt::Display>::fmt"
+        ));
     }
 }
