@@ -24,6 +24,8 @@ cargo test --workspace --lib --bins --tests --examples --no-fail-fast -- --test-
 cargo test --workspace --doc
 # A label scope's stores are deleted only by the optimiser: this test can fail only in a release build.
 cargo test --release -p nl6-profile --test engine_label_scope
+# Allocator frames inlined into the allocation site exist only in an optimised build that keeps DWARF.
+cargo test --profile debuginfo -p nl6-profile --test engine_heap_inline
 
 echo "== tests (static musl build)"
 # The engine crate's own tests (unit and integration), then nl6's pull surface, push and engine-through-

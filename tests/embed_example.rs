@@ -10,7 +10,7 @@ mod common;
 
 use collect_support::{go_pprof_top, meta, only_dated_dir, scratch};
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -18,26 +18,45 @@ use std::time::{Duration, Instant};
 /// Builds the example once per test binary and returns its path.
 fn embed_binary() -> &'static PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| build_embed("embed-example", None))
+}
+
+/// The example built without frame pointers (the workspace's other flags kept), once per test binary.
+fn embed_binary_without_frame_pointers() -> &'static PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let target_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("embed-example");
-        let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-        cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
-            .args(["build", "-p", "nl6-profile", "--example", "embed"])
-            .arg("--target-dir")
-            .arg(&target_dir);
-        let mut dir = target_dir.clone();
+        let mut flags = vec!["-Clink-arg=-Wl,--build-id", "-Cforce-frame-pointers=no"];
         if cfg!(target_env = "musl") {
-            cmd.args(["--target", "x86_64-unknown-linux-musl"]);
-            dir.push("x86_64-unknown-linux-musl");
+            flags.push("-Ctarget-feature=+crt-static");
         }
-        let out = cmd.output().expect("running cargo");
-        assert!(
-            out.status.success(),
-            "cargo build -p nl6-profile --example embed failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        dir.join("debug/examples/embed")
+        build_embed("embed-example-nofp", Some(&flags))
     })
+}
+
+/// Builds the example with cargo into `dir` under this test's scratch target directory, for the same
+/// target as this test; `rustflags` replace the workspace's.
+fn build_embed(dir: &str, rustflags: Option<&[&str]>) -> PathBuf {
+    let target_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(dir);
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["build", "-p", "nl6-profile", "--example", "embed"])
+        .arg("--target-dir")
+        .arg(&target_dir);
+    if let Some(flags) = rustflags {
+        cmd.env("CARGO_ENCODED_RUSTFLAGS", flags.join("\x1f"));
+    }
+    let mut dir = target_dir.clone();
+    if cfg!(target_env = "musl") {
+        cmd.args(["--target", "x86_64-unknown-linux-musl"]);
+        dir.push("x86_64-unknown-linux-musl");
+    }
+    let out = cmd.output().expect("running cargo");
+    assert!(
+        out.status.success(),
+        "cargo build -p nl6-profile --example embed failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir.join("debug/examples/embed")
 }
 
 /// The running example, killed when dropped.
@@ -45,7 +64,7 @@ struct Embed {
     child: Child,
     addr: String,
     /// Kept open: the example's later lines (errors) must not hit a closed pipe.
-    _stderr: BufReader<std::process::ChildStderr>,
+    stderr: BufReader<std::process::ChildStderr>,
 }
 
 impl Drop for Embed {
@@ -56,7 +75,11 @@ impl Drop for Embed {
 }
 
 fn start_embed() -> Embed {
-    let mut child = Command::new(embed_binary())
+    start_embed_binary(embed_binary())
+}
+
+fn start_embed_binary(binary: &Path) -> Embed {
+    let mut child = Command::new(binary)
         .arg("127.0.0.1:0")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -75,7 +98,7 @@ fn start_embed() -> Embed {
     Embed {
         child,
         addr,
-        _stderr: stderr,
+        stderr,
     }
 }
 
@@ -135,4 +158,80 @@ fn nl6_collect_archives_the_example_like_a_go_service() {
     // The archived CPU profile is the busy thread's: its function leads go tool pprof's table.
     let top = go_pprof_top(&work, &snapshot.join("cpu.pb.gz"));
     assert!(top.contains("embed::busy"), "{top}");
+}
+
+/// A copy of the example stripped of its symbol table (`objcopy --strip-all`, binutils).
+fn stripped_embed(work: &Path) -> PathBuf {
+    let out = work.join("embed-stripped");
+    let o = Command::new("objcopy")
+        .arg("--strip-all")
+        .arg(embed_binary())
+        .arg(&out)
+        .output()
+        .expect("objcopy (binutils) must be installed");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    out
+}
+
+/// The comments `go tool pprof -comments` shows for the profile at `path` of the running example.
+fn profile_comments(embed: &Embed, path: &str, work: &Path) -> String {
+    let addr = embed.addr.parse().unwrap();
+    let (status, _, body) = common::request(addr, "GET", path, &[], &[], Duration::from_secs(30));
+    assert_eq!(status, 200, "{path}: {}", String::from_utf8_lossy(&body));
+    let file = work.join("profile.pb.gz");
+    std::fs::write(&file, &body).unwrap();
+    common::go_pprof_ok(&["-comments", file.to_str().unwrap()], work)
+}
+
+/// An executable the engine cannot see well says so: one stderr line when its first profile starts and
+/// a comment in every profile (`go tool pprof -comments`). Built as the workspace builds (frame
+/// pointers, symbol table, unwind rules), nothing is said.
+#[test]
+fn a_profile_of_an_executable_without_frame_pointers_or_symbols_says_so_once() {
+    let work = scratch("embed-sight");
+    let stripped = stripped_embed(&work);
+    let cases: [(&str, &Path, Option<&str>); 3] = [
+        ("as the workspace builds it", embed_binary(), None),
+        ("stripped", &stripped, Some("no symbol table")),
+        (
+            "without frame pointers",
+            embed_binary_without_frame_pointers(),
+            Some("no frame pointers"),
+        ),
+    ];
+    for (what, binary, said) in cases {
+        let mut embed = start_embed_binary(binary);
+        for path in [
+            "/debug/pprof/profile?seconds=1",
+            "/debug/pprof/heap",
+            "/debug/pprof/profile?seconds=1",
+        ] {
+            let comments = profile_comments(&embed, path, &work);
+            match said {
+                Some(needle) => assert!(
+                    comments.contains(&format!("nl6-profile: {needle}")),
+                    "{what}: {path}'s comments lack {needle:?}:\n{comments}"
+                ),
+                None => assert!(
+                    !comments.contains("nl6-profile:"),
+                    "{what}: {path} says it cannot see:\n{comments}"
+                ),
+            }
+        }
+        let _ = embed.child.kill();
+        let _ = embed.child.wait();
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut embed.stderr, &mut rest);
+        let lines: Vec<&str> = rest
+            .lines()
+            .filter(|l| l.starts_with("nl6-profile:"))
+            .collect();
+        match said {
+            Some(needle) => assert!(
+                lines.len() == 1 && lines[0].contains(needle),
+                "{what}: want one stderr line saying {needle:?}, got:\n{rest}"
+            ),
+            None => assert!(lines.is_empty(), "{what}: {rest}"),
+        }
+    }
 }

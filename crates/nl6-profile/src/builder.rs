@@ -42,7 +42,8 @@ pub struct ProfileBuilder {
     functions: Vec<proto::Function>,
     function_ids: HashMap<(i64, i64), u64>,
     locations: Vec<proto::Location>,
-    location_ids: HashMap<(u64, bool), u64>,
+    /// Keyed by (address, is return, inlined frames left out).
+    location_ids: HashMap<(u64, bool, usize), u64>,
     samples: Vec<proto::Sample>,
     sample_types: Vec<proto::ValueType>,
     period_type: Option<proto::ValueType>,
@@ -199,16 +200,18 @@ impl ProfileBuilder {
         id
     }
 
-    /// The Location id for a stack entry, creating it (with its Lines) on first use.
-    pub fn location(&mut self, addr: u64, is_return: bool) -> u64 {
-        if let Some(&id) = self.location_ids.get(&(addr, is_return)) {
+    /// The Location id for a stack entry whose `skip` innermost inlined frames are left out (the
+    /// allocator's, inlined into the allocation site); the function the symbol table names always stays.
+    pub fn location_without(&mut self, addr: u64, is_return: bool, skip: usize) -> u64 {
+        if let Some(&id) = self.location_ids.get(&(addr, is_return, skip)) {
             return id;
         }
         let mut lines = Vec::new();
         let (mut file_known, mut line_known, mut inlined) = (false, false, false);
         if let Some(r) = self.resolve(addr, is_return) {
-            inlined = r.frames.len() > 1;
-            for f in &r.frames {
+            let skip = skip.min(r.frames.len() - 1);
+            inlined = r.frames.len() - skip > 1;
+            for f in &r.frames[skip..] {
                 let file = f.file.as_deref().unwrap_or("");
                 file_known |= !file.is_empty();
                 line_known |= f.line != 0;
@@ -241,7 +244,7 @@ impl ProfileBuilder {
             line: lines,
             is_folded: false,
         });
-        self.location_ids.insert((addr, is_return), id);
+        self.location_ids.insert((addr, is_return, skip), id);
         id
     }
 
@@ -310,10 +313,25 @@ impl ProfileBuilder {
         values: Vec<i64>,
         labels: &[(&str, LabelValue)],
     ) {
+        self.sample_without(stack, leaf, 0, values, labels);
+    }
+
+    /// [`Self::sample`] with the leaf's `leaf_skip` innermost inlined frames left out.
+    pub fn sample_without(
+        &mut self,
+        stack: &[u64],
+        leaf: LeafKind,
+        leaf_skip: usize,
+        values: Vec<i64>,
+        labels: &[(&str, LabelValue)],
+    ) {
         let location_id = stack
             .iter()
             .enumerate()
-            .map(|(i, &a)| self.location(a, !(i == 0 && leaf == LeafKind::ExactLeaf)))
+            .map(|(i, &a)| {
+                let skip = if i == 0 { leaf_skip } else { 0 };
+                self.location_without(a, !(i == 0 && leaf == LeafKind::ExactLeaf), skip)
+            })
             .collect();
         let label = self.labels(labels);
         self.samples.push(proto::Sample {
@@ -323,9 +341,14 @@ impl ProfileBuilder {
         });
     }
 
-    /// The finished profile message.
+    /// The finished profile message, with a comment for each thing the engine cannot see in this
+    /// executable ([`super::sight`]).
     pub fn build(mut self) -> proto::Profile {
         let mapping = std::mem::take(self.mappings());
+        super::sight::tell_once();
+        for s in super::sight::blind_spots() {
+            self.comment(&format!("nl6-profile: {s}"));
+        }
         proto::Profile {
             sample_type: self.sample_types,
             sample: self.samples,

@@ -134,13 +134,13 @@ pub(crate) fn add_heap_sample(
     block_size: u64,
     values: Vec<i64>,
 ) {
-    let stack = trim_allocator_frames(b, stack);
+    let (stack, skip) = trim_allocator_frames(b, stack);
     let labels: Vec<(&str, LabelValue)> = if block_size != 0 {
         vec![("bytes", LabelValue::Num(block_size as i64))]
     } else {
         Vec::new()
     };
-    b.sample(stack, LeafKind::AllReturns, values, &labels);
+    b.sample_without(stack, LeafKind::AllReturns, skip, values, &labels);
 }
 
 /// gzip'd pprof of the heap in Go's shape (four sample types, space/bytes period, `bytes` numeric label).
@@ -175,20 +175,44 @@ pub fn is_allocator_frame(name: &str) -> bool {
     PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
-/// Drops leading allocator frames (by the name of the function containing each return address); keeps the
-/// whole stack if nothing would remain, as Go does.
-fn trim_allocator_frames<'s>(b: &ProfileBuilder, stack: &'s [u64]) -> &'s [u64] {
+/// Whether a frame inlined into an allocation site is the standard library's allocating code (the
+/// allocator's, or a collection's of the `alloc` crate: `Vec::push`, `String::from`, `Box::new`), which a
+/// build without DWARF shows as the site itself.
+fn is_inlined_allocation_frame(name: &str) -> bool {
+    is_allocator_frame(name)
+        || name.starts_with("alloc::")
+        || name.starts_with("<alloc::")
+        || (name.starts_with('<') && name.contains(" as alloc::"))
+}
+
+/// Drops leading allocator frames (by the name of the function containing each return address), and
+/// counts the allocating frames inlined into the first function kept (a build with DWARF names them: the
+/// sampler, `__rust_alloc`, `Vec::push` inlined into the allocation site), which its Location leaves out,
+/// so the leaf is the site a build without DWARF names. Keeps the whole stack if nothing would remain, as
+/// Go does.
+fn trim_allocator_frames<'s>(b: &ProfileBuilder, stack: &'s [u64]) -> (&'s [u64], usize) {
+    let mut inlined = 0;
     let skip = stack
         .iter()
         .take_while(|&&a| {
-            b.resolve(a, true)
-                .is_some_and(|r| r.frames.last().is_some_and(|f| is_allocator_frame(&f.name)))
+            let Some(r) = b.resolve(a, true) else {
+                return false;
+            };
+            let outer = r.frames.last().is_some_and(|f| is_allocator_frame(&f.name));
+            if !outer {
+                inlined = r
+                    .frames
+                    .iter()
+                    .take_while(|f| is_inlined_allocation_frame(&f.name))
+                    .count();
+            }
+            outer
         })
         .count();
     if skip == stack.len() {
-        stack
+        (stack, 0)
     } else {
-        &stack[skip..]
+        (&stack[skip..], inlined)
     }
 }
 
@@ -296,7 +320,7 @@ pub fn goroutine_text(threads: &[ThreadStack], debug: u32) -> String {
         if !labels.is_empty() {
             let _ = writeln!(out, "# labels: {labels}");
         }
-        out.push_str(&frame_lines(stack, LeafKind::ExactLeaf));
+        out.push_str(&frame_lines(stack, LeafKind::ExactLeaf, 0));
         out.push('\n');
     }
     out
@@ -344,8 +368,9 @@ fn addr_list(stack: &[u64]) -> String {
     stack.iter().map(|a| format!(" {a:#x}")).collect()
 }
 
-/// `#<TAB>pc<TAB>name+off<TAB>file:line` lines, aligned as Go's tabwriter (tab padding, tab width 8).
-fn frame_lines(stack: &[u64], leaf: LeafKind) -> String {
+/// `#<TAB>pc<TAB>name+off<TAB>file:line` lines, aligned as Go's tabwriter (tab padding, tab width 8); the
+/// leaf's `leaf_skip` innermost inlined frames are left out.
+fn frame_lines(stack: &[u64], leaf: LeafKind, leaf_skip: usize) -> String {
     let sym = Symbolizer::global();
     let mut rows: Vec<Vec<String>> = Vec::new();
     for (i, &addr) in stack.iter().enumerate() {
@@ -357,7 +382,12 @@ fn frame_lines(stack: &[u64], leaf: LeafKind) -> String {
         };
         match sym.and_then(|s| s.resolve(pc)) {
             Some(r) => {
-                for f in &r.frames {
+                let skip = if i == 0 {
+                    leaf_skip.min(r.frames.len() - 1)
+                } else {
+                    0
+                };
+                for f in &r.frames[skip..] {
                     rows.push(vec![
                         "#".into(),
                         format!("{pc:#x}"),
@@ -488,12 +518,13 @@ pub fn heap_text(snapshot: &HeapSnapshot) -> String {
     );
     let sym = Symbolizer::global();
     for r in records {
-        let stack = match sym {
+        let (stack, skip) = match sym {
             Some(_) => {
                 let b = ProfileBuilder::new(&[]);
-                trim_allocator_frames(&b, &r.stack).to_vec()
+                let (stack, skip) = trim_allocator_frames(&b, &r.stack);
+                (stack.to_vec(), skip)
             }
-            None => r.stack.clone(),
+            None => (r.stack.clone(), 0),
         };
         let _ = writeln!(
             out,
@@ -504,7 +535,7 @@ pub fn heap_text(snapshot: &HeapSnapshot) -> String {
             r.alloc_bytes,
             addr_list(&stack)
         );
-        out.push_str(&frame_lines(&stack, LeafKind::AllReturns));
+        out.push_str(&frame_lines(&stack, LeafKind::AllReturns, skip));
         out.push('\n');
     }
     let _ = writeln!(
@@ -602,5 +633,17 @@ mod tests {
             "<nl6_profile::heap::SamplingAllocator<A> as core::alloc::global::GlobalAlloc>::alloc"
         ));
         assert!(!is_allocator_frame("nl6::lab::snmp::serve"));
+        for inlined in [
+            "alloc::vec::Vec<T,A>::push_mut",
+            "<alloc::vec::Vec<T> as core::clone::Clone>::clone",
+            "<T as alloc::slice::<impl [T]>::to_vec_in::ConvertVec>::to_vec",
+            "__rustc::__rust_alloc",
+        ] {
+            assert!(is_inlined_allocation_frame(inlined), "{inlined}");
+        }
+        assert!(!is_inlined_allocation_frame("nl6::lab::snmp::bulk"));
+        assert!(!is_inlined_allocation_frame(
+            "<nl6::lab::snmp::Message as core::fmt::Display>::fmt"
+        ));
     }
 }

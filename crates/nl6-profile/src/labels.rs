@@ -19,8 +19,7 @@
 //! `Copy`, so it stays readable from a signal handler and while a thread exits).
 #![forbid(unsafe_code)]
 
-use std::cell::Cell;
-use std::sync::atomic::{compiler_fence, AtomicUsize, Ordering};
+use std::sync::atomic::{compiler_fence, AtomicU16, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// How many distinct label values a process can hold (built-ins plus [`Subsystem::custom`] ones).
@@ -145,9 +144,11 @@ impl std::fmt::Display for Subsystem {
 }
 
 thread_local! {
-    /// The calling thread's label index (0 = none). `const`-initialised `Cell<u16>`: no lazy init, no
-    /// destructor, so the signal handler and thread-exit code can read it.
-    static CURRENT: Cell<u16> = const { Cell::new(0) };
+    /// The calling thread's label index (0 = none). `const`-initialised, no destructor, so the signal
+    /// handler and thread-exit code can read it. An atomic (Relaxed: the same plain `mov` as a `Cell`)
+    /// because a handler's read of a value the interrupted code writes is, by the language's rules, a
+    /// concurrent access, which only atomics make defined.
+    static CURRENT: AtomicU16 = const { AtomicU16::new(0) };
 }
 
 /// The calling thread's label, if any.
@@ -159,7 +160,7 @@ pub fn current() -> Option<Subsystem> {
 /// The raw label index of the calling thread (0 = none). Async-signal-safe: one thread-local load.
 #[inline]
 pub fn current_index() -> u16 {
-    CURRENT.with(Cell::get)
+    CURRENT.with(|c| c.load(Ordering::Relaxed))
 }
 
 /// Stores the calling thread's label index between two compiler fences. Only a signal handler on this
@@ -171,7 +172,7 @@ pub fn current_index() -> u16 {
 #[inline(always)]
 pub(crate) fn store_label(index: u16) {
     compiler_fence(Ordering::SeqCst);
-    CURRENT.with(|c| c.set(index));
+    CURRENT.with(|c| c.store(index, Ordering::Relaxed));
     compiler_fence(Ordering::SeqCst);
 }
 

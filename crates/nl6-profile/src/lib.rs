@@ -16,7 +16,11 @@
 //!   allocator (or any `GlobalAlloc`) as the `#[global_allocator]` and samples allocations with Go's
 //!   formula, on from process start (rate 512 KiB, [`heap::set_rate`]).
 //! - **Every thread's stack** ([`threads`]): the goroutine-profile analog (each thread interrupted and
-//!   unwound in place) and the `threadcreate` record.
+//!   unwound in place) and the `threadcreate` record. A thread pool's workers register from the pool's
+//!   start hook ([`threads::on_thread_start`], e.g. tokio's `on_thread_start`): sampled from birth,
+//!   with their whole stack from the first sample.
+//! - **Saying what it cannot see** ([`sight`]): an executable without frame pointers, symbol table or
+//!   unwind rules is told once on stderr and in every profile's comments.
 //! - **pprof out** ([`encode`], [`delta`], [`proto`], [`symbols`]): gzip'd protobuf in Go's shapes (and
 //!   Go's `debug=1`/`debug=2` text), godeltaprof deltas, names from the symbol tables of the executable,
 //!   shared objects and vDSO (DWARF lines when present).
@@ -44,12 +48,38 @@
 //! ```
 //! `examples/embed.rs` is the same with a `std::net::TcpListener` around it.
 //!
+//! ## Threads a pool spawns
+//! Register them from the pool's start and stop hooks, so each is sampled from its first instruction
+//! and its first sample holds its whole stack (tokio: `Builder::on_thread_start(threads::on_thread_start)`
+//! and `on_thread_stop(threads::on_thread_stop)`):
+//! ```
+//! use nl6_profile::threads;
+//!
+//! let session = nl6_profile::cpu::start(100).expect("no other CPU profile runs");
+//! let workers: Vec<_> = (0..2)
+//!     .map(|_| {
+//!         std::thread::spawn(|| {
+//!             threads::on_thread_start(); // the pool's start hook
+//!             let sum = (0..1_000_000u64).fold(0, |a, b| std::hint::black_box(a ^ b));
+//!             threads::on_thread_stop(); // the pool's stop hook
+//!             sum
+//!         })
+//!     })
+//!     .collect();
+//! for w in workers {
+//!     w.join().unwrap();
+//! }
+//! let profile = session.stop();
+//! println!("{} distinct stacks", profile.samples.len());
+//! ```
+//!
 //! ## Preconditions
 //! - **Linked into an executable, not a `cdylib`.** The signal handlers and the allocator read
 //!   `const` thread-locals, which in an executable are `%fs`-relative loads; in a shared object they go
 //!   through `__tls_get_addr`, which may allocate or lock and is not async-signal-safe.
 //! - **Frame pointers**: build with `-C force-frame-pointers=yes` (the workspace's `.cargo/config.toml`
-//!   does); without them stacks stop at the first frame that has none.
+//!   does); without them stacks stop at the first frame that has none (and every profile says so:
+//!   [`sight`]).
 //! - **After `fork`, only `exec`** (or run nothing of this crate until the child has exec'd): the
 //!   child has one thread, but the samplers' state (timers, the site table's mutex, the thread tables)
 //!   describes the parent's. A program that must keep running in the child installs
@@ -79,6 +109,7 @@ pub mod maps;
 pub mod notes;
 pub mod proto;
 pub mod pull;
+pub mod sight;
 #[allow(unsafe_code)]
 pub(crate) mod signal;
 pub mod symbols;

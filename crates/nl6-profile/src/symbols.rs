@@ -191,6 +191,26 @@ impl Symbolizer {
         heap::unsampled(|| self.module_at(addr)?.resolve(addr))
     }
 
+    /// What the executable's own file carries: `(a symbol table (.symtab), unwind rules (.eh_frame or
+    /// .debug_frame, non-empty))`; `None` when the executable cannot be read.
+    pub(crate) fn executable_carries(&self) -> Option<(bool, bool)> {
+        use object::{Object, ObjectSection};
+        heap::unsampled(|| {
+            let list = self.modules(true);
+            let image = list.iter().find(|m| m.main)?.image()?;
+            let present = |name: &str| {
+                image
+                    .file
+                    .section_by_name(name)
+                    .is_some_and(|s| s.size() > 0)
+            };
+            Some((
+                present(".symtab"),
+                present(".eh_frame") || present(".debug_frame"),
+            ))
+        })
+    }
+
     /// The name of the outermost function containing `addr` (the symbol table's), for `/symbol`.
     pub fn function_name(&self, addr: u64) -> Option<String> {
         self.resolve(addr)

@@ -38,7 +38,8 @@ mod spawn;
 pub use missing::Missing;
 use missing::Sent;
 pub use spawn::{
-    learn_own_stack, spawn_inheriting, spawn_labelled, spawn_recorded, threadcreate_stacks,
+    learn_own_stack, on_thread_start, on_thread_stop, spawn_inheriting, spawn_labelled,
+    spawn_recorded, threadcreate_stacks,
 };
 
 /// Threads one capture can signal; more are reported with empty stacks.

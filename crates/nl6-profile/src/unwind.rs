@@ -47,7 +47,7 @@ mod code;
 mod foreign;
 mod scan;
 pub(crate) use bounds::{bounds_in_handler, init_thread_bounds, mapping_bounds, Bounds};
-pub(crate) use code::learn_code;
+pub(crate) use code::{frame_pointer_census, learn_code};
 pub(crate) use foreign::{foreign_bounds, forget_foreign, set_foreign_bounds};
 #[cfg(test)]
 pub(crate) use foreign::{foreign_top, set_foreign_top};

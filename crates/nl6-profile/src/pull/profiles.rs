@@ -35,6 +35,8 @@ const THREAD_CAPTURE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Starts a CPU profile at the default rate. `Busy` when another CPU profile (or the push's) runs.
 /// Dropping the session stops it.
 pub(super) fn cpu_start() -> Result<cpu::CpuSession, CpuError> {
+    // An executable the engine cannot see well is told at the start, not when the profile is done.
+    crate::sight::tell_once();
     cpu::start(cpu::DEFAULT_HZ)
 }
 

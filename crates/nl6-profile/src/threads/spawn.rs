@@ -1,5 +1,6 @@
 //! Where threads are born: [`spawn_recorded`] (the `threadcreate` record, stack bounds and the CPU timer
-//! at birth) and the labelled spawners built on it; [`learn_own_stack`] for threads spawned otherwise.
+//! at birth) and the labelled spawners built on it; [`on_thread_start`] / [`on_thread_stop`] for the
+//! threads a pool spawns (its start and stop hooks); [`learn_own_stack`] for other threads.
 use super::{unwind, MAX_DEPTH, MAX_THREADCREATE};
 use crate::labels::{self, Subsystem};
 use crate::Stack;
@@ -20,6 +21,37 @@ pub fn threadcreate_stacks() -> Vec<Stack> {
 /// Other threads get their bounds from the CPU collector after their first sample.
 pub fn learn_own_stack() {
     unwind::init_thread_bounds();
+}
+
+/// Registers the calling thread with the profiler, from the start hook of a thread pool the engine did
+/// not spawn (tokio's `on_thread_start`, rayon's `start_handler`, any pool's): the thread learns its own
+/// stack bounds from libc now (exact, from inside the thread, kept in its own thread-local, so they die
+/// with it and a later thread reusing its tid never sees them), and arms its CPU timer if a profile
+/// runs. Its first sample then carries its whole stack, down to the thread's root, and its first
+/// instructions are sampled; without it, a pool's worker is armed by the collector's next rescan (up to
+/// 100 ms later) and its first sample is its leaf only. Cheap to call again; never fails (a thread
+/// whose bounds libc cannot give keeps the collector's way).
+///
+/// ```
+/// // Any pool's start and stop hooks; here, threads spawned by hand.
+/// let worker = std::thread::spawn(|| {
+///     nl6_profile::threads::on_thread_start();
+///     let sum: u64 = (0..1_000u64).sum();
+///     nl6_profile::threads::on_thread_stop();
+///     sum
+/// });
+/// assert_eq!(worker.join().unwrap(), 499_500);
+/// ```
+pub fn on_thread_start() {
+    unwind::init_thread_bounds();
+    crate::cpu::arm_current_thread();
+}
+
+/// The counterpart of [`on_thread_start`], from the pool's stop hook (tokio's `on_thread_stop`): deletes
+/// the calling thread's CPU timer now and counts it out, instead of at the collector's next rescan.
+/// Optional (a thread that ends without it is found gone by the rescan); call it last on the thread.
+pub fn on_thread_stop() {
+    crate::cpu::disarm_current_thread();
 }
 
 /// Deletes a spawned thread's CPU timer when its closure ends (returns or unwinds).

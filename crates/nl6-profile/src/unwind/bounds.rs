@@ -10,20 +10,33 @@
 //! The main thread's stack grows on demand, so its low bound is taken `RLIMIT_STACK` below the top (as
 //! glibc reports it), not where the mapping ends today.
 //!
+//! What each source can know. From inside the thread (its own cache), libc gives the exact stack, and
+//! the cache dies with the thread, so no later thread can read it. From outside (the foreign table), the
+//! collector sees only the mapping that held a sample's `RSP`: it starts above the guard page, but it may
+//! be merged with a neighbour above, and the thread may be gone and its tid given to another thread
+//! before the next rescan forgets the entry. So a handler takes a foreign entry only when the thread
+//! pointer (`%fs:0`, the block libc keeps for each thread, which glibc and musl place at the top of the
+//! thread's own stack mapping, above the stack) lies inside it, and stops the walk there: an entry
+//! learnt for another thread's stack is refused (its thread block is elsewhere), and the part of the
+//! mapping above the thread block is never read. The main thread (its block is not on its stack, and its
+//! tid is the process's for the process's life) takes its entry as it is.
+//!
 //! Writes to the cache are ordered for the handler with compiler fences: low, then high (high ≠ 0 is the
 //! "valid" mark), so a handler interrupting the thread between the two stores sees high = 0 (unknown).
+//! The two words a handler reads are atomics (Relaxed loads and stores: plain `mov`s), so the handler's
+//! read of what the thread writes is not a data race by the language's rules.
 use std::cell::Cell;
-use std::sync::atomic::{compiler_fence, Ordering};
+use std::sync::atomic::{compiler_fence, AtomicUsize, Ordering};
 
-use super::foreign::foreign_bounds;
+use super::foreign::{foreign_bounds, main_tid};
 use super::MAX_STACK_SPAN;
 use crate::maps::{self, MapsEntry};
 
 thread_local! {
     /// The calling thread's stack low bound (valid once `HIGH` is > 1).
-    static LOW: Cell<usize> = const { Cell::new(0) };
+    static LOW: AtomicUsize = const { AtomicUsize::new(0) };
     /// The calling thread's stack top; 0 = not known yet, 1 = could not be known.
-    static HIGH: Cell<usize> = const { Cell::new(0) };
+    static HIGH: AtomicUsize = const { AtomicUsize::new(0) };
     /// Set while this thread asks libc for its bounds (a nested allocation must not re-enter).
     static FILLING: Cell<bool> = const { Cell::new(false) };
 }
@@ -85,9 +98,9 @@ fn query_stack_bounds() -> Option<(u64, u64)> {
 /// fenced so neither store is reordered past the other or removed.
 fn publish_own(low: usize, high: usize) {
     compiler_fence(Ordering::SeqCst);
-    LOW.with(|l| l.set(low));
+    LOW.with(|l| l.store(low, Ordering::Relaxed));
     compiler_fence(Ordering::SeqCst);
-    HIGH.with(|h| h.set(high));
+    HIGH.with(|h| h.store(high, Ordering::Relaxed));
     compiler_fence(Ordering::SeqCst);
 }
 
@@ -99,9 +112,9 @@ pub(crate) fn init_thread_bounds() -> usize {
 
 /// The calling thread's bounds, asking libc on the first call (outside handlers only).
 pub(crate) fn own_bounds() -> Option<(u64, u64)> {
-    let high = HIGH.with(Cell::get);
+    let high = HIGH.with(|h| h.load(Ordering::Relaxed));
     if high > 1 {
-        return Some((LOW.with(Cell::get) as u64, high as u64));
+        return Some((LOW.with(|l| l.load(Ordering::Relaxed)) as u64, high as u64));
     }
     if high == 1 || FILLING.with(|f| f.replace(true)) {
         return None;
@@ -119,15 +132,58 @@ pub(crate) fn own_bounds() -> Option<(u64, u64)> {
 /// table. Async-signal-safe: two thread-local loads, then atomic loads; never a libc call.
 #[inline]
 pub(crate) fn bounds_in_handler() -> Bounds {
-    let high = HIGH.with(Cell::get);
+    let high = HIGH.with(|h| h.load(Ordering::Relaxed));
     compiler_fence(Ordering::SeqCst);
     if high > 1 {
-        return Bounds::Known(LOW.with(Cell::get) as u64, high as u64);
+        return Bounds::Known(LOW.with(|l| l.load(Ordering::Relaxed)) as u64, high as u64);
     }
     let tid = super::super::signal::gettid();
-    match foreign_bounds(tid) {
+    match foreign_bounds(tid).and_then(|(low, high)| {
+        foreign_entry_for_this_thread(tid, main_tid(), thread_pointer(), low, high)
+    }) {
         Some((low, high)) => Bounds::Known(low, high),
         None => Bounds::Unknown(tid),
+    }
+}
+
+/// The walk's bounds a foreign entry `[low, high)` gives the thread `tid` whose thread pointer is `tp`
+/// (pure; the rule is in the module doc): cut at `tp` when `tp` lies inside, refused when it does not,
+/// as it is for the main thread.
+#[inline]
+pub(crate) fn foreign_entry_for_this_thread(
+    tid: i32,
+    main: i32,
+    tp: u64,
+    low: u64,
+    high: u64,
+) -> Option<(u64, u64)> {
+    if tid == main {
+        return Some((low, high));
+    }
+    (low < tp && tp <= high).then_some((low, tp))
+}
+
+/// The calling thread's thread pointer: the word at `%fs:0`, which on x86_64 glibc and musl is the
+/// address of the thread's own control block (what `pthread_self` returns). A plain load.
+#[inline]
+fn thread_pointer() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let tp: u64;
+        // SAFETY: libc sets up %fs for every thread it starts, with its control block's address at
+        // %fs:0 (the x86_64 TLS ABI); the handler's own thread-local loads rely on the same register.
+        unsafe {
+            std::arch::asm!(
+                "mov {}, qword ptr fs:[0]",
+                out(reg) tp,
+                options(nostack, readonly, preserves_flags)
+            )
+        };
+        tp
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        0
     }
 }
 
@@ -189,6 +245,74 @@ mod tests {
         assert_eq!(walk_range(hi + 4096, lo, hi), None, "above: another stack");
         let far = hi - MAX_STACK_SPAN - 8;
         assert_eq!(walk_range(far, 0, hi), None, "too far below the top");
+    }
+
+    #[test]
+    fn a_foreign_entry_holds_only_for_the_thread_whose_block_it_holds() {
+        let (main, me) = (100, 200);
+        let (lo, hi) = (0x7f00_0000_0000u64, 0x7f00_0080_0000u64);
+        let tp = hi - 0x2000;
+        assert_eq!(
+            foreign_entry_for_this_thread(me, main, tp, lo, hi),
+            Some((lo, tp)),
+            "cut at the thread block: the mapping above it is never walked"
+        );
+        assert_eq!(
+            foreign_entry_for_this_thread(me, main, hi + 0x10_0000, lo, hi),
+            None,
+            "another thread's stack (a tid reused before the rescan forgot the entry)"
+        );
+        assert_eq!(foreign_entry_for_this_thread(me, main, lo, lo, hi), None);
+        assert_eq!(
+            foreign_entry_for_this_thread(main, main, 0x5555_0000, lo, hi),
+            Some((lo, hi)),
+            "the main thread's block is not on its stack"
+        );
+    }
+
+    /// The real thing: an entry learnt (from the maps) for one thread's stack, under the tid of another
+    /// thread (what a stale entry is after the tid was reused), bounds nothing; the thread's own mapping
+    /// does, cut at its thread block.
+    #[test]
+    fn a_stale_entry_for_another_stack_is_refused_and_the_own_mapping_is_cut() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let parked = std::thread::spawn(move || {
+            let local = std::hint::black_box(0u8);
+            tx.send(&local as *const u8 as u64).unwrap();
+            let _ = done_rx.recv();
+        });
+        let other_rsp = rx.recv().unwrap();
+        std::thread::spawn(move || {
+            let tid = super::super::super::signal::gettid();
+            let maps = maps::read_self().unwrap();
+            let (olo, ohi) = mapping_bounds(&maps, other_rsp).expect("the other stack's mapping");
+            assert!(super::super::set_foreign_bounds(tid, olo, ohi));
+            let got = bounds_in_handler();
+            super::super::forget_foreign(tid);
+            assert_eq!(
+                got,
+                Bounds::Unknown(tid),
+                "another thread's stack taken as mine"
+            );
+            let local = std::hint::black_box(0u8);
+            let here = &local as *const u8 as u64;
+            let (lo, hi) = mapping_bounds(&maps, here).expect("this stack's mapping");
+            assert!(super::super::set_foreign_bounds(tid, lo, hi));
+            let got = bounds_in_handler();
+            super::super::forget_foreign(tid);
+            let tp = thread_pointer();
+            assert_eq!(
+                got,
+                Bounds::Known(lo, tp),
+                "{lo:#x}..{hi:#x}, thread block {tp:#x}"
+            );
+            assert!(here < tp && tp < hi);
+        })
+        .join()
+        .unwrap();
+        let _ = done_tx.send(());
+        parked.join().unwrap();
     }
 
     #[test]

@@ -25,6 +25,18 @@ static FP_RANGES: AtomicPtr<Range> = AtomicPtr::new(std::ptr::null_mut());
 static FP_LEN: AtomicUsize = AtomicUsize::new(0);
 /// Serialises learning (outside handlers only).
 static LEARNING: Mutex<()> = Mutex::new(());
+/// Of the executable's function symbols classified, how many set up a frame pointer, and how many in all
+/// (both 0 until learnt, or when the executable has no symbol table).
+static FUNCTIONS_FP: AtomicUsize = AtomicUsize::new(0);
+static FUNCTIONS: AtomicUsize = AtomicUsize::new(0);
+
+/// `(functions that set up a frame pointer, functions classified)` of the executable, once
+/// [`learn_code`] ran; `None` when no function could be classified (no symbol table).
+pub(crate) fn frame_pointer_census() -> Option<(usize, usize)> {
+    learn_code();
+    let total = FUNCTIONS.load(Ordering::Relaxed);
+    (total > 0).then(|| (FUNCTIONS_FP.load(Ordering::Relaxed), total))
+}
 
 /// A view of the learnt code map (copyable, handler-safe).
 #[derive(Clone, Copy, Debug)]
@@ -264,6 +276,9 @@ fn classify_functions(exe: &std::path::Path, base: u64, lo: u64, hi: u64) -> Opt
             Some((start, end.min(hi), sets_up_frame(first)))
         })
         .collect();
+    let with_fp = funcs.iter().filter(|f| f.2).count();
+    FUNCTIONS_FP.store(with_fp, Ordering::Relaxed);
+    FUNCTIONS.store(funcs.len(), Ordering::Relaxed);
     (!funcs.is_empty()).then(|| fp_ranges(funcs))
 }
 

@@ -9,7 +9,7 @@
 //!
 //! Owns the table and its writer lock; the protocol (one atomic word per entry, who forgets what and when)
 //! is the contract in the parent module's doc. Never: allocates, locks or panics on the reading path.
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// Slots of the table of stack tops learnt from outside for threads that never filled their own cache.
@@ -42,6 +42,16 @@ fn pack_foreign(tid: i32, stack_top: u64) -> Option<u64> {
 static FOREIGN: [AtomicU64; FOREIGN_SLOTS] = [const { AtomicU64::new(0) }; FOREIGN_SLOTS];
 /// The low bound of the entry in the same slot of [`FOREIGN`], packed the same way.
 static FOREIGN_LOW: [AtomicU64; FOREIGN_SLOTS] = [const { AtomicU64::new(0) }; FOREIGN_SLOTS];
+/// The main thread's tid (the process id), stored by the first insert, before any entry exists: a
+/// handler reads it only after finding an entry, and never asks the kernel.
+static MAIN_TID: AtomicI32 = AtomicI32::new(0);
+
+/// The process's main thread's tid, once an entry was ever inserted (0 before).
+#[inline]
+pub(crate) fn main_tid() -> i32 {
+    MAIN_TID.load(Ordering::Acquire)
+}
+
 /// Serialises the table's writers (never taken by a handler).
 static FOREIGN_WRITER: Mutex<()> = Mutex::new(());
 
@@ -100,6 +110,8 @@ pub(crate) fn set_foreign_bounds(tid: i32, low: u64, high: u64) -> bool {
         return false;
     }
     let _writer = foreign_writer();
+    // SAFETY: getpid has no preconditions.
+    MAIN_TID.store(unsafe { libc::getpid() }, Ordering::Release);
     if foreign_bounds(tid).is_some() {
         return true;
     }
