@@ -18,11 +18,10 @@ use super::atomic::PartialDir;
 use super::budget::{Budget, Held, BUDGET_BYTES};
 use super::fetch::{fetch_within, Fetched};
 use super::meta::{BaselineMeta, Meta, ProfileMeta, Status};
-use super::retention::{apply_retention, find_files};
+use super::retention::find_files;
 use super::targets::Target;
 use super::Config;
 use crate::report;
-use crate::timefmt::format_go_duration;
 use crate::timefmt::rfc3339_millis;
 use nl6_profile::proto::Profile;
 
@@ -108,25 +107,11 @@ pub fn run_cycle(cfg: &Config, now: SystemTime) -> CycleReport {
         .flatten()
         .collect();
 
-    let mut deleted = Vec::new();
-    for d in apply_retention(&cfg.args.out, now_unix, cfg.args.retain) {
-        let path = cfg.args.out.join(&d.dir.relative);
-        match d.result {
-            Ok(()) => {
-                eprintln!(
-                    "nl6 collect: retention: deleted {} (dated {}, older than {})",
-                    path.display(),
-                    d.dir.stamp.rfc3339(),
-                    format_go_duration(cfg.args.retain)
-                );
-                deleted.push(path);
-            }
-            Err(e) => eprintln!(
-                "nl6 collect: retention: could not delete {}: {e}",
-                path.display()
-            ),
-        }
-    }
+    let deleted = super::sweep_log::log_sweep(
+        &cfg.args.out,
+        &super::retention::sweep(&cfg.args.out, now_unix, cfg.args.retain),
+        cfg.args.retain,
+    );
     let report = CycleReport {
         start,
         outcomes,
@@ -236,7 +221,8 @@ fn collect_target(
     };
     let dir = snapshot_dir(&cfg.args.out, t, start);
     let bytes = files.values().map(|v| v.len() as u64).sum();
-    let written = write_snapshot(&dir, t.port, &files, &mut meta, began);
+    let relative = snapshot_dir(Path::new(""), t, start);
+    let written = write_snapshot(&cfg.args.out, &relative, t.port, &files, &mut meta, began);
     outcome(t, dir, written, status, bytes, error)
 }
 
@@ -361,13 +347,14 @@ fn diff_against(base_path: &Path, new: &Profile) -> Result<String, String> {
 }
 
 fn write_snapshot(
-    dir: &Path,
+    out: &Path,
+    relative: &Path,
     port: u16,
     files: &BTreeMap<String, Vec<u8>>,
     meta: &mut Meta,
     began: Instant,
 ) -> std::io::Result<()> {
-    let partial = PartialDir::create(dir, port)?;
+    let partial = PartialDir::create(out, relative, port)?;
     for (name, bytes) in files {
         partial.write(name, bytes)?;
     }

@@ -32,6 +32,8 @@ pub mod flags;
 pub mod meta;
 pub mod normalize;
 pub mod retention;
+pub mod stop;
+pub mod sweep_log;
 pub mod targets;
 
 use std::ffi::OsString;
@@ -65,6 +67,11 @@ impl Config {
 
 /// Runs `nl6 collect` with `args` (without the program name and subcommand); returns the exit status.
 pub fn main(args: Vec<OsString>) -> i32 {
+    main_until(args, &stop::Stop::new())
+}
+
+/// [`main`], stopping as [`stop::Stop`] says (the composition root feeds it SIGTERM, SIGINT, SIGHUP).
+pub fn main_until(args: Vec<OsString>, stop: &stop::Stop) -> i32 {
     let args = match flags::parse_args(args) {
         Ok(a) => a,
         Err(e) => {
@@ -89,15 +96,14 @@ pub fn main(args: Vec<OsString>) -> i32 {
     }
     loop {
         let start = SystemTime::now();
+        stop.begin_cycle(crate::timefmt::rfc3339_millis(start));
         run_cycle(&cfg, start);
-        if cfg.args.once {
+        if stop.end_cycle() || cfg.args.once {
             return 0;
         }
         // Cycles start every interval; a cycle that overran starts the next one at once.
-        let next = start + cfg.args.interval;
-        if let Ok(wait) = next.duration_since(SystemTime::now()) {
-            // std's sleep resumes after signals, so EINTR cannot cut the wait short.
-            std::thread::sleep(wait);
+        if !stop.sleep_until(start + cfg.args.interval) {
+            return 0;
         }
     }
 }
