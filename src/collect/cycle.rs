@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::archive::{newest_for_target, snapshot_dir, Stamp};
-use super::atomic::PartialDir;
+use super::store::{Store, Written};
 use super::budget::{Budget, Held, BUDGET_BYTES};
 use super::fetch::{fetch_within, Fetched};
 use super::meta::{BaselineMeta, Meta, ProfileMeta, Status};
@@ -68,13 +68,14 @@ impl CycleReport {
 }
 
 /// Runs one cycle started at `now` and prints its log lines and progress line on stderr.
-pub fn run_cycle(cfg: &Config, now: SystemTime) -> CycleReport {
+pub fn run_cycle(cfg: &Config, store: &Store, now: SystemTime) -> CycleReport {
     let began = Instant::now();
     let now_unix = now
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0);
     let start = Stamp::from_unix(now_unix);
+    store.begin_cycle();
     let baselines = cfg
         .args
         .baseline
@@ -91,7 +92,7 @@ pub fn run_cycle(cfg: &Config, now: SystemTime) -> CycleReport {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(t) = cfg.targets.get(i) else { break };
-                let outcome = collect_target(cfg, t, start, &baselines, &budget);
+                let outcome = collect_target(cfg, store, t, start, &baselines, &budget);
                 // Remote text in `e` is escaped and bounded where it entered (fetch, decode).
                 if let Some(e) = &outcome.error {
                     eprintln!("nl6 collect: {} {}:{}: {e}", t.program, t.fqdn, t.port);
@@ -107,11 +108,7 @@ pub fn run_cycle(cfg: &Config, now: SystemTime) -> CycleReport {
         .flatten()
         .collect();
 
-    let deleted = super::sweep_log::log_sweep(
-        &cfg.args.out,
-        &super::retention::sweep(&cfg.args.out, now_unix, cfg.args.retain),
-        cfg.args.retain,
-    );
+    let deleted = store.sweep(now_unix, cfg.args.retain);
     let report = CycleReport {
         start,
         outcomes,
@@ -153,6 +150,7 @@ fn check(f: &Fetched, held: &mut Held) -> Result<Good, String> {
 /// diff against the baseline, write the directory with its meta.json.
 fn collect_target(
     cfg: &Config,
+    store: &Store,
     t: &Target,
     start: Stamp,
     baselines: &[PathBuf],
@@ -219,41 +217,48 @@ fn collect_target(
         baseline,
         collector: concat!("nl6 ", env!("CARGO_PKG_VERSION")).to_string(),
     };
-    let dir = snapshot_dir(&cfg.args.out, t, start);
     let bytes = files.values().map(|v| v.len() as u64).sum();
     let relative = snapshot_dir(Path::new(""), t, start);
-    let written = write_snapshot(&cfg.args.out, &relative, t.port, &files, &mut meta, began);
-    outcome(t, dir, written, status, bytes, error)
+    let written = write_snapshot(store, &relative, t.port, &files, &mut meta, began);
+    outcome(t, written, status, bytes, error)
 }
 
 /// The target's line in the cycle report: the snapshot as fetched, or failed when it could not be
-/// written (with the fetch errors after the write's).
+/// written (with the fetch errors after the write's); a spooled snapshot keeps its status and says where
+/// it waits.
 fn outcome(
     t: &Target,
-    dir: PathBuf,
-    written: std::io::Result<()>,
+    written: Result<Written, String>,
     status: Status,
     bytes: u64,
     error: Option<String>,
 ) -> TargetOutcome {
+    let then = |e: Option<String>| e.map(|x| format!("; {x}")).unwrap_or_default();
     match written {
-        Ok(()) => TargetOutcome {
+        Ok(Written::At(at)) => TargetOutcome {
             target: t.clone(),
             status,
-            dir: Some(dir),
+            dir: Some(PathBuf::from(at)),
             bytes,
             error,
+        },
+        Ok(Written::Spooled(at, why)) => TargetOutcome {
+            target: t.clone(),
+            status,
+            dir: Some(at.clone()),
+            bytes,
+            error: Some(format!(
+                "{why}; kept in the spool at {}, uploaded next cycle{}",
+                at.display(),
+                then(error)
+            )),
         },
         Err(e) => TargetOutcome {
             target: t.clone(),
             status: Status::Failed,
             dir: None,
             bytes: 0,
-            error: Some(format!(
-                "writing {}: {e}{}",
-                dir.display(),
-                error.map(|x| format!("; {x}")).unwrap_or_default()
-            )),
+            error: Some(format!("{e}{}", then(error))),
         },
     }
 }
@@ -347,21 +352,15 @@ fn diff_against(base_path: &Path, new: &Profile) -> Result<String, String> {
 }
 
 fn write_snapshot(
-    out: &Path,
+    store: &Store,
     relative: &Path,
     port: u16,
     files: &BTreeMap<String, Vec<u8>>,
     meta: &mut Meta,
     began: Instant,
-) -> std::io::Result<()> {
-    let partial = PartialDir::create(out, relative, port)?;
-    for (name, bytes) in files {
-        partial.write(name, bytes)?;
-    }
+) -> Result<Written, String> {
     meta.finished = rfc3339_millis(SystemTime::now());
     meta.duration_ms = began.elapsed().as_millis() as u64;
-    let json = serde_json::to_vec_pretty(meta).map_err(std::io::Error::other)?;
-    partial.write("meta.json", &json)?;
-    partial.commit()?;
-    Ok(())
+    let json = serde_json::to_vec_pretty(meta).map_err(|e| format!("meta.json: {e}"))?;
+    store.put_snapshot(relative, port, files, &json)
 }

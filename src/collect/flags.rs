@@ -26,7 +26,7 @@ pub const FLAGS: &[Flag<CollectArgs>] = &[
         "out",
         "DIR",
         "",
-        "archive root: <out>/<program>/<yyyy>/<mm>/<dd>/<hh:mm:ss>/<fqdn>/<port>/ (required)",
+        "archive root, a directory or s3://BUCKET/PREFIX or gs://BUCKET/PREFIX: <out>/<program>/<yyyy>/<mm>/<dd>/<hh:mm:ss>/<fqdn>/<port>/ (required)",
         |a, v| {
             a.out = PathBuf::from(v);
             Ok(())
@@ -86,6 +86,69 @@ pub const FLAGS: &[Flag<CollectArgs>] = &[
             Ok(())
         },
     ),
+    Flag::value(
+        "s3-endpoint",
+        "URL",
+        "",
+        "the bucket's S3 endpoint (MinIO, SeaweedFS, Ceph; default AWS's for the region, https://storage.googleapis.com for gs://)",
+        |a, v| {
+            a.s3_endpoint = Some(v.to_string());
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "s3-region",
+        "REGION",
+        "",
+        "the bucket's region for signing (default $AWS_REGION, else us-east-1; auto for gs://)",
+        |a, v| {
+            a.s3_region = Some(v.to_string());
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "s3-addressing",
+        "STYLE",
+        "auto",
+        "path (https://endpoint/bucket/key), virtual (https://bucket.endpoint/key), or auto: virtual on AWS, path with -s3-endpoint or gs://",
+        |a, v| match v {
+            "auto" | "path" | "virtual" => {
+                a.s3_addressing = v.to_string();
+                Ok(())
+            }
+            _ => Err(format!("want path, virtual or auto, got {v:?}")),
+        },
+    ),
+    Flag::value(
+        "s3-credentials",
+        "FILE",
+        "",
+        "an AWS shared credentials file ([default] or $AWS_PROFILE); default: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN",
+        |a, v| {
+            a.s3_credentials = Some(PathBuf::from(v));
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "spool",
+        "DIR",
+        "/var/tmp/nl6-collect-spool",
+        "with a bucket: where snapshots wait when the store refuses or cannot be reached (uploaded next cycle)",
+        |a, v| {
+            a.spool = PathBuf::from(v);
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "spool-bytes",
+        "N",
+        "1073741824",
+        "the spool's bound in bytes; past it the oldest snapshots are dropped (and counted)",
+        |a, v| {
+            a.spool_bytes = positive(v)?;
+            Ok(())
+        },
+    ),
     Flag::boolean(
         "once",
         "false",
@@ -127,6 +190,12 @@ pub struct CollectArgs {
     pub concurrency: usize,
     pub timeout: Duration,
     pub baseline: Option<PathBuf>,
+    pub s3_endpoint: Option<String>,
+    pub s3_region: Option<String>,
+    pub s3_addressing: String,
+    pub s3_credentials: Option<PathBuf>,
+    pub spool: PathBuf,
+    pub spool_bytes: u64,
     pub once: bool,
     pub help: bool,
 }
@@ -142,6 +211,12 @@ impl Default for CollectArgs {
             concurrency: 8,
             timeout: Duration::from_secs(30),
             baseline: None,
+            s3_endpoint: None,
+            s3_region: None,
+            s3_addressing: "auto".to_string(),
+            s3_credentials: None,
+            spool: PathBuf::from("/var/tmp/nl6-collect-spool"),
+            spool_bytes: 1 << 30,
             once: false,
             help: false,
         }
@@ -175,6 +250,12 @@ pub fn parse_args(args: Vec<OsString>) -> Result<CollectArgs, String> {
     }
     if a.timeout.is_zero() {
         return Err("-timeout: must be more than 0".into());
+    }
+    let out = a.out.to_string_lossy();
+    if super::s3url::is_bucket(&out) {
+        super::s3url::parse(&out).map_err(|e| format!("-out: {e}"))?;
+    } else if a.s3_endpoint.is_some() || a.s3_credentials.is_some() {
+        return Err("-s3-endpoint and -s3-credentials need -out s3://BUCKET/PREFIX".into());
     }
     Ok(a)
 }

@@ -25,14 +25,20 @@
 
 pub mod archive;
 pub mod atomic;
+pub mod bucket;
 pub mod budget;
 pub mod cycle;
 pub mod fetch;
+pub mod lifecycle;
 pub mod flags;
 pub mod meta;
 pub mod normalize;
 pub mod retention;
+pub mod s3;
+pub mod s3creds;
+pub mod s3url;
 pub mod stop;
+pub mod store;
 pub mod sweep_log;
 pub mod targets;
 
@@ -90,14 +96,30 @@ pub fn main_until(args: Vec<OsString>, stop: &stop::Stop) -> i32 {
             return 2;
         }
     };
-    if let Err(e) = std::fs::create_dir_all(&cfg.args.out) {
-        eprintln!("nl6 collect: -out {}: {e}", cfg.args.out.display());
-        return 1;
+    let env = |k: &str| std::env::var(k).ok();
+    let store = match store::Store::open(&cfg.args, &env) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("nl6 collect: {e}");
+            return 1;
+        }
+    };
+    if let store::Store::Bucket(b) = &store {
+        // Keys that do not work and a missing bucket stop the collector here, in one line; a store
+        // that cannot be reached does not (snapshots wait in the spool).
+        match b.s3.probe() {
+            Err(e) if e.answered() => {
+                eprintln!("nl6 collect: {e}");
+                return 1;
+            }
+            Err(e) => eprintln!("nl6 collect: {e}"),
+            Ok(()) => eprintln!("{}", b.ensure_lifecycle(cfg.args.retain)),
+        }
     }
     loop {
         let start = SystemTime::now();
         stop.begin_cycle(crate::timefmt::rfc3339_millis(start));
-        run_cycle(&cfg, start);
+        run_cycle(&cfg, &store, start);
         if stop.end_cycle() || cfg.args.once {
             return 0;
         }

@@ -124,6 +124,12 @@ pub fn sweep(out: &Path, now_unix: i64, retain: Duration) -> Sweep {
     }
 }
 
+/// Removes `out/relative` (a dated directory or a snapshot below one), every component opened without
+/// following links, and prunes the directories above it it emptied (down to the program's).
+pub fn remove_inside(out: &Path, relative: &Path) -> io::Result<()> {
+    delete_inside(out, relative).map(|_| ())
+}
+
 /// Removes `out/relative`, every component opened without following links, and prunes the `dd`, `mm`
 /// and `yyyy` directories it emptied. Returns where the directory really was, as the kernel names it.
 fn delete_inside(out: &Path, relative: &Path) -> io::Result<Option<PathBuf>> {

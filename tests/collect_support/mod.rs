@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+pub mod seaweed;
+
 use nl6::collect::archive::Stamp;
 use nl6_profile::proto::{self, Profile};
 

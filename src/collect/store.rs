@@ -1,0 +1,159 @@
+//! Where snapshots go: a local directory (`-out DIR`, the embedded default: snapshot directories renamed
+//! into place whole, [`super::atomic`]) or a bucket (`-out s3://…` / `gs://…`, [`super::bucket`]). One
+//! value the cycle writes snapshots and pages through and sweeps; the layout is the same in both.
+#![forbid(unsafe_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::atomic::PartialDir;
+use super::bucket::Bucket;
+use super::flags::CollectArgs;
+use super::s3::{Addressing, S3};
+use super::s3url;
+
+/// A snapshot's files as the cycle made them (meta.json apart: it is written last).
+pub type Files = BTreeMap<String, Vec<u8>>;
+
+/// The archive.
+#[derive(Debug)]
+pub enum Store {
+    Local(PathBuf),
+    Bucket(Bucket),
+}
+
+/// Where a snapshot went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Written {
+    /// Stored under this name (a directory, or `s3://bucket/key/`).
+    At(String),
+    /// The store refused or could not be reached: kept in the spool at this path, uploaded next cycle.
+    Spooled(PathBuf, String),
+}
+
+impl Store {
+    /// The store `args` name: creates a local `-out`, or reads the bucket's credentials (never from argv).
+    pub fn open(
+        args: &CollectArgs,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Store, String> {
+        let out = args.out.to_string_lossy();
+        if !s3url::is_bucket(&out) {
+            std::fs::create_dir_all(&args.out)
+                .map_err(|e| format!("-out {}: {e}", args.out.display()))?;
+            return Ok(Store::Local(args.out.clone()));
+        }
+        let location = s3url::parse(&out).map_err(|e| format!("-out: {e}"))?;
+        let creds = super::s3creds::load(args.s3_credentials.as_deref(), env)?;
+        let region = args
+            .s3_region
+            .clone()
+            .or_else(|| env("AWS_REGION"))
+            .or_else(|| env("AWS_DEFAULT_REGION"))
+            .unwrap_or_else(|| if location.gcs { "auto" } else { "us-east-1" }.to_string());
+        let addressing = match args.s3_addressing.as_str() {
+            "path" => Addressing::Path,
+            "virtual" => Addressing::VirtualHost,
+            _ if args.s3_endpoint.is_some() || location.gcs => Addressing::Path,
+            _ => Addressing::VirtualHost,
+        };
+        let spool = args.spool.join(&location.bucket);
+        let s3 = S3::new(
+            location,
+            args.s3_endpoint.as_deref(),
+            &region,
+            addressing,
+            creds,
+            args.timeout,
+        )?;
+        std::fs::create_dir_all(&spool).map_err(|e| format!("-spool {}: {e}", spool.display()))?;
+        Ok(Store::Bucket(Bucket::new(s3, spool, args.spool_bytes)))
+    }
+
+    /// `-out` as the logs name it.
+    pub fn name(&self) -> String {
+        match self {
+            Store::Local(p) => p.display().to_string(),
+            Store::Bucket(b) => b.s3.location.display(),
+        }
+    }
+
+    /// Before a cycle's targets: with a bucket, uploads what the spool holds (bounded by the store's
+    /// timeout when it is still down). Returns snapshots uploaded.
+    pub fn begin_cycle(&self) -> usize {
+        match self {
+            Store::Local(_) => 0,
+            Store::Bucket(b) => b.replay_spool(),
+        }
+    }
+
+    /// Writes one snapshot at `relative` (`<program>/…/<fqdn>/<port>`): every file, then `meta` as
+    /// meta.json, last. An existing snapshot is never replaced.
+    pub fn put_snapshot(
+        &self,
+        relative: &Path,
+        port: u16,
+        files: &Files,
+        meta: &[u8],
+    ) -> Result<Written, String> {
+        match self {
+            Store::Local(out) => write_local(out, relative, port, files, meta)
+                .map(|p| Written::At(p.display().to_string()))
+                .map_err(|e| format!("writing {}: {e}", out.join(relative).display())),
+            Store::Bucket(b) => b.put_snapshot(relative, port, files, meta),
+        }
+    }
+
+    /// Writes (replacing) a page such as `index.html` at `relative`.
+    pub fn put_page(&self, relative: &Path, bytes: &[u8]) -> Result<(), String> {
+        match self {
+            Store::Local(out) => {
+                let (Some(parent), Some(name)) = (relative.parent(), relative.file_name()) else {
+                    return Err(format!("{}: not a file path", relative.display()));
+                };
+                super::atomic::open_path(out, parent)
+                    .and_then(|d| d.write_atomically(name, bytes))
+                    .map_err(|e| format!("writing {}: {e}", out.join(relative).display()))
+            }
+            Store::Bucket(b) => b.put_page(relative, bytes),
+        }
+    }
+
+    /// Retention: deletes dated snapshots older than `retain`, logs each deletion; returns their names.
+    pub fn sweep(&self, now_unix: i64, retain: Duration) -> Vec<PathBuf> {
+        match self {
+            Store::Local(out) => super::sweep_log::log_sweep(
+                out,
+                &super::retention::sweep(out, now_unix, retain),
+                retain,
+            ),
+            Store::Bucket(b) => b.sweep(now_unix, retain),
+        }
+    }
+}
+
+/// A local snapshot: assembled hidden, renamed into place whole.
+pub fn write_local(
+    out: &Path,
+    relative: &Path,
+    port: u16,
+    files: &Files,
+    meta: &[u8],
+) -> std::io::Result<PathBuf> {
+    let partial = PartialDir::create(out, relative, port)?;
+    for (name, bytes) in files {
+        partial.write(name, bytes)?;
+    }
+    partial.write("meta.json", meta)?;
+    partial.commit()
+}
+
+/// `/`-joined, for object keys.
+pub fn slash_path(relative: &Path) -> String {
+    relative
+        .iter()
+        .map(|c| c.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
