@@ -115,12 +115,36 @@ fn the_bucket_holds_the_same_tree_and_files_as_a_local_run() {
     assert_eq!(rc, 0, "{log_bucket}");
     let disk = local_files(&local);
     let objects = weed.objects("s3://fleet/same");
-    assert_eq!(disk.len(), 2 * 7 + 1, "{:?}", disk.keys());
+    assert_eq!(disk.len(), 2 * 7 + 1 + 2, "{:?}", disk.keys());
     assert_eq!(
         normalized(&disk),
         normalized(&objects),
         "bucket and disk differ; bucket log: {log_bucket}"
     );
+    // The index pages: one per snapshot time and one per day, the same in both, every link resolving.
+    for files in [&disk, &objects] {
+        let pages: Vec<&String> = files.keys().filter(|k| k.ends_with("index.html")).collect();
+        assert_eq!(pages.len(), 2, "{pages:?}");
+        let snap_page = pages.iter().find(|k| k.split('/').count() == 6).unwrap();
+        let day_page = pages.iter().find(|k| k.split('/').count() == 5).unwrap();
+        let dir = snap_page.rsplit_once('/').unwrap().0;
+        let html = String::from_utf8_lossy(&files[*snap_page]).into_owned();
+        let links: Vec<String> = html
+            .split("href=\"")
+            .skip(1)
+            .chain(html.split("data=\"").skip(1))
+            .map(|rest| rest.split('"').next().unwrap().replace("%3A", ":"))
+            .filter(|l| !l.starts_with(".."))
+            .collect();
+        assert_eq!(links.len(), 2 * (7 + 2) + 1, "{html}");
+        for l in &links {
+            assert!(files.contains_key(&format!("{dir}/{l}")), "{snap_page} links {l}, absent");
+        }
+        assert!(html.contains("<object type=\"image/svg+xml\" data=\"127.0.0.1/"), "{html}");
+        let day = String::from_utf8_lossy(&files[*day_page]).into_owned();
+        let hms = dir.rsplit('/').next().unwrap();
+        assert!(day.contains(&format!(">{hms}</a>")), "{day}");
+    }
     // The profiles themselves are byte for byte what the target sent, in both.
     let pb: Vec<_> = objects.iter().filter(|(k, _)| k.ends_with(".pb.gz")).collect();
     assert_eq!(pb.len(), 4);
@@ -192,7 +216,7 @@ fn assert_no_secret(text: &str, what: &str) {
 /// lists there with the size it lists.
 fn assert_whole(objects: &BTreeMap<String, Vec<u8>>) -> usize {
     let mut snaps: BTreeMap<String, Vec<&str>> = BTreeMap::new();
-    for k in objects.keys() {
+    for k in objects.keys().filter(|k| !k.ends_with("index.html")) {
         let (dir, file) = k.rsplit_once('/').unwrap();
         snaps.entry(dir.to_string()).or_default().push(file);
     }

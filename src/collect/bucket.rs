@@ -219,9 +219,13 @@ impl Bucket {
             }
         };
         let mut by_dir: BTreeMap<String, (DatedDir, Vec<String>)> = BTreeMap::new();
+        let mut day_pages: Vec<(String, String)> = Vec::new();
         for (key, _) in keys {
             let Some(rel) = key.strip_prefix(&prefix) else { continue };
             let parts: Vec<&str> = rel.split('/').collect();
+            if parts.len() == 5 && parts[4] == "index.html" {
+                day_pages.push((parts[..4].join("/") + "/", key.clone()));
+            }
             if parts.len() < 6 {
                 continue;
             }
@@ -251,6 +255,17 @@ impl Bucket {
                     deleted.push(PathBuf::from(shown));
                 }
                 Some(e) => eprintln!("nl6 collect: retention: could not delete {shown}: {e}"),
+            }
+        }
+        // A day page whose every snapshot time is gone lists nothing: it goes too.
+        let left: Vec<String> = by_dir
+            .keys()
+            .filter(|k| !deleted.iter().any(|d| d.to_string_lossy().ends_with(&format!("{k}/"))))
+            .cloned()
+            .collect();
+        for (day, key) in day_pages {
+            if !left.iter().any(|k| k.starts_with(&day)) && key.starts_with(&prefix) {
+                let _ = self.s3.delete(&key);
             }
         }
         if let Some(f) = dirs.iter().filter(|d| d.stamp.to_unix() > now_unix + 60).max_by_key(|d| d.stamp) {

@@ -34,6 +34,8 @@ pub struct TargetOutcome {
     pub dir: Option<PathBuf>,
     pub bytes: u64,
     pub error: Option<String>,
+    /// The files its snapshot holds, meta.json apart (for the index pages).
+    pub files: Vec<String>,
 }
 
 /// The outcome of one cycle.
@@ -101,12 +103,13 @@ pub fn run_cycle(cfg: &Config, store: &Store, now: SystemTime) -> CycleReport {
             });
         }
     });
-    let outcomes = results
+    let outcomes: Vec<TargetOutcome> = results
         .into_inner()
         .unwrap_or_else(|p| p.into_inner())
         .into_iter()
         .flatten()
         .collect();
+    store.publish_pages(start, &outcomes);
 
     let deleted = store.sweep(now_unix, cfg.args.retain);
     let report = CycleReport {
@@ -220,7 +223,11 @@ fn collect_target(
     let bytes = files.values().map(|v| v.len() as u64).sum();
     let relative = snapshot_dir(Path::new(""), t, start);
     let written = write_snapshot(store, &relative, t.port, &files, &mut meta, began);
-    outcome(t, written, status, bytes, error)
+    let mut out = outcome(t, written, status, bytes, error);
+    if out.dir.is_some() {
+        out.files = files.keys().cloned().collect();
+    }
+    out
 }
 
 /// The target's line in the cycle report: the snapshot as fetched, or failed when it could not be
@@ -241,6 +248,7 @@ fn outcome(
             dir: Some(PathBuf::from(at)),
             bytes,
             error,
+            files: Vec::new(),
         },
         Ok(Written::Spooled(at, why)) => TargetOutcome {
             target: t.clone(),
@@ -252,6 +260,7 @@ fn outcome(
                 at.display(),
                 then(error)
             )),
+            files: Vec::new(),
         },
         Err(e) => TargetOutcome {
             target: t.clone(),
@@ -259,6 +268,7 @@ fn outcome(
             dir: None,
             bytes: 0,
             error: Some(format!("{e}{}", then(error))),
+            files: Vec::new(),
         },
     }
 }

@@ -4,6 +4,8 @@
 //! and how an existing configuration compares with it. No I/O.
 #![forbid(unsafe_code)]
 
+use super::pages::markup_escape as escape;
+
 /// How the bucket's configuration stands against the collector's rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
@@ -15,10 +17,6 @@ pub enum State {
     Different,
     /// Rules of someone else's: never replaced.
     Foreign,
-}
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
 /// One rule: expire objects under `prefix` after `days`.

@@ -33,6 +33,7 @@ pub mod lifecycle;
 pub mod flags;
 pub mod meta;
 pub mod normalize;
+pub mod pages;
 pub mod retention;
 pub mod s3;
 pub mod s3creds;

@@ -147,11 +147,53 @@ fn delete_inside(out: &Path, relative: &Path) -> io::Result<Option<PathBuf>> {
     let at = parent.current_path().map(|p| p.join(last));
     // `dd`, `mm`, `yyyy`: removed only when empty (remove_empty_dir fails otherwise, and that stops it).
     for i in (2..chain.len()).rev() {
+        // A day left with only its index page is empty too: the page lists nothing any more.
+        let index = OsStr::new("index.html");
+        if let Ok(entries) = chain[i].entries() {
+            if entries.len() == 1 && entries[0].0 == index {
+                let _ = chain[i].remove_file(index);
+            }
+        }
         if chain[i - 1].remove_empty_dir(names[i - 1]).is_err() {
             break;
         }
     }
     Ok(at)
+}
+
+/// The visible files exactly `depth` levels below `out/relative`, as `/`-joined paths relative to it
+/// (links never followed; hidden names, partial snapshots among them, skipped).
+pub fn files_below(out: &Path, relative: &Path, depth: usize) -> Vec<String> {
+    fn walk(dir: &Dir, rel: String, depth: usize, out: &mut Vec<String>) {
+        for (name, kind) in dir.entries().unwrap_or_default() {
+            let Ok(name) = name.into_string() else { continue };
+            if name.starts_with('.') {
+                continue;
+            }
+            let path = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };
+            match (kind, depth) {
+                (Kind::File, 1) => out.push(path),
+                (Kind::Dir, d) if d > 1 => {
+                    if let Ok(sub) = dir.open_dir(OsStr::new(&name)) {
+                        walk(&sub, path, d - 1, out);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut found = Vec::new();
+    let Ok(mut dir) = Dir::open(out) else {
+        return found;
+    };
+    for name in relative.iter() {
+        match dir.open_dir(name) {
+            Ok(d) => dir = d,
+            Err(_) => return found,
+        }
+    }
+    walk(&dir, String::new(), depth, &mut found);
+    found
 }
 
 /// Every file named `file` under `dir` (depth ≤ 10, symlinks not followed), for baseline lookup.

@@ -7,7 +7,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::archive::Stamp;
 use super::atomic::PartialDir;
+use super::cycle::TargetOutcome;
+use super::pages::{self, Row};
 use super::bucket::Bucket;
 use super::flags::CollectArgs;
 use super::s3::{Addressing, S3};
@@ -132,6 +135,89 @@ impl Store {
         }
     }
 }
+
+impl Store {
+    /// Writes the index pages of the cycle started at `start`: one per program's snapshot time (this
+    /// collector's targets, and any other collector's found stored under the same time), and that
+    /// program's day page (every time of the day found in the store). A failure is one line.
+    pub fn publish_pages(&self, start: Stamp, outcomes: &[TargetOutcome]) {
+        let mut by_program: BTreeMap<&str, Vec<Row>> = BTreeMap::new();
+        for o in outcomes.iter().filter(|o| o.dir.is_some()) {
+            by_program.entry(&o.target.program).or_default().push(Row {
+                fqdn: o.target.fqdn.clone(),
+                port: o.target.port,
+                status: Some(o.status.clone()),
+                files: o.files.clone(),
+                error: o.error.clone(),
+            });
+        }
+        let [y, m, d, hms] = start.components();
+        for (program, mut rows) in by_program {
+            let day = Path::new(program).join(&y).join(&m).join(&d);
+            let listing = self.day_listing(&day);
+            for ((fqdn, port), files) in listing.get(&hms).into_iter().flatten() {
+                if !rows.iter().any(|r| &r.fqdn == fqdn && r.port == *port) {
+                    rows.push(Row {
+                        fqdn: fqdn.clone(),
+                        port: *port,
+                        status: None,
+                        files: files.iter().filter(|f| *f != "meta.json").cloned().collect(),
+                        error: None,
+                    });
+                }
+            }
+            rows.sort_by(|a, b| (&a.fqdn, a.port).cmp(&(&b.fqdn, b.port)));
+            let page = pages::snapshot_page(program, &start.rfc3339(), &rows);
+            let mut result = self.put_page(&day.join(&hms).join("index.html"), page.as_bytes());
+            if result.is_ok() {
+                let mut times: Vec<String> = listing.into_keys().collect();
+                if !times.contains(&hms) {
+                    times.push(hms.clone());
+                    times.sort();
+                }
+                let page = pages::day_page(program, &format!("{y}-{m}-{d}"), &times);
+                result = self.put_page(&day.join("index.html"), page.as_bytes());
+            }
+            if let Err(e) = result {
+                eprintln!("nl6 collect: index pages of {program} {}: {e}", start.rfc3339());
+            }
+        }
+    }
+
+    /// What is stored under `day` (`<program>/<yyyy>/<mm>/<dd>`): snapshot time → (fqdn, port) → files.
+    fn day_listing(&self, day: &Path) -> DayListing {
+        let paths: Vec<String> = match self {
+            Store::Local(out) => super::retention::files_below(out, day, 4),
+            Store::Bucket(b) => {
+                let prefix = format!("{}/", b.s3.location.key(&slash_path(day)));
+                b.s3.list(&prefix)
+                    .map(|(keys, _)| {
+                        keys.into_iter()
+                            .filter_map(|(k, _)| k.strip_prefix(&prefix).map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            }
+        };
+        let mut out = DayListing::new();
+        for p in paths {
+            let parts: Vec<&str> = p.split('/').collect();
+            let [hms, fqdn, port, file] = parts[..] else { continue };
+            let (Some(_), Ok(port)) = (Stamp::parse_components("2000", "01", "01", hms), port.parse()) else {
+                continue;
+            };
+            out.entry(hms.to_string())
+                .or_default()
+                .entry((fqdn.to_string(), port))
+                .or_default()
+                .push(file.to_string());
+        }
+        out
+    }
+}
+
+/// Snapshot time → (fqdn, port) → file names.
+type DayListing = BTreeMap<String, BTreeMap<(String, u16), Vec<String>>>;
 
 /// A local snapshot: assembled hidden, renamed into place whole.
 pub fn write_local(
