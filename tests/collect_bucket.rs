@@ -448,3 +448,86 @@ fn two_collectors_share_a_prefix_and_the_gcs_shorthand_signs_for_the_same_server
     assert!(!one.stderr().contains("kept in the spool"), "{}", one.stderr());
     fs::remove_dir_all(&work).unwrap();
 }
+
+#[test]
+fn baseline_and_nl6_report_read_from_the_bucket() {
+    let work = scratch("bucket-baseline");
+    let weed = Weed::start(&work, &["fleet"]);
+    let fake = fake_server(Some(empty_profile_reply()));
+    let t = targets(&work, &[fake.port]);
+    let spool = work.join("spool").to_string_lossy().into_owned();
+    let run = |extra: &[&str]| {
+        let (rc, log) = collect_bin(
+            &[
+                &["-targets", t.as_str(), "-once", "-cpu-seconds", "1", "-out", "s3://fleet/base"][..],
+                &["-s3-endpoint", weed.endpoint.as_str(), "-spool", spool.as_str()][..],
+                extra,
+            ]
+            .concat(),
+            (KEY, SECRET),
+        );
+        assert_eq!(rc, 0, "{log}");
+        std::thread::sleep(Duration::from_millis(1100));
+    };
+    let metas = || -> Vec<(String, serde_json::Value)> {
+        weed.objects("s3://fleet/base")
+            .into_iter()
+            .filter(|(k, _)| k.ends_with("/meta.json"))
+            .map(|(k, v)| (k, serde_json::from_slice(&v).unwrap()))
+            .collect()
+    };
+    run(&[]);
+    let first = metas()[0].0.replace("meta.json", "cpu.pb.gz");
+    run(&["-baseline", "s3://fleet/base"]);
+    let (key2, m2) = metas().pop().unwrap();
+    assert_eq!(
+        m2["baseline"]["profile"],
+        format!("s3://fleet/base/{first}"),
+        "{m2}"
+    );
+    let diff = weed.client("s3://fleet/base").get(&format!("base/{}", key2.replace("meta.json", "cpu.diff.txt")), 1 << 20).unwrap();
+    assert!(diff.starts_with(format!("Baseline: s3://fleet/base/{first}\n").as_bytes()));
+    // -baseline-date alone: the newest of that day under -out itself (the second run's).
+    let today = Stamp::from_unix(unix_now()).components();
+    run(&["-baseline-date", &format!("{}-{}-{}", today[0], today[1], today[2])]);
+    let (_, m3) = metas().pop().unwrap();
+    assert_eq!(
+        m3["baseline"]["profile"],
+        format!("s3://fleet/base/{}", key2.replace("meta.json", "cpu.pb.gz")),
+        "{m3}"
+    );
+    run(&["-baseline-date", "2020-01-01"]);
+    let (_, m4) = metas().pop().unwrap();
+    assert!(m4["baseline"]["error"].as_str().unwrap().contains("on that date"), "{m4}");
+
+    // nl6 report reads the object as it reads the same bytes from a file.
+    let bytes = weed.client("s3://fleet/base").get(&format!("base/{first}"), 1 << 20).unwrap();
+    let file = work.join("cpu.pb.gz");
+    fs::write(&file, &bytes).unwrap();
+    let report = |path: &str| {
+        common::boot()
+            .args(&["report", path])
+            .env("AWS_ACCESS_KEY_ID", KEY)
+            .env("AWS_SECRET_ACCESS_KEY", SECRET)
+            .env("AWS_ENDPOINT_URL", &weed.endpoint)
+            .run_within(Duration::from_secs(30))
+    };
+    let from_file = report(file.to_str().unwrap());
+    let from_bucket = report(&format!("s3://fleet/base/{first}"));
+    assert_eq!(from_bucket.status.code(), Some(0), "{}", String::from_utf8_lossy(&from_bucket.stderr));
+    assert_eq!(from_bucket.stdout, from_file.stdout);
+    let missing = report("s3://fleet/base/no/such/cpu.pb.gz");
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert_eq!(missing.status.code(), Some(1), "{err}");
+    assert!(err.trim().lines().count() == 1 && err.contains("NoSuchKey"), "{err}");
+    // The same input limit as a file: 65 MiB of zeros is refused naming it.
+    weed.client("s3://fleet/big")
+        .put("big/huge.pb.gz", &vec![0u8; 65 << 20], false, "application/octet-stream")
+        .unwrap();
+    let huge = report("s3://fleet/big/huge.pb.gz");
+    let err = String::from_utf8_lossy(&huge.stderr);
+    assert_eq!(huge.status.code(), Some(1), "{err}");
+    assert!(err.contains("larger than 64 MiB"), "{err}");
+    assert_no_secret(&format!("{err}{}", String::from_utf8_lossy(&missing.stderr)), "report stderr");
+    fs::remove_dir_all(&work).unwrap();
+}

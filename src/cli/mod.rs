@@ -330,7 +330,7 @@ pub fn main() -> i32 {
             0
         }
         Mode::Collect(args) => collect_with_signals(args),
-        Mode::Report(args) => crate::report::main(args),
+        Mode::Report(args) => crate::report::main_with(args, &crate::collect::remote::open),
         Mode::Serve(args) => run::serve(*args),
     }
 }

@@ -13,12 +13,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::archive::{newest_for_target, snapshot_dir, Stamp};
+use super::archive::{snapshot_dir, Stamp};
+use super::baseline::{Baseline, Source};
 use super::store::{Store, Written};
 use super::budget::{Budget, Held, BUDGET_BYTES};
 use super::fetch::{fetch_within, Fetched};
 use super::meta::{BaselineMeta, Meta, ProfileMeta, Status};
-use super::retention::find_files;
 use super::targets::Target;
 use super::Config;
 use crate::report;
@@ -70,7 +70,12 @@ impl CycleReport {
 }
 
 /// Runs one cycle started at `now` and prints its log lines and progress line on stderr.
-pub fn run_cycle(cfg: &Config, store: &Store, now: SystemTime) -> CycleReport {
+pub fn run_cycle(
+    cfg: &Config,
+    store: &Store,
+    baseline: Option<&Source>,
+    now: SystemTime,
+) -> CycleReport {
     let began = Instant::now();
     let now_unix = now
         .duration_since(UNIX_EPOCH)
@@ -78,12 +83,8 @@ pub fn run_cycle(cfg: &Config, store: &Store, now: SystemTime) -> CycleReport {
         .unwrap_or(0);
     let start = Stamp::from_unix(now_unix);
     store.begin_cycle();
-    let baselines = cfg
-        .args
-        .baseline
-        .as_deref()
-        .map(|dir| find_files(dir, "cpu.pb.gz"))
-        .unwrap_or_default();
+    let listed = baseline.map(|b| b.list(cfg.args.baseline_date.as_ref()));
+    let baselines = listed.as_ref();
 
     let budget = Budget::new(BUDGET_BYTES);
     let next = AtomicUsize::new(0);
@@ -94,7 +95,7 @@ pub fn run_cycle(cfg: &Config, store: &Store, now: SystemTime) -> CycleReport {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(t) = cfg.targets.get(i) else { break };
-                let outcome = collect_target(cfg, store, t, start, &baselines, &budget);
+                let outcome = collect_target(cfg, store, t, start, baselines, &budget);
                 // Remote text in `e` is escaped and bounded where it entered (fetch, decode).
                 if let Some(e) = &outcome.error {
                     eprintln!("nl6 collect: {} {}:{}: {e}", t.program, t.fqdn, t.port);
@@ -156,7 +157,7 @@ fn collect_target(
     store: &Store,
     t: &Target,
     start: Stamp,
-    baselines: &[PathBuf],
+    baselines: Option<&Baseline>,
     budget: &Budget,
 ) -> TargetOutcome {
     let started = SystemTime::now();
@@ -190,10 +191,7 @@ fn collect_target(
         }
         profiles.insert(kind.to_string(), pm);
     }
-    let baseline = cfg.args.baseline.as_ref().map(|dir| {
-        let base = newest_for_target(baselines, t, "cpu.pb.gz").map(PathBuf::as_path);
-        baseline_diff(dir, base, cpu_profile.as_ref(), &mut files)
-    });
+    let baseline = baselines.map(|b| baseline_diff(b, t, cpu_profile.as_ref(), &mut files));
     let status = match profiles.values().filter(|p| p.status == Status::Ok).count() {
         2 => Status::Ok,
         0 => Status::Failed,
@@ -321,24 +319,28 @@ fn archive_profile(
 /// `-baseline`'s record: `cpu.diff.txt` added to `files` against the newest baseline profile of this
 /// target, or why there is none.
 fn baseline_diff(
-    dir: &Path,
-    base: Option<&Path>,
+    baseline: &Baseline,
+    t: &Target,
     cpu_profile: Option<&Profile>,
     files: &mut BTreeMap<String, Vec<u8>>,
 ) -> BaselineMeta {
     let mut bm = BaselineMeta {
-        dir: dir.display().to_string(),
+        dir: baseline.name(),
         profile: None,
         error: None,
     };
-    match (cpu_profile, base) {
+    match (cpu_profile, baseline.newest(t)) {
         (None, _) => bm.error = Some("no CPU profile this cycle".into()),
         (Some(_), None) => {
-            bm.error = Some("no cpu.pb.gz for this target under the baseline directory".into())
+            bm.error = Some("no cpu.pb.gz for this target under the baseline (on that date, with -baseline-date)".into())
         }
         (Some(new), Some(path)) => {
-            bm.profile = Some(path.display().to_string());
-            match diff_against(path, new) {
+            let shown = baseline.shown(path);
+            bm.profile = Some(shown.clone());
+            match baseline
+                .read(path)
+                .and_then(|bytes| diff_against(&shown, &bytes, new))
+            {
                 Ok(text) => {
                     files.insert("cpu.diff.txt".into(), text.into_bytes());
                 }
@@ -349,16 +351,11 @@ fn baseline_diff(
     bm
 }
 
-fn diff_against(base_path: &Path, new: &Profile) -> Result<String, String> {
-    let bytes = std::fs::read(base_path).map_err(|e| format!("{}: {e}", base_path.display()))?;
-    let base =
-        report::decode_untrusted(&bytes).map_err(|e| format!("{}: {e}", base_path.display()))?;
+fn diff_against(shown: &str, bytes: &[u8], new: &Profile) -> Result<String, String> {
+    let base = report::decode_untrusted(bytes).map_err(|e| format!("{shown}: {e}"))?;
     let (new, normalized) = super::normalize::for_diff(&base, new);
     let text = report::default_diff_table(&base, &new).map_err(|e| e.to_string())?;
-    Ok(format!(
-        "Baseline: {}\n{normalized}{text}",
-        base_path.display()
-    ))
+    Ok(format!("Baseline: {shown}\n{normalized}{text}"))
 }
 
 fn write_snapshot(

@@ -80,9 +80,19 @@ pub const FLAGS: &[Flag<CollectArgs>] = &[
         "baseline",
         "DIR",
         "",
-        "write cpu.diff.txt against the newest cpu.pb.gz for the same target under DIR (normalised as pprof -normalize when the windows differ)",
+        "write cpu.diff.txt against the newest cpu.pb.gz for the same target under DIR or s3://BUCKET/PREFIX (normalised as pprof -normalize when the windows differ)",
         |a, v| {
             a.baseline = Some(PathBuf::from(v));
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "baseline-date",
+        "YYYY-MM-DD",
+        "",
+        "diff against the newest snapshot of that day for the same target (under -baseline, else under -out)",
+        |a, v| {
+            a.baseline_date = Some(super::baseline::parse_date(v)?);
             Ok(())
         },
     ),
@@ -190,6 +200,7 @@ pub struct CollectArgs {
     pub concurrency: usize,
     pub timeout: Duration,
     pub baseline: Option<PathBuf>,
+    pub baseline_date: Option<[String; 3]>,
     pub s3_endpoint: Option<String>,
     pub s3_region: Option<String>,
     pub s3_addressing: String,
@@ -211,6 +222,7 @@ impl Default for CollectArgs {
             concurrency: 8,
             timeout: Duration::from_secs(30),
             baseline: None,
+            baseline_date: None,
             s3_endpoint: None,
             s3_region: None,
             s3_addressing: "auto".to_string(),
@@ -254,8 +266,21 @@ pub fn parse_args(args: Vec<OsString>) -> Result<CollectArgs, String> {
     let out = a.out.to_string_lossy();
     if super::s3url::is_bucket(&out) {
         super::s3url::parse(&out).map_err(|e| format!("-out: {e}"))?;
-    } else if a.s3_endpoint.is_some() || a.s3_credentials.is_some() {
-        return Err("-s3-endpoint and -s3-credentials need -out s3://BUCKET/PREFIX".into());
+    }
+    let baseline_in_bucket = a
+        .baseline
+        .as_ref()
+        .is_some_and(|b| super::s3url::is_bucket(&b.to_string_lossy()));
+    if let Some(b) = a.baseline.as_ref().filter(|_| baseline_in_bucket) {
+        super::s3url::parse(&b.to_string_lossy()).map_err(|e| format!("-baseline: {e}"))?;
+    }
+    if !super::s3url::is_bucket(&out)
+        && !baseline_in_bucket
+        && (a.s3_endpoint.is_some() || a.s3_credentials.is_some())
+    {
+        return Err(
+            "-s3-endpoint and -s3-credentials need -out or -baseline s3://BUCKET/PREFIX".into(),
+        );
     }
     Ok(a)
 }

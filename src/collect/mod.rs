@@ -24,6 +24,7 @@
 #![forbid(unsafe_code)]
 
 pub mod archive;
+pub mod baseline;
 pub mod atomic;
 pub mod bucket;
 pub mod budget;
@@ -34,6 +35,7 @@ pub mod flags;
 pub mod meta;
 pub mod normalize;
 pub mod pages;
+pub mod remote;
 pub mod retention;
 pub mod s3;
 pub mod s3creds;
@@ -117,10 +119,17 @@ pub fn main_until(args: Vec<OsString>, stop: &stop::Stop) -> i32 {
             Ok(()) => eprintln!("{}", b.ensure_lifecycle(cfg.args.retain)),
         }
     }
+    let baseline = match store::baseline_source(&cfg.args, &env) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("nl6 collect: {e}");
+            return 1;
+        }
+    };
     loop {
         let start = SystemTime::now();
         stop.begin_cycle(crate::timefmt::rfc3339_millis(start));
-        run_cycle(&cfg, &store, start);
+        run_cycle(&cfg, &store, baseline.as_ref(), start);
         if stop.end_cycle() || cfg.args.once {
             return 0;
         }

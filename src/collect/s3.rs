@@ -276,11 +276,17 @@ impl S3 {
     pub fn get(&self, key: &str, limit: u64) -> Result<Vec<u8>, S3Error> {
         let url = GetObject::new(&self.bucket, Some(&self.creds), key).sign(SIGNED_FOR);
         let mut resp = self.send("GET", key, |agent| agent.get(url.as_str()).call())?;
+        // At most `limit` bytes, without an error past it: the caller's size check names its own limit.
+        use std::io::Read as _;
+        let mut out = Vec::new();
         resp.body_mut()
             .with_config()
-            .limit(limit)
-            .read_to_vec()
-            .map_err(|e| self.error("GET", key, "Unreachable", self.scrub(&e.to_string())))
+            .limit(limit.saturating_add(1))
+            .reader()
+            .take(limit)
+            .read_to_end(&mut out)
+            .map_err(|e| self.error("GET", key, "Unreachable", self.scrub(&e.to_string())))?;
+        Ok(out)
     }
 
     /// DELETEs `key`.

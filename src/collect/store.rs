@@ -47,32 +47,12 @@ impl Store {
                 .map_err(|e| format!("-out {}: {e}", args.out.display()))?;
             return Ok(Store::Local(args.out.clone()));
         }
-        let location = s3url::parse(&out).map_err(|e| format!("-out: {e}"))?;
-        let creds = super::s3creds::load(args.s3_credentials.as_deref(), env)?;
-        let region = args
-            .s3_region
-            .clone()
-            .or_else(|| env("AWS_REGION"))
-            .or_else(|| env("AWS_DEFAULT_REGION"))
-            .unwrap_or_else(|| if location.gcs { "auto" } else { "us-east-1" }.to_string());
-        let addressing = match args.s3_addressing.as_str() {
-            "path" => Addressing::Path,
-            "virtual" => Addressing::VirtualHost,
-            _ if args.s3_endpoint.is_some() || location.gcs => Addressing::Path,
-            _ => Addressing::VirtualHost,
-        };
-        let spool = args.spool.join(&location.bucket);
-        let s3 = S3::new(
-            location,
-            args.s3_endpoint.as_deref(),
-            &region,
-            addressing,
-            creds,
-            args.timeout,
-        )?;
+        let s3 = open_s3(args, "-out", &out, env)?;
+        let spool = args.spool.join(&s3.location.bucket);
         std::fs::create_dir_all(&spool).map_err(|e| format!("-spool {}: {e}", spool.display()))?;
         Ok(Store::Bucket(Bucket::new(s3, spool, args.spool_bytes)))
     }
+
 
     /// `-out` as the logs name it.
     pub fn name(&self) -> String {
@@ -218,6 +198,58 @@ impl Store {
 
 /// Snapshot time → (fqdn, port) → file names.
 type DayListing = BTreeMap<String, BTreeMap<(String, u16), Vec<String>>>;
+
+/// The bucket client for `url` (`s3://…` or `gs://…`, named by `flag` in errors), with the collector's
+/// `-s3-*` settings and credentials (never from argv).
+pub fn open_s3(
+    args: &CollectArgs,
+    flag: &str,
+    url: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<S3, String> {
+    let location = s3url::parse(url).map_err(|e| format!("{flag}: {e}"))?;
+    let creds = super::s3creds::load(args.s3_credentials.as_deref(), env)?;
+    let region = args
+        .s3_region
+        .clone()
+        .or_else(|| env("AWS_REGION"))
+        .or_else(|| env("AWS_DEFAULT_REGION"))
+        .unwrap_or_else(|| if location.gcs { "auto" } else { "us-east-1" }.to_string());
+    let addressing = match args.s3_addressing.as_str() {
+        "path" => Addressing::Path,
+        "virtual" => Addressing::VirtualHost,
+        _ if args.s3_endpoint.is_some() || location.gcs => Addressing::Path,
+        _ => Addressing::VirtualHost,
+    };
+    S3::new(
+        location,
+        args.s3_endpoint.as_deref(),
+        &region,
+        addressing,
+        creds,
+        args.timeout,
+    )
+}
+
+/// Where `-baseline` profiles come from: `-baseline` (a directory or a bucket), or with only
+/// `-baseline-date`, `-out` itself; `None` without either flag.
+pub fn baseline_source(
+    args: &CollectArgs,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<super::baseline::Source>, String> {
+    use super::baseline::Source;
+    let (flag, path) = match (&args.baseline, &args.baseline_date) {
+        (Some(b), _) => ("-baseline", b),
+        (None, Some(_)) => ("-out", &args.out),
+        (None, None) => return Ok(None),
+    };
+    let text = path.to_string_lossy();
+    Ok(Some(if s3url::is_bucket(&text) {
+        Source::Bucket(open_s3(args, flag, &text, env)?)
+    } else {
+        Source::Dir(path.clone())
+    }))
+}
 
 /// A local snapshot: assembled hidden, renamed into place whole.
 pub fn write_local(
