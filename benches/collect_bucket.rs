@@ -85,6 +85,8 @@ struct Run {
 }
 
 /// Runs the collector once and reads its rusage from wait4.
+// wait4 below reaps the child; clippy sees only that std never waits for it.
+#[allow(clippy::zombie_processes)]
 fn run(args: &[&str]) -> Run {
     let began = Instant::now();
     let child = Command::new(common::BIN)
@@ -105,7 +107,10 @@ fn run(args: &[&str]) -> Run {
     // `status` and `ru` are valid out-parameters.
     let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
     assert_eq!(r, pid, "wait4");
-    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "collect failed: {status}");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "collect failed: {status}"
+    );
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     Run {
         wall: began.elapsed().as_secs_f64(),
@@ -129,7 +134,9 @@ fn main() {
     let reply = profile_reply(400, 2000);
     // Fresh targets for each run: the loopback servers answer for 60 s.
     let fresh = |tag: String| -> (Vec<FakeServer>, String) {
-        let servers: Vec<FakeServer> = (0..TARGETS).map(|_| fake_server(Some(reply.clone()))).collect();
+        let servers: Vec<FakeServer> = (0..TARGETS)
+            .map(|_| fake_server(Some(reply.clone())))
+            .collect();
         let text: String = servers
             .iter()
             .map(|s| format!("svc http://127.0.0.1:{}\n", s.port))
@@ -143,17 +150,29 @@ fn main() {
     for round in 0..rounds {
         let base = ["-once", "-cpu-seconds", "1", "-concurrency", "8"];
         let (_held, t) = fresh(format!("d{round}"));
-        let out = work.join(format!("out{round}")).to_string_lossy().into_owned();
-        disk.push(run(&[&base[..], &["-targets", &t, "-out", out.as_str()]].concat()));
+        let out = work
+            .join(format!("out{round}"))
+            .to_string_lossy()
+            .into_owned();
+        disk.push(run(
+            &[&base[..], &["-targets", &t, "-out", out.as_str()]].concat()
+        ));
         let (_held, t) = fresh(format!("b{round}"));
         let out = format!("s3://bench/r{round}");
-        bucket.push(run(
+        bucket.push(run(&[
+            &base[..],
             &[
-                &base[..],
-                &["-targets", &t, "-out", &out, "-s3-endpoint", &weed.endpoint, "-spool", &spool],
-            ]
-            .concat(),
-        ));
+                "-targets",
+                &t,
+                "-out",
+                &out,
+                "-s3-endpoint",
+                &weed.endpoint,
+                "-spool",
+                &spool,
+            ],
+        ]
+        .concat()));
         // Different cycle seconds, so no round meets another's keys.
         std::thread::sleep(Duration::from_millis(1100));
     }
@@ -161,7 +180,10 @@ fn main() {
         "one cycle of {TARGETS} targets (profile {} bytes gz), median of {rounds}:",
         reply.len()
     );
-    println!("{:<22} {:>9} {:>9} {:>12}", "", "wall s", "CPU s", "peak RSS MB");
+    println!(
+        "{:<22} {:>9} {:>9} {:>12}",
+        "", "wall s", "CPU s", "peak RSS MB"
+    );
     for (name, runs) in [("local -out", &disk), ("s3:// (SeaweedFS)", &bucket)] {
         println!(
             "{name:<22} {:>9.2} {:>9.2} {:>12.1}",

@@ -83,7 +83,8 @@ impl Dir {
         // SAFETY: stat is plain data; fstatat fills it.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: `c` is NUL-terminated, `st` writable, both live for the call.
-        let r = unsafe { libc::fstatat(self.raw(), c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+        let r =
+            unsafe { libc::fstatat(self.raw(), c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
         if r < 0 {
             let e = io::Error::last_os_error();
             return if e.kind() == io::ErrorKind::NotFound {
@@ -181,9 +182,19 @@ impl Dir {
 
     /// Renames `from` (in this directory) to `to` in `to_dir`; with `no_replace`, fails with
     /// `AlreadyExists` rather than replace anything there (`RENAME_NOREPLACE`, atomic).
-    pub fn rename(&self, from: &OsStr, to_dir: &Dir, to: &OsStr, no_replace: bool) -> io::Result<()> {
+    pub fn rename(
+        &self,
+        from: &OsStr,
+        to_dir: &Dir,
+        to: &OsStr,
+        no_replace: bool,
+    ) -> io::Result<()> {
         let (f, t) = (cname(from)?, cname(to)?);
-        let flags: libc::c_uint = if no_replace { libc::RENAME_NOREPLACE } else { 0 };
+        let flags: libc::c_uint = if no_replace {
+            libc::RENAME_NOREPLACE
+        } else {
+            0
+        };
         // SAFETY: both names are NUL-terminated and live for the call; renameat2 takes plain ints.
         let r = unsafe {
             libc::syscall(

@@ -98,7 +98,15 @@ fn the_bucket_holds_the_same_tree_and_files_as_a_local_run() {
     let t = targets(&work, &[a.port, b.port, closed_port()]);
     let local = work.join("local");
     let spool = work.join("spool").to_string_lossy().into_owned();
-    let common_args = ["-targets", t.as_str(), "-once", "-cpu-seconds", "1", "-timeout", "5s"];
+    let common_args = [
+        "-targets",
+        t.as_str(),
+        "-once",
+        "-cpu-seconds",
+        "1",
+        "-timeout",
+        "5s",
+    ];
     let (rc, log_local) = collect_bin(
         &[&common_args[..], &["-out", local.to_str().unwrap()]].concat(),
         (KEY, SECRET),
@@ -107,7 +115,14 @@ fn the_bucket_holds_the_same_tree_and_files_as_a_local_run() {
     let (rc, log_bucket) = collect_bin(
         &[
             &common_args[..],
-            &["-out", "s3://fleet/same", "-s3-endpoint", &weed.endpoint, "-spool", &spool],
+            &[
+                "-out",
+                "s3://fleet/same",
+                "-s3-endpoint",
+                &weed.endpoint,
+                "-spool",
+                &spool,
+            ],
         ]
         .concat(),
         (KEY, SECRET),
@@ -138,15 +153,24 @@ fn the_bucket_holds_the_same_tree_and_files_as_a_local_run() {
             .collect();
         assert_eq!(links.len(), 2 * (7 + 2) + 1, "{html}");
         for l in &links {
-            assert!(files.contains_key(&format!("{dir}/{l}")), "{snap_page} links {l}, absent");
+            assert!(
+                files.contains_key(&format!("{dir}/{l}")),
+                "{snap_page} links {l}, absent"
+            );
         }
-        assert!(html.contains("<object type=\"image/svg+xml\" data=\"127.0.0.1/"), "{html}");
+        assert!(
+            html.contains("<object type=\"image/svg+xml\" data=\"127.0.0.1/"),
+            "{html}"
+        );
         let day = String::from_utf8_lossy(&files[*day_page]).into_owned();
         let hms = dir.rsplit('/').next().unwrap();
         assert!(day.contains(&format!(">{hms}</a>")), "{day}");
     }
     // The profiles themselves are byte for byte what the target sent, in both.
-    let pb: Vec<_> = objects.iter().filter(|(k, _)| k.ends_with(".pb.gz")).collect();
+    let pb: Vec<_> = objects
+        .iter()
+        .filter(|(k, _)| k.ends_with(".pb.gz"))
+        .collect();
     assert_eq!(pb.len(), 4);
     fs::remove_dir_all(&work).unwrap();
 }
@@ -157,10 +181,22 @@ fn wrong_keys_and_a_missing_bucket_give_one_line_and_exit_1() {
     let weed = Weed::start(&work, &["fleet"]);
     let t = targets(&work, &[closed_port()]);
     let spool = work.join("spool").to_string_lossy().into_owned();
-    let base = ["-targets", t.as_str(), "-once", "-s3-endpoint", weed.endpoint.as_str(), "-spool", spool.as_str()];
+    let base = [
+        "-targets",
+        t.as_str(),
+        "-once",
+        "-s3-endpoint",
+        weed.endpoint.as_str(),
+        "-spool",
+        spool.as_str(),
+    ];
     let mut logs = String::new();
     for (out, creds, code) in [
-        ("s3://fleet/p", (KEY, "not-the-secret"), "SignatureDoesNotMatch"),
+        (
+            "s3://fleet/p",
+            (KEY, "not-the-secret"),
+            "SignatureDoesNotMatch",
+        ),
         ("s3://fleet/p", ("NL6UNKNOWNKEY000", SECRET), ""),
         ("s3://no-such-bucket/p", (KEY, SECRET), "NoSuchBucket"),
     ] {
@@ -189,7 +225,10 @@ fn wrong_keys_and_a_missing_bucket_give_one_line_and_exit_1() {
         .run_within(Duration::from_secs(30));
     let log = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{log}");
-    assert!(log.trim().lines().count() == 1 && log.contains("no bucket credentials"), "{log}");
+    assert!(
+        log.trim().lines().count() == 1 && log.contains("no bucket credentials"),
+        "{log}"
+    );
     logs.push_str(&log);
     assert_no_secret(&logs, "stderr");
     fs::remove_dir_all(&work).unwrap();
@@ -204,11 +243,17 @@ fn assert_no_secret(text: &str, what: &str) {
         SECRET.to_string(),
         b64.encode(KEY),
         b64.encode(SECRET),
-        SECRET.replace('/', "%2F").replace('+', "%2B").replace('=', "%3D"),
+        SECRET
+            .replace('/', "%2F")
+            .replace('+', "%2B")
+            .replace('=', "%3D"),
         "not-the-secret".to_string(),
     ];
     for f in &forms {
-        assert!(!text.contains(f.as_str()), "{what} holds a credential form {f:?}");
+        assert!(
+            !text.contains(f.as_str()),
+            "{what} holds a credential form {f:?}"
+        );
     }
 }
 
@@ -246,8 +291,19 @@ fn a_store_stopped_mid_cycle_gets_every_snapshot_once_from_the_spool() {
     let t = targets(&work, &[fast.port, silent.port]);
     let endpoint = weed.endpoint.clone();
     let args = [
-        "-targets", t.as_str(), "-once", "-cpu-seconds", "1", "-timeout", "3s", "-out",
-        "s3://fleet/spool", "-s3-endpoint", endpoint.as_str(), "-spool", spool.as_str(),
+        "-targets",
+        t.as_str(),
+        "-once",
+        "-cpu-seconds",
+        "1",
+        "-timeout",
+        "3s",
+        "-out",
+        "s3://fleet/spool",
+        "-s3-endpoint",
+        endpoint.as_str(),
+        "-spool",
+        spool.as_str(),
     ];
     let mut logs = String::new();
     // Cycle 1: the store dies while the silent target is still being waited for.
@@ -263,7 +319,12 @@ fn a_store_stopped_mid_cycle_gets_every_snapshot_once_from_the_spool() {
     );
     std::thread::sleep(Duration::from_millis(800));
     weed.stop();
-    assert_eq!(c.wait_exit(Duration::from_secs(30)).code(), Some(0), "{}", c.stderr());
+    assert_eq!(
+        c.wait_exit(Duration::from_secs(30)).code(),
+        Some(0),
+        "{}",
+        c.stderr()
+    );
     logs.push_str(&c.stderr());
     assert!(logs.contains("kept in the spool"), "{logs}");
     // Cycle 2: the store is down from the start.
@@ -273,7 +334,15 @@ fn a_store_stopped_mid_cycle_gets_every_snapshot_once_from_the_spool() {
     assert!(log.contains("Unreachable"), "{log}");
     logs.push_str(&log);
     let spooled_before = local_files(&spool_dir.join("fleet"));
-    assert!(spooled_before.keys().filter(|k| k.ends_with("meta.json")).count() >= 3, "{:?}", spooled_before.keys());
+    assert!(
+        spooled_before
+            .keys()
+            .filter(|k| k.ends_with("meta.json"))
+            .count()
+            >= 3,
+        "{:?}",
+        spooled_before.keys()
+    );
     // Cycle 3: back up; the spool goes first, then this cycle's snapshots.
     weed.restart();
     std::thread::sleep(Duration::from_millis(1100));
@@ -306,7 +375,9 @@ fn a_store_stopped_mid_cycle_gets_every_snapshot_once_from_the_spool() {
 fn a_black_holed_store_costs_one_timeout_not_one_per_object() {
     let work = scratch("bucket-blackhole");
     let hole = fake_server(None);
-    let fakes: Vec<FakeServer> = (0..4).map(|_| fake_server(Some(empty_profile_reply()))).collect();
+    let fakes: Vec<FakeServer> = (0..4)
+        .map(|_| fake_server(Some(empty_profile_reply())))
+        .collect();
     let ports: Vec<u16> = fakes.iter().map(|f| f.port).collect();
     let t = targets(&work, &ports);
     let spool_dir = work.join("spool");
@@ -314,8 +385,19 @@ fn a_black_holed_store_costs_one_timeout_not_one_per_object() {
     let began = Instant::now();
     let (rc, log) = collect_bin(
         &[
-            "-targets", &t, "-once", "-cpu-seconds", "1", "-timeout", "2s", "-out", "s3://fleet/h",
-            "-s3-endpoint", &endpoint, "-spool", spool_dir.to_str().unwrap(),
+            "-targets",
+            &t,
+            "-once",
+            "-cpu-seconds",
+            "1",
+            "-timeout",
+            "2s",
+            "-out",
+            "s3://fleet/h",
+            "-s3-endpoint",
+            &endpoint,
+            "-spool",
+            spool_dir.to_str().unwrap(),
         ],
         (KEY, SECRET),
     );
@@ -324,7 +406,11 @@ fn a_black_holed_store_costs_one_timeout_not_one_per_object() {
     // The probe's timeout, then at most one more for the first PUT; 4 targets × 7 objects would be 56.
     assert!(took < Duration::from_secs(12), "took {took:?}: {log}");
     let spooled = local_files(&spool_dir.join("fleet"));
-    assert_eq!(spooled.keys().filter(|k| k.ends_with("meta.json")).count(), 4, "{log}");
+    assert_eq!(
+        spooled.keys().filter(|k| k.ends_with("meta.json")).count(),
+        4,
+        "{log}"
+    );
     assert!(log.contains("Timeout"), "{log}");
     fs::remove_dir_all(&work).unwrap();
 }
@@ -342,7 +428,13 @@ fn lifecycle_rule_and_sweep_stay_inside_the_prefix_and_collisions_are_refused() 
     for s in 0..20 {
         let dated = Stamp::from_unix(now + s).components().join("/");
         let key = format!("sweep/svc/{dated}/127.0.0.1/{}/cpu.pb.gz", fake.port);
-        c.put(&key, b"the other collector's", true, "application/octet-stream").unwrap();
+        c.put(
+            &key,
+            b"the other collector's",
+            true,
+            "application/octet-stream",
+        )
+        .unwrap();
     }
     for key in [
         "sweep/svc/2020/01/01/00:00:00/h/80/meta.json",
@@ -354,28 +446,56 @@ fn lifecycle_rule_and_sweep_stay_inside_the_prefix_and_collisions_are_refused() 
         c.put(key, b"{}", true, "application/json").unwrap();
     }
     outside
-        .put("other/svc/2020/01/01/00:00:00/h/80/meta.json", b"{}", true, "application/json")
+        .put(
+            "other/svc/2020/01/01/00:00:00/h/80/meta.json",
+            b"{}",
+            true,
+            "application/json",
+        )
         .unwrap();
     let t = targets(&work, &[fake.port]);
     let spool = work.join("spool").to_string_lossy().into_owned();
     let (rc, log) = collect_bin(
         &[
-            "-targets", &t, "-once", "-cpu-seconds", "1", "-out", "s3://fleet/sweep", "-s3-endpoint",
-            &weed.endpoint, "-spool", &spool, "-retain", "168h",
+            "-targets",
+            &t,
+            "-once",
+            "-cpu-seconds",
+            "1",
+            "-out",
+            "s3://fleet/sweep",
+            "-s3-endpoint",
+            &weed.endpoint,
+            "-spool",
+            &spool,
+            "-retain",
+            "168h",
         ],
         (KEY, SECRET),
     );
     assert_eq!(rc, 0, "{log}");
     // The lifecycle rule was set, and reads back.
-    let rules = c.get_lifecycle().unwrap().expect("a lifecycle configuration");
+    let rules = c
+        .get_lifecycle()
+        .unwrap()
+        .expect("a lifecycle configuration");
     assert!(
-        rules.contains("<ID>nl6-collect-sweep</ID>") && rules.contains("<Days>7</Days>") && rules.contains("sweep/"),
+        rules.contains("<ID>nl6-collect-sweep</ID>")
+            && rules.contains("<Days>7</Days>")
+            && rules.contains("sweep/"),
         "{rules}"
     );
-    assert!(log.contains("lifecycle: fleet now expires s3://fleet/sweep/ after 7 days"), "{log}");
+    assert!(
+        log.contains("lifecycle: fleet now expires s3://fleet/sweep/ after 7 days"),
+        "{log}"
+    );
     // The sweep: the old snapshot time is gone, the rest stays, the other prefix is untouched.
     let objects = weed.objects("s3://fleet/");
-    assert!(!objects.keys().any(|k| k.starts_with("sweep/svc/2020/")), "{:?}", objects.keys());
+    assert!(
+        !objects.keys().any(|k| k.starts_with("sweep/svc/2020/")),
+        "{:?}",
+        objects.keys()
+    );
     for kept in [
         format!("sweep/svc/{recent}/h/80/meta.json"),
         "sweep/svc/2099/01/01/00:00:00/h/80/meta.json".to_string(),
@@ -390,19 +510,33 @@ fn lifecycle_rule_and_sweep_stay_inside_the_prefix_and_collisions_are_refused() 
     );
     assert!(log.contains("dated in the future kept"), "{log}");
     // The collision: refused, not overwritten, not spooled.
-    assert!(log.contains("PreconditionFailed") && log.contains("not overwritten"), "{log}");
+    assert!(
+        log.contains("PreconditionFailed") && log.contains("not overwritten"),
+        "{log}"
+    );
     let theirs: Vec<_> = objects
         .iter()
         .filter(|(k, _)| k.ends_with(&format!("{}/cpu.pb.gz", fake.port)))
         .collect();
-    assert!(theirs.iter().all(|(_, v)| v.as_slice() == b"the other collector's"));
+    assert!(theirs
+        .iter()
+        .all(|(_, v)| v.as_slice() == b"the other collector's"));
     // A second run a second later holds the same line for the next second's key, and a second lifecycle
     // pass only checks the rule.
     std::thread::sleep(Duration::from_millis(1100));
     let (_, log2) = collect_bin(
         &[
-            "-targets", &t, "-once", "-cpu-seconds", "1", "-out", "s3://fleet/sweep", "-s3-endpoint",
-            &weed.endpoint, "-spool", &spool,
+            "-targets",
+            &t,
+            "-once",
+            "-cpu-seconds",
+            "1",
+            "-out",
+            "s3://fleet/sweep",
+            "-s3-endpoint",
+            &weed.endpoint,
+            "-spool",
+            &spool,
         ],
         (KEY, SECRET),
     );
@@ -425,8 +559,18 @@ fn two_collectors_share_a_prefix_and_the_gcs_shorthand_signs_for_the_same_server
     let run = |t: &str, out: &str| {
         common::boot()
             .args(&[
-                "collect", "-targets", t, "-once", "-cpu-seconds", "1", "-out", out, "-s3-endpoint",
-                &weed.endpoint, "-spool", &spool,
+                "collect",
+                "-targets",
+                t,
+                "-once",
+                "-cpu-seconds",
+                "1",
+                "-out",
+                out,
+                "-s3-endpoint",
+                &weed.endpoint,
+                "-spool",
+                &spool,
             ])
             .env("AWS_ACCESS_KEY_ID", KEY)
             .env("AWS_SECRET_ACCESS_KEY", SECRET)
@@ -434,18 +578,34 @@ fn two_collectors_share_a_prefix_and_the_gcs_shorthand_signs_for_the_same_server
     };
     let mut one = run(&ta, "gs://fleet/shared");
     let mut two = run(&tb, "s3://fleet/shared");
-    assert_eq!(one.wait_exit(Duration::from_secs(60)).code(), Some(0), "{}", one.stderr());
-    assert_eq!(two.wait_exit(Duration::from_secs(60)).code(), Some(0), "{}", two.stderr());
+    assert_eq!(
+        one.wait_exit(Duration::from_secs(60)).code(),
+        Some(0),
+        "{}",
+        one.stderr()
+    );
+    assert_eq!(
+        two.wait_exit(Duration::from_secs(60)).code(),
+        Some(0),
+        "{}",
+        two.stderr()
+    );
     let objects = weed.objects("s3://fleet/shared");
     assert_eq!(assert_whole(&objects), 2, "{:?}", objects.keys());
     for p in [a.port, b.port] {
         assert!(
-            objects.keys().any(|k| k.ends_with(&format!("/127.0.0.1/{p}/meta.json"))),
+            objects
+                .keys()
+                .any(|k| k.ends_with(&format!("/127.0.0.1/{p}/meta.json"))),
             "{p}: {:?}",
             objects.keys()
         );
     }
-    assert!(!one.stderr().contains("kept in the spool"), "{}", one.stderr());
+    assert!(
+        !one.stderr().contains("kept in the spool"),
+        "{}",
+        one.stderr()
+    );
     fs::remove_dir_all(&work).unwrap();
 }
 
@@ -459,8 +619,21 @@ fn baseline_and_nl6_report_read_from_the_bucket() {
     let run = |extra: &[&str]| {
         let (rc, log) = collect_bin(
             &[
-                &["-targets", t.as_str(), "-once", "-cpu-seconds", "1", "-out", "s3://fleet/base"][..],
-                &["-s3-endpoint", weed.endpoint.as_str(), "-spool", spool.as_str()][..],
+                &[
+                    "-targets",
+                    t.as_str(),
+                    "-once",
+                    "-cpu-seconds",
+                    "1",
+                    "-out",
+                    "s3://fleet/base",
+                ][..],
+                &[
+                    "-s3-endpoint",
+                    weed.endpoint.as_str(),
+                    "-spool",
+                    spool.as_str(),
+                ][..],
                 extra,
             ]
             .concat(),
@@ -485,11 +658,20 @@ fn baseline_and_nl6_report_read_from_the_bucket() {
         format!("s3://fleet/base/{first}"),
         "{m2}"
     );
-    let diff = weed.client("s3://fleet/base").get(&format!("base/{}", key2.replace("meta.json", "cpu.diff.txt")), 1 << 20).unwrap();
+    let diff = weed
+        .client("s3://fleet/base")
+        .get(
+            &format!("base/{}", key2.replace("meta.json", "cpu.diff.txt")),
+            1 << 20,
+        )
+        .unwrap();
     assert!(diff.starts_with(format!("Baseline: s3://fleet/base/{first}\n").as_bytes()));
     // -baseline-date alone: the newest of that day under -out itself (the second run's).
     let today = Stamp::from_unix(unix_now()).components();
-    run(&["-baseline-date", &format!("{}-{}-{}", today[0], today[1], today[2])]);
+    run(&[
+        "-baseline-date",
+        &format!("{}-{}-{}", today[0], today[1], today[2]),
+    ]);
     let (_, m3) = metas().pop().unwrap();
     assert_eq!(
         m3["baseline"]["profile"],
@@ -498,10 +680,19 @@ fn baseline_and_nl6_report_read_from_the_bucket() {
     );
     run(&["-baseline-date", "2020-01-01"]);
     let (_, m4) = metas().pop().unwrap();
-    assert!(m4["baseline"]["error"].as_str().unwrap().contains("on that date"), "{m4}");
+    assert!(
+        m4["baseline"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("on that date"),
+        "{m4}"
+    );
 
     // nl6 report reads the object as it reads the same bytes from a file.
-    let bytes = weed.client("s3://fleet/base").get(&format!("base/{first}"), 1 << 20).unwrap();
+    let bytes = weed
+        .client("s3://fleet/base")
+        .get(&format!("base/{first}"), 1 << 20)
+        .unwrap();
     let file = work.join("cpu.pb.gz");
     fs::write(&file, &bytes).unwrap();
     let report = |path: &str| {
@@ -514,20 +705,36 @@ fn baseline_and_nl6_report_read_from_the_bucket() {
     };
     let from_file = report(file.to_str().unwrap());
     let from_bucket = report(&format!("s3://fleet/base/{first}"));
-    assert_eq!(from_bucket.status.code(), Some(0), "{}", String::from_utf8_lossy(&from_bucket.stderr));
+    assert_eq!(
+        from_bucket.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&from_bucket.stderr)
+    );
     assert_eq!(from_bucket.stdout, from_file.stdout);
     let missing = report("s3://fleet/base/no/such/cpu.pb.gz");
     let err = String::from_utf8_lossy(&missing.stderr);
     assert_eq!(missing.status.code(), Some(1), "{err}");
-    assert!(err.trim().lines().count() == 1 && err.contains("NoSuchKey"), "{err}");
+    assert!(
+        err.trim().lines().count() == 1 && err.contains("NoSuchKey"),
+        "{err}"
+    );
     // The same input limit as a file: 65 MiB of zeros is refused naming it.
     weed.client("s3://fleet/big")
-        .put("big/huge.pb.gz", &vec![0u8; 65 << 20], false, "application/octet-stream")
+        .put(
+            "big/huge.pb.gz",
+            &vec![0u8; 65 << 20],
+            false,
+            "application/octet-stream",
+        )
         .unwrap();
     let huge = report("s3://fleet/big/huge.pb.gz");
     let err = String::from_utf8_lossy(&huge.stderr);
     assert_eq!(huge.status.code(), Some(1), "{err}");
     assert!(err.contains("larger than 64 MiB"), "{err}");
-    assert_no_secret(&format!("{err}{}", String::from_utf8_lossy(&missing.stderr)), "report stderr");
+    assert_no_secret(
+        &format!("{err}{}", String::from_utf8_lossy(&missing.stderr)),
+        "report stderr",
+    );
     fs::remove_dir_all(&work).unwrap();
 }

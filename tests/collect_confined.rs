@@ -27,7 +27,10 @@ fn hms(i: usize) -> String {
 fn build(out: &Path, outside: &Path) {
     for d in 1..=DAYS {
         for i in 0..PER_DAY {
-            for root in [out.join(format!("svc/2020/01/{d:02}")), outside.join(format!("{d:02}"))] {
+            for root in [
+                out.join(format!("svc/2020/01/{d:02}")),
+                outside.join(format!("{d:02}")),
+            ] {
                 let dir = root.join(hms(i)).join("h/80");
                 fs::create_dir_all(&dir).unwrap();
                 fs::write(dir.join("meta.json"), "{}").unwrap();
@@ -84,7 +87,11 @@ fn a_day_swapped_for_a_symlink_mid_sweep_deletes_nothing_outside() {
             let h = s.spawn(|| swapper(&out, &outside, &stop));
             let t0 = Instant::now();
             let deletions = nl6::collect::retention::apply_retention(&out, unix_now(), retain);
-            eprintln!("round {round}: sweep {:?}, {} deletions", t0.elapsed(), deletions.len());
+            eprintln!(
+                "round {round}: sweep {:?}, {} deletions",
+                t0.elapsed(),
+                deletions.len()
+            );
             stop.store(true, Ordering::Relaxed);
             h.join().unwrap();
             deletions
@@ -123,7 +130,16 @@ fn a_symlinked_program_directory_is_refused_not_written_through() {
     let t = targets_file(&work, &format!("svc http://127.0.0.1:{}\n", target.port));
     let o = out.to_string_lossy().into_owned();
     let run = common::boot()
-        .args(&["collect", "-targets", &t, "-out", &o, "-once", "-cpu-seconds", "1"])
+        .args(&[
+            "collect",
+            "-targets",
+            &t,
+            "-out",
+            &o,
+            "-once",
+            "-cpu-seconds",
+            "1",
+        ])
         .run_within(Duration::from_secs(30));
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert_eq!(
@@ -133,7 +149,10 @@ fn a_symlinked_program_directory_is_refused_not_written_through() {
     );
     let refusals: Vec<&str> = stderr
         .lines()
-        .filter(|l| l.starts_with("nl6 collect: svc 127.0.0.1:") && l.contains("out/svc is a symbolic link; refused"))
+        .filter(|l| {
+            l.starts_with("nl6 collect: svc 127.0.0.1:")
+                && l.contains("out/svc is a symbolic link; refused")
+        })
         .collect();
     assert_eq!(refusals.len(), 1, "{stderr}");
     fs::remove_dir_all(&work).unwrap();
@@ -143,17 +162,34 @@ fn a_symlinked_program_directory_is_refused_not_written_through() {
 fn future_dated_directories_are_named_in_one_line_per_sweep() {
     let work = scratch("confined-future");
     let out = work.join("out");
-    for rel in ["svc/2099/01/01/00:00:00/h/80", "svc/2098/05/01/00:00:00/h/80"] {
+    for rel in [
+        "svc/2099/01/01/00:00:00/h/80",
+        "svc/2098/05/01/00:00:00/h/80",
+    ] {
         fs::create_dir_all(out.join(rel)).unwrap();
         fs::write(out.join(rel).join("meta.json"), "{}").unwrap();
     }
     let t = targets_file(&work, &format!("svc http://127.0.0.1:{}\n", closed_port()));
     let o = out.to_string_lossy().into_owned();
     let run = common::boot()
-        .args(&["collect", "-targets", &t, "-out", &o, "-once", "-cpu-seconds", "1", "-timeout", "2s"])
+        .args(&[
+            "collect",
+            "-targets",
+            &t,
+            "-out",
+            &o,
+            "-once",
+            "-cpu-seconds",
+            "1",
+            "-timeout",
+            "2s",
+        ])
         .run_within(Duration::from_secs(30));
     let stderr = String::from_utf8_lossy(&run.stderr);
-    let lines: Vec<&str> = stderr.lines().filter(|l| l.contains("in the future")).collect();
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("in the future"))
+        .collect();
     assert_eq!(lines.len(), 1, "{stderr}");
     assert!(
         lines[0].contains("2 directories") && lines[0].contains("2099-01-01T00:00:00Z"),
@@ -172,7 +208,17 @@ fn sigterm_mid_cycle_finishes_the_cycle_and_says_so() {
     let t = targets_file(&work, &format!("svc http://127.0.0.1:{}\n", silent.port));
     let o = out.to_string_lossy().into_owned();
     let mut nl6 = common::boot()
-        .args(&["collect", "-targets", &t, "-out", &o, "-cpu-seconds", "1", "-timeout", "2s"])
+        .args(&[
+            "collect",
+            "-targets",
+            &t,
+            "-out",
+            &o,
+            "-cpu-seconds",
+            "1",
+            "-timeout",
+            "2s",
+        ])
         .spawn();
     std::thread::sleep(Duration::from_millis(700));
     nl6.signal("TERM");
@@ -185,6 +231,10 @@ fn sigterm_mid_cycle_finishes_the_cycle_and_says_so() {
     );
     assert!(stderr.contains("nl6 collect: cycle "), "{stderr}");
     let (dated, _) = only_dated_dir(&out, "svc");
-    assert!(dated.join("127.0.0.1").join(silent.port.to_string()).join("meta.json").exists());
+    assert!(dated
+        .join("127.0.0.1")
+        .join(silent.port.to_string())
+        .join("meta.json")
+        .exists());
     fs::remove_dir_all(&work).unwrap();
 }

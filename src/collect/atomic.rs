@@ -130,9 +130,15 @@ mod tests {
         let pd = PartialDir::create(&d, rel, 8080).unwrap();
         pd.write("meta.json", b"{}").unwrap();
         assert!(!final_dir.exists());
-        let partial = d.join("prog/2026/11/29/10:00:00/host").join(&pd.partial_name);
+        let partial = d
+            .join("prog/2026/11/29/10:00:00/host")
+            .join(&pd.partial_name);
         assert!(partial.is_dir());
-        assert!(pd.partial_name.to_str().unwrap().starts_with(".8080.partial-"));
+        assert!(pd
+            .partial_name
+            .to_str()
+            .unwrap()
+            .starts_with(".8080.partial-"));
         assert_eq!(pd.commit().unwrap(), final_dir);
         assert_eq!(fs::read(final_dir.join("meta.json")).unwrap(), b"{}");
         assert!(!partial.exists());
@@ -143,7 +149,9 @@ mod tests {
         );
         let other = Path::new("prog/2026/11/29/10:00:00/host/9090");
         let pd = PartialDir::create(&d, other, 9090).unwrap();
-        let partial = d.join("prog/2026/11/29/10:00:00/host").join(&pd.partial_name);
+        let partial = d
+            .join("prog/2026/11/29/10:00:00/host")
+            .join(&pd.partial_name);
         drop(pd);
         assert!(!partial.exists() && !d.join(other).exists());
         // A program directory that is a link is refused, and nothing is written through it.

@@ -14,7 +14,7 @@ use super::targets::Target;
 #[derive(Debug)]
 pub enum Source {
     Dir(PathBuf),
-    Bucket(S3),
+    Bucket(Box<S3>),
 }
 
 /// One cycle's baseline candidates.
@@ -28,7 +28,8 @@ pub struct Baseline<'a> {
 pub fn parse_date(v: &str) -> Result<[String; 3], String> {
     let parts: Vec<&str> = v.split('-').collect();
     let ok = parts.len() == 3
-        && super::archive::Stamp::parse_components(parts[0], parts[1], parts[2], "00:00:00").is_some();
+        && super::archive::Stamp::parse_components(parts[0], parts[1], parts[2], "00:00:00")
+            .is_some();
     if !ok {
         return Err(format!("want a date as YYYY-MM-DD (2026-11-29), got {v:?}"));
     }

@@ -60,7 +60,13 @@ impl Bucket {
 
     /// Uploads `files` then `meta` under `relative`. With `replay`, a key that exists already with the
     /// same bytes counts as uploaded (an earlier try got that far).
-    fn upload(&self, relative: &Path, files: &Files, meta: &[u8], replay: bool) -> Result<(), S3Error> {
+    fn upload(
+        &self,
+        relative: &Path,
+        files: &Files,
+        meta: &[u8],
+        replay: bool,
+    ) -> Result<(), S3Error> {
         let base = self.s3.location.key(&slash_path(relative));
         let all = files
             .iter()
@@ -93,7 +99,10 @@ impl Bucket {
         let e = match self.upload(relative, files, meta, false) {
             Ok(()) => {
                 let key = self.s3.location.key(&slash_path(relative));
-                return Ok(Written::At(format!("s3://{}/{key}/", self.s3.location.bucket)));
+                return Ok(Written::At(format!(
+                    "s3://{}/{key}/",
+                    self.s3.location.bucket
+                )));
             }
             Err(e) if e.exists() => return Err(format!("{e} (not overwritten, not spooled)")),
             Err(e) => e,
@@ -129,7 +138,9 @@ impl Bucket {
                 if kind != Kind::Dir || fqdn.as_encoded_bytes().first() == Some(&b'.') {
                     continue;
                 }
-                let Ok(host) = dir.open_dir(&fqdn) else { continue };
+                let Ok(host) = dir.open_dir(&fqdn) else {
+                    continue;
+                };
                 for (port, kind) in host.entries().unwrap_or_default() {
                     if kind == Kind::Dir && port.as_encoded_bytes().first() != Some(&b'.') {
                         out.push((dated.clone(), dated.relative.join(&fqdn).join(&port)));
@@ -194,7 +205,9 @@ impl Bucket {
         let mut total: u64 = snaps.iter().map(|s| s.1).sum();
         snaps.reverse(); // newest first: pop() gives the oldest
         while total > self.spool_bytes {
-            let Some((rel, size)) = snaps.pop() else { break };
+            let Some((rel, size)) = snaps.pop() else {
+                break;
+            };
             if super::retention::remove_inside(&self.spool, &rel).is_ok() {
                 total -= size;
                 let n = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
@@ -221,7 +234,9 @@ impl Bucket {
         let mut by_dir: BTreeMap<String, (DatedDir, Vec<String>)> = BTreeMap::new();
         let mut day_pages: Vec<(String, String)> = Vec::new();
         for (key, _) in keys {
-            let Some(rel) = key.strip_prefix(&prefix) else { continue };
+            let Some(rel) = key.strip_prefix(&prefix) else {
+                continue;
+            };
             let parts: Vec<&str> = rel.split('/').collect();
             if parts.len() == 5 && parts[4] == "index.html" {
                 day_pages.push((parts[..4].join("/") + "/", key.clone()));
@@ -230,8 +245,14 @@ impl Bucket {
                 continue;
             }
             let dated = parts[..5].join("/");
-            let Some(d) = parse_dated_relative(Path::new(&dated)) else { continue };
-            by_dir.entry(dated).or_insert_with(|| (d, Vec::new())).1.push(key);
+            let Some(d) = parse_dated_relative(Path::new(&dated)) else {
+                continue;
+            };
+            by_dir
+                .entry(dated)
+                .or_insert_with(|| (d, Vec::new()))
+                .1
+                .push(key);
         }
         let dirs: Vec<DatedDir> = by_dir.values().map(|v| v.0.clone()).collect();
         let mut deleted = Vec::new();
@@ -260,7 +281,11 @@ impl Bucket {
         // A day page whose every snapshot time is gone lists nothing: it goes too.
         let left: Vec<String> = by_dir
             .keys()
-            .filter(|k| !deleted.iter().any(|d| d.to_string_lossy().ends_with(&format!("{k}/"))))
+            .filter(|k| {
+                !deleted
+                    .iter()
+                    .any(|d| d.to_string_lossy().ends_with(&format!("{k}/")))
+            })
             .cloned()
             .collect();
         for (day, key) in day_pages {
@@ -268,7 +293,11 @@ impl Bucket {
                 let _ = self.s3.delete(&key);
             }
         }
-        if let Some(f) = dirs.iter().filter(|d| d.stamp.to_unix() > now_unix + 60).max_by_key(|d| d.stamp) {
+        if let Some(f) = dirs
+            .iter()
+            .filter(|d| d.stamp.to_unix() > now_unix + 60)
+            .max_by_key(|d| d.stamp)
+        {
             eprintln!(
                 "nl6 collect: retention: snapshots dated in the future kept (the latest {}{}); delete them by hand if a wrong clock made them",
                 self.s3.location.display(),
@@ -291,7 +320,10 @@ impl Bucket {
     pub fn ensure_lifecycle(&self, retain: Duration) -> String {
         let days = retain.as_secs().div_ceil(86_400).max(1);
         let loc = &self.s3.location;
-        let id = format!("nl6-collect-{}", loc.prefix.trim_end_matches('/').replace('/', "-"));
+        let id = format!(
+            "nl6-collect-{}",
+            loc.prefix.trim_end_matches('/').replace('/', "-")
+        );
         let ours = super::lifecycle::rule_xml(&id, &loc.prefix, days, loc.gcs);
         let current = match self.s3.get_lifecycle() {
             Ok(c) => c,

@@ -15,10 +15,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::archive::{snapshot_dir, Stamp};
 use super::baseline::{Baseline, Source};
-use super::store::{Store, Written};
 use super::budget::{Budget, Held, BUDGET_BYTES};
 use super::fetch::{fetch_within, Fetched};
 use super::meta::{BaselineMeta, Meta, ProfileMeta, Status};
+use super::store::{Store, Written};
 use super::targets::Target;
 use super::Config;
 use crate::report;
@@ -331,9 +331,10 @@ fn baseline_diff(
     };
     match (cpu_profile, baseline.newest(t)) {
         (None, _) => bm.error = Some("no CPU profile this cycle".into()),
-        (Some(_), None) => {
-            bm.error = Some("no cpu.pb.gz for this target under the baseline (on that date, with -baseline-date)".into())
-        }
+        (Some(_), None) => bm.error = Some(
+            "no cpu.pb.gz for this target under the baseline (on that date, with -baseline-date)"
+                .into(),
+        ),
         (Some(new), Some(path)) => {
             let shown = baseline.shown(path);
             bm.profile = Some(shown.clone());

@@ -70,16 +70,25 @@ mod tests {
     #[test]
     fn rules_and_their_comparison() {
         let r = rule_xml("nl6-collect-prod", "prod/", 7, false);
-        assert!(r.contains("<Prefix>prod/</Prefix>") && r.contains("<Days>7</Days>"), "{r}");
+        assert!(
+            r.contains("<Prefix>prod/</Prefix>") && r.contains("<Days>7</Days>"),
+            "{r}"
+        );
         let doc = document(&r, false);
         assert_eq!(compare(Some(&doc), "nl6-collect-prod", 7), State::Same);
         assert_eq!(compare(Some(&doc), "nl6-collect-prod", 3), State::Different);
         assert_eq!(compare(Some(&doc), "other", 7), State::Foreign);
         assert_eq!(compare(None, "x", 7), State::Missing);
-        assert_eq!(compare(Some("<LifecycleConfiguration/>"), "x", 7), State::Missing);
+        assert_eq!(
+            compare(Some("<LifecycleConfiguration/>"), "x", 7),
+            State::Missing
+        );
         let two = document(&format!("{r}{r}"), false);
         assert_eq!(compare(Some(&two), "nl6-collect-prod", 7), State::Foreign);
         let g = rule_xml("x", "p/", 7, true);
-        assert!(g.contains("<Age>7</Age>") && g.contains("<MatchesPrefix>p/</MatchesPrefix>"), "{g}");
+        assert!(
+            g.contains("<Age>7</Age>") && g.contains("<MatchesPrefix>p/</MatchesPrefix>"),
+            "{g}"
+        );
     }
 }

@@ -24,14 +24,14 @@
 #![forbid(unsafe_code)]
 
 pub mod archive;
-pub mod baseline;
 pub mod atomic;
+pub mod baseline;
 pub mod bucket;
 pub mod budget;
 pub mod cycle;
 pub mod fetch;
-pub mod lifecycle;
 pub mod flags;
+pub mod lifecycle;
 pub mod meta;
 pub mod normalize;
 pub mod pages;

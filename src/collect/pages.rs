@@ -75,7 +75,11 @@ pub fn snapshot_page(program: &str, stamp: &str, rows: &[Row]) -> String {
         if let Some(e) = &r.error {
             let _ = write!(s, "<span class=\"failed\">{}</span><br>", markup_escape(e));
         }
-        for f in r.files.iter().chain(std::iter::once(&"meta.json".to_string())) {
+        for f in r
+            .files
+            .iter()
+            .chain(std::iter::once(&"meta.json".to_string()))
+        {
             let _ = write!(s, "<a href=\"{dir}/{}\">{}</a> ", href(f), markup_escape(f));
         }
         s.push_str("</p>\n");
@@ -123,13 +127,22 @@ mod tests {
             error: Some("heap: HTTP 503: <closed>".into()),
         }];
         let p = snapshot_page("svc", "2026-11-29T23:00:00Z", &rows);
-        assert!(p.contains("<a href=\"h%3C1%3E/80/cpu.top.txt\">cpu.top.txt</a>"), "{p}");
+        assert!(
+            p.contains("<a href=\"h%3C1%3E/80/cpu.top.txt\">cpu.top.txt</a>"),
+            "{p}"
+        );
         assert!(p.contains("data=\"h%3C1%3E/80/cpu.svg\""), "{p}");
-        assert!(p.contains("h&lt;1&gt;:80") && p.contains("&lt;closed&gt;"), "{p}");
+        assert!(
+            p.contains("h&lt;1&gt;:80") && p.contains("&lt;closed&gt;"),
+            "{p}"
+        );
         assert!(p.contains("href=\"h%3C1%3E/80/meta.json\""));
         assert!(!p.contains("heap.svg"));
         let d = day_page("svc", "2026-11-29", &["23:00:00".into()]);
-        assert!(d.contains("<a href=\"23%3A00%3A00/index.html\">23:00:00</a>"), "{d}");
+        assert!(
+            d.contains("<a href=\"23%3A00%3A00/index.html\">23:00:00</a>"),
+            "{d}"
+        );
         assert_eq!(markup_escape("a&'\""), "a&amp;&#39;&quot;");
     }
 }

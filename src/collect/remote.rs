@@ -35,6 +35,13 @@ fn read(path: &str, limit: u64, env: &dyn Fn(&str) -> Option<String>) -> Result<
     } else {
         Addressing::VirtualHost
     };
-    let s3 = S3::new(location, endpoint.as_deref(), &region, addressing, creds, READ_TIMEOUT)?;
+    let s3 = S3::new(
+        location,
+        endpoint.as_deref(),
+        &region,
+        addressing,
+        creds,
+        READ_TIMEOUT,
+    )?;
     s3.get(key, limit).map_err(|e| e.to_string())
 }

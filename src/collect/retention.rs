@@ -166,11 +166,17 @@ fn delete_inside(out: &Path, relative: &Path) -> io::Result<Option<PathBuf>> {
 pub fn files_below(out: &Path, relative: &Path, depth: usize) -> Vec<String> {
     fn walk(dir: &Dir, rel: String, depth: usize, out: &mut Vec<String>) {
         for (name, kind) in dir.entries().unwrap_or_default() {
-            let Ok(name) = name.into_string() else { continue };
+            let Ok(name) = name.into_string() else {
+                continue;
+            };
             if name.starts_with('.') {
                 continue;
             }
-            let path = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };
+            let path = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
             match (kind, depth) {
                 (Kind::File, 1) => out.push(path),
                 (Kind::Dir, d) if d > 1 => {

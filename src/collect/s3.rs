@@ -80,7 +80,11 @@ impl S3Error {
 
 impl std::fmt::Display for S3Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} s3://{}/{}: {}", self.op, self.bucket, self.key, self.code)?;
+        write!(
+            f,
+            "{} s3://{}/{}: {}",
+            self.op, self.bucket, self.key, self.code
+        )?;
         if let Some(h) = self.http {
             write!(f, " (HTTP {h})")?;
         }
@@ -142,8 +146,13 @@ impl S3 {
             Addressing::Path => UrlStyle::Path,
             Addressing::VirtualHost => UrlStyle::VirtualHost,
         };
-        let bucket = Bucket::new(url, style, location.bucket.clone(), region.to_string())
-            .map_err(|e| format!("-s3-endpoint {endpoint:?} with bucket {:?}: {e:?}", location.bucket))?;
+        let bucket =
+            Bucket::new(url, style, location.bucket.clone(), region.to_string()).map_err(|e| {
+                format!(
+                    "-s3-endpoint {endpoint:?} with bucket {:?}: {e:?}",
+                    location.bucket
+                )
+            })?;
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(timeout))
             .timeout_connect(Some(super::fetch::CONNECT_TIMEOUT.min(timeout)))
@@ -203,9 +212,12 @@ impl S3 {
             Ok(mut resp) => Err(self.refusal(op, key, &mut resp)),
             Err(e) => {
                 let err = match e {
-                    ureq::Error::Timeout(_) => {
-                        self.error(op, key, "Timeout", format!("no answer within {:?}", self.timeout))
-                    }
+                    ureq::Error::Timeout(_) => self.error(
+                        op,
+                        key,
+                        "Timeout",
+                        format!("no answer within {:?}", self.timeout),
+                    ),
                     other => self.error(op, key, "Unreachable", self.scrub(&other.to_string())),
                 };
                 *self.down.lock().unwrap_or_else(|p| p.into_inner()) = Some(err.clone());
@@ -256,7 +268,13 @@ impl S3 {
 
     /// PUTs `body` at `key`; with `if_absent`, the store refuses (412, [`S3Error::exists`]) when the key
     /// exists already.
-    pub fn put(&self, key: &str, body: &[u8], if_absent: bool, content_type: &str) -> Result<(), S3Error> {
+    pub fn put(
+        &self,
+        key: &str,
+        body: &[u8],
+        if_absent: bool,
+        content_type: &str,
+    ) -> Result<(), S3Error> {
         let mut action = PutObject::new(&self.bucket, Some(&self.creds), key);
         if if_absent {
             action.headers_mut().insert("if-none-match", "*");
@@ -313,10 +331,11 @@ impl S3 {
                 .with_config()
                 .limit(64 << 20)
                 .read_to_string()
-                .map_err(|e| self.error("LIST", prefix, "Unreachable", self.scrub(&e.to_string())))?;
-            let page = ListObjectsV2::parse_response(&text).map_err(|e| {
-                self.error("LIST", prefix, "MalformedListing", format!("{e}"))
-            })?;
+                .map_err(|e| {
+                    self.error("LIST", prefix, "Unreachable", self.scrub(&e.to_string()))
+                })?;
+            let page = ListObjectsV2::parse_response(&text)
+                .map_err(|e| self.error("LIST", prefix, "MalformedListing", format!("{e}")))?;
             out.extend(
                 page.contents
                     .into_iter()
@@ -355,7 +374,14 @@ impl S3 {
                 .limit(1 << 20)
                 .read_to_string()
                 .map(Some)
-                .map_err(|e| self.error("GET", "?lifecycle", "Unreachable", self.scrub(&e.to_string()))),
+                .map_err(|e| {
+                    self.error(
+                        "GET",
+                        "?lifecycle",
+                        "Unreachable",
+                        self.scrub(&e.to_string()),
+                    )
+                }),
             Err(e) if e.code == "NoSuchLifecycleConfiguration" => Ok(None),
             Err(e) => Err(e),
         }
@@ -365,7 +391,8 @@ impl S3 {
     pub fn put_lifecycle(&self, xml: &str) -> Result<(), S3Error> {
         use base64::Engine as _;
         use md5::Digest as _;
-        let md5 = base64::engine::general_purpose::STANDARD.encode(md5::Md5::digest(xml.as_bytes()));
+        let md5 =
+            base64::engine::general_purpose::STANDARD.encode(md5::Md5::digest(xml.as_bytes()));
         let mut action = PutObject::new(&self.bucket, Some(&self.creds), "");
         action.query_mut().insert("lifecycle", "");
         action.headers_mut().insert("content-md5", md5.clone());
@@ -414,10 +441,32 @@ mod tests {
     #[test]
     fn gcs_shorthand_addresses_storage_googleapis_com() {
         let loc = super::super::s3url::parse("gs://fleet-profiles/prod").unwrap();
-        let s3 = S3::new(loc, None, "auto", Addressing::Path, Credentials::new("K", "S"), Duration::from_secs(1)).unwrap();
-        assert_eq!(s3.base_url(), "https://storage.googleapis.com/fleet-profiles/");
+        let s3 = S3::new(
+            loc,
+            None,
+            "auto",
+            Addressing::Path,
+            Credentials::new("K", "S"),
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        assert_eq!(
+            s3.base_url(),
+            "https://storage.googleapis.com/fleet-profiles/"
+        );
         let loc = super::super::s3url::parse("s3://fleet-profiles").unwrap();
-        let s3 = S3::new(loc, None, "eu-west-1", Addressing::VirtualHost, Credentials::new("K", "S"), Duration::from_secs(1)).unwrap();
-        assert_eq!(s3.base_url(), "https://fleet-profiles.s3.eu-west-1.amazonaws.com/");
+        let s3 = S3::new(
+            loc,
+            None,
+            "eu-west-1",
+            Addressing::VirtualHost,
+            Credentials::new("K", "S"),
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        assert_eq!(
+            s3.base_url(),
+            "https://fleet-profiles.s3.eu-west-1.amazonaws.com/"
+        );
     }
 }

@@ -91,7 +91,10 @@ mod tests {
             _ => None,
         };
         let c = load(None, &env).unwrap();
-        assert_eq!((c.key(), c.secret(), c.token()), ("AKIDEXAMPLE", "s3cr3t", None));
+        assert_eq!(
+            (c.key(), c.secret(), c.token()),
+            ("AKIDEXAMPLE", "s3cr3t", None)
+        );
         let d = std::env::temp_dir().join(format!("nl6-s3creds-{}", std::process::id()));
         std::fs::write(
             &d,
@@ -99,12 +102,21 @@ mod tests {
         )
         .unwrap();
         let c = load(Some(&d), &|_| None).unwrap();
-        assert_eq!((c.key(), c.secret(), c.token()), ("FILEKEY", "FILESECRET", Some("TOK")));
-        let e = load(Some(&d), &|k| (k == "AWS_PROFILE").then(|| "missing".into())).unwrap_err();
+        assert_eq!(
+            (c.key(), c.secret(), c.token()),
+            ("FILEKEY", "FILESECRET", Some("TOK"))
+        );
+        let e = load(Some(&d), &|k| {
+            (k == "AWS_PROFILE").then(|| "missing".into())
+        })
+        .unwrap_err();
         assert!(e.contains("no [missing] section"), "{e}");
         std::fs::write(&d, "[default]\naws_access_key_id = FILEKEY\n").unwrap();
         let e = load(Some(&d), &|_| None).unwrap_err();
-        assert!(!e.contains("FILEKEY") && e.contains("no bucket credentials"), "{e}");
+        assert!(
+            !e.contains("FILEKEY") && e.contains("no bucket credentials"),
+            "{e}"
+        );
         let e = load(None, &|k| (k == "AWS_ACCESS_KEY_ID").then(|| "K".into())).unwrap_err();
         assert!(e.contains("the environment"), "{e}");
         std::fs::remove_file(&d).unwrap();

@@ -38,7 +38,11 @@ pub fn parse(out: &str) -> Result<Location, String> {
     let (gcs, rest) = match (out.strip_prefix("s3://"), out.strip_prefix("gs://")) {
         (Some(r), _) => (false, r),
         (_, Some(r)) => (true, r),
-        _ => return Err(format!("{out:?} is not s3://BUCKET/PREFIX or gs://BUCKET/PREFIX")),
+        _ => {
+            return Err(format!(
+                "{out:?} is not s3://BUCKET/PREFIX or gs://BUCKET/PREFIX"
+            ))
+        }
     };
     let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
     let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || "-._".contains(c);
@@ -49,7 +53,9 @@ pub fn parse(out: &str) -> Result<Location, String> {
     }
     let prefix = prefix.trim_matches('/');
     if prefix.split('/').any(|c| c == "." || c == "..") || prefix.contains("//") {
-        return Err(format!("{out:?}: the prefix has an empty, '.' or '..' component"));
+        return Err(format!(
+            "{out:?}: the prefix has an empty, '.' or '..' component"
+        ));
     }
     Ok(Location {
         bucket: bucket.to_string(),
@@ -69,13 +75,23 @@ mod tests {
     #[test]
     fn buckets_and_prefixes() {
         let l = parse("s3://fleet-profiles/prod/eu").unwrap();
-        assert_eq!((l.bucket.as_str(), l.prefix.as_str(), l.gcs), ("fleet-profiles", "prod/eu/", false));
+        assert_eq!(
+            (l.bucket.as_str(), l.prefix.as_str(), l.gcs),
+            ("fleet-profiles", "prod/eu/", false)
+        );
         assert_eq!(l.key("svc/2026/a"), "prod/eu/svc/2026/a");
         assert_eq!(l.display(), "s3://fleet-profiles/prod/eu/");
         let g = parse("gs://fleet").unwrap();
         assert_eq!((g.prefix.as_str(), g.gcs), ("", true));
         assert_eq!(parse("s3://fleet/p/").unwrap().prefix, "p/");
-        for bad in ["s3://", "s3://AB", "s3://x", "s3://fleet/a/../b", "s3://fleet/a//b", "/dir"] {
+        for bad in [
+            "s3://",
+            "s3://AB",
+            "s3://x",
+            "s3://fleet/a/../b",
+            "s3://fleet/a//b",
+            "/dir",
+        ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
         assert!(is_bucket("gs://x") && !is_bucket("/var/lib/nl6"));

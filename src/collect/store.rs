@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use super::archive::Stamp;
 use super::atomic::PartialDir;
-use super::cycle::TargetOutcome;
-use super::pages::{self, Row};
 use super::bucket::Bucket;
+use super::cycle::TargetOutcome;
 use super::flags::CollectArgs;
+use super::pages::{self, Row};
 use super::s3::{Addressing, S3};
 use super::s3url;
 
@@ -23,7 +23,7 @@ pub type Files = BTreeMap<String, Vec<u8>>;
 #[derive(Debug)]
 pub enum Store {
     Local(PathBuf),
-    Bucket(Bucket),
+    Bucket(Box<Bucket>),
 }
 
 /// Where a snapshot went.
@@ -37,10 +37,7 @@ pub enum Written {
 
 impl Store {
     /// The store `args` name: creates a local `-out`, or reads the bucket's credentials (never from argv).
-    pub fn open(
-        args: &CollectArgs,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Store, String> {
+    pub fn open(args: &CollectArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Store, String> {
         let out = args.out.to_string_lossy();
         if !s3url::is_bucket(&out) {
             std::fs::create_dir_all(&args.out)
@@ -50,9 +47,8 @@ impl Store {
         let s3 = open_s3(args, "-out", &out, env)?;
         let spool = args.spool.join(&s3.location.bucket);
         std::fs::create_dir_all(&spool).map_err(|e| format!("-spool {}: {e}", spool.display()))?;
-        Ok(Store::Bucket(Bucket::new(s3, spool, args.spool_bytes)))
+        Ok(Store::Bucket(Box::new(Bucket::new(s3, spool, args.spool_bytes))))
     }
-
 
     /// `-out` as the logs name it.
     pub fn name(&self) -> String {
@@ -141,7 +137,11 @@ impl Store {
                         fqdn: fqdn.clone(),
                         port: *port,
                         status: None,
-                        files: files.iter().filter(|f| *f != "meta.json").cloned().collect(),
+                        files: files
+                            .iter()
+                            .filter(|f| *f != "meta.json")
+                            .cloned()
+                            .collect(),
                         error: None,
                     });
                 }
@@ -159,7 +159,10 @@ impl Store {
                 result = self.put_page(&day.join("index.html"), page.as_bytes());
             }
             if let Err(e) = result {
-                eprintln!("nl6 collect: index pages of {program} {}: {e}", start.rfc3339());
+                eprintln!(
+                    "nl6 collect: index pages of {program} {}: {e}",
+                    start.rfc3339()
+                );
             }
         }
     }
@@ -182,8 +185,13 @@ impl Store {
         let mut out = DayListing::new();
         for p in paths {
             let parts: Vec<&str> = p.split('/').collect();
-            let [hms, fqdn, port, file] = parts[..] else { continue };
-            let (Some(_), Ok(port)) = (Stamp::parse_components("2000", "01", "01", hms), port.parse()) else {
+            let [hms, fqdn, port, file] = parts[..] else {
+                continue;
+            };
+            let (Some(_), Ok(port)) = (
+                Stamp::parse_components("2000", "01", "01", hms),
+                port.parse(),
+            ) else {
                 continue;
             };
             out.entry(hms.to_string())
@@ -245,7 +253,7 @@ pub fn baseline_source(
     };
     let text = path.to_string_lossy();
     Ok(Some(if s3url::is_bucket(&text) {
-        Source::Bucket(open_s3(args, flag, &text, env)?)
+        Source::Bucket(Box::new(open_s3(args, flag, &text, env)?))
     } else {
         Source::Dir(path.clone())
     }))

