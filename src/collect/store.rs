@@ -47,7 +47,11 @@ impl Store {
         let s3 = open_s3(args, "-out", &out, env)?;
         let spool = args.spool.join(&s3.location.bucket);
         std::fs::create_dir_all(&spool).map_err(|e| format!("-spool {}: {e}", spool.display()))?;
-        Ok(Store::Bucket(Box::new(Bucket::new(s3, spool, args.spool_bytes))))
+        Ok(Store::Bucket(Box::new(Bucket::new(
+            s3,
+            spool,
+            args.spool_bytes,
+        ))))
     }
 
     /// `-out` as the logs name it.
