@@ -12,7 +12,6 @@ mod collect_support;
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use std::io::Write as _;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -24,7 +23,6 @@ const TARGETS: usize = 100;
 
 /// A gzip'd CPU profile with `funcs` functions and `samples` samples, as a full HTTP answer.
 fn profile_reply(funcs: u64, samples: u64) -> Vec<u8> {
-    use prost::Message;
     let mut strings: Vec<String> = ["", "samples", "count", "cpu", "nanoseconds"]
         .iter()
         .map(|s| s.to_string())
@@ -66,16 +64,7 @@ fn profile_reply(funcs: u64, samples: u64) -> Vec<u8> {
         });
     }
     p.string_table = strings;
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    gz.write_all(&p.encode_to_vec()).unwrap();
-    let body = gz.finish().unwrap();
-    let mut r = format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    r.extend(body);
-    r
+    collect_support::profile_answer(&p)
 }
 
 struct Run {
