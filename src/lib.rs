@@ -18,6 +18,7 @@ pub mod api;
 pub mod cli;
 pub mod collect;
 pub mod console;
+pub mod dirfd;
 pub mod fsutil;
 pub mod gate;
 pub mod goflag;

@@ -360,10 +360,27 @@ pub fn main() -> i32 {
             println!("{}", version_line());
             0
         }
-        Mode::Collect(args) => crate::collect::main(args),
-        Mode::Report(args) => crate::report::main(args),
+        Mode::Collect(args) => collect_with_signals(args),
+        Mode::Report(args) => crate::report::main_with(args, &crate::collect::remote::open),
         Mode::Serve(args) => run::serve(*args),
     }
+}
+
+/// `nl6 collect` with SIGTERM, SIGINT and SIGHUP taken by a thread of their own (masked before the
+/// collector starts any thread) and handed to the collector's [`crate::collect::stop::Stop`].
+fn collect_with_signals(args: Vec<OsString>) -> i32 {
+    let stop = crate::collect::stop::Stop::new();
+    if signals::block_termination().is_ok() {
+        let s = stop.clone();
+        let _ = std::thread::Builder::new()
+            .name("collect-signals".into())
+            .spawn(move || {
+                while let Ok(name) = signals::wait_termination() {
+                    s.request(name);
+                }
+            });
+    }
+    crate::collect::main_until(args, &stop)
 }
 
 #[cfg(test)]

@@ -13,16 +13,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::archive::{newest_for_target, snapshot_dir, Stamp};
-use super::atomic::PartialDir;
+use super::archive::{snapshot_dir, Stamp};
+use super::baseline::{Baseline, Source};
 use super::budget::{Budget, Held, BUDGET_BYTES};
 use super::fetch::{fetch_within, Fetched};
 use super::meta::{BaselineMeta, Meta, ProfileMeta, Status};
-use super::retention::{apply_retention, find_files};
+use super::store::{Store, Written};
 use super::targets::Target;
 use super::Config;
 use crate::report;
-use crate::timefmt::format_go_duration;
 use crate::timefmt::rfc3339_millis;
 use nl6_profile::proto::Profile;
 
@@ -35,6 +34,8 @@ pub struct TargetOutcome {
     pub dir: Option<PathBuf>,
     pub bytes: u64,
     pub error: Option<String>,
+    /// The files its snapshot holds, meta.json apart (for the index pages).
+    pub files: Vec<String>,
 }
 
 /// The outcome of one cycle.
@@ -69,19 +70,21 @@ impl CycleReport {
 }
 
 /// Runs one cycle started at `now` and prints its log lines and progress line on stderr.
-pub fn run_cycle(cfg: &Config, now: SystemTime) -> CycleReport {
+pub fn run_cycle(
+    cfg: &Config,
+    store: &Store,
+    baseline: Option<&Source>,
+    now: SystemTime,
+) -> CycleReport {
     let began = Instant::now();
     let now_unix = now
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0);
     let start = Stamp::from_unix(now_unix);
-    let baselines = cfg
-        .args
-        .baseline
-        .as_deref()
-        .map(|dir| find_files(dir, "cpu.pb.gz"))
-        .unwrap_or_default();
+    store.begin_cycle();
+    let listed = baseline.map(|b| b.list(cfg.args.baseline_date.as_ref()));
+    let baselines = listed.as_ref();
 
     let budget = Budget::new(BUDGET_BYTES);
     let next = AtomicUsize::new(0);
@@ -92,7 +95,7 @@ pub fn run_cycle(cfg: &Config, now: SystemTime) -> CycleReport {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(t) = cfg.targets.get(i) else { break };
-                let outcome = collect_target(cfg, t, start, &baselines, &budget);
+                let outcome = collect_target(cfg, store, t, start, baselines, &budget);
                 // Remote text in `e` is escaped and bounded where it entered (fetch, decode).
                 if let Some(e) = &outcome.error {
                     eprintln!("nl6 collect: {} {}:{}: {e}", t.program, t.fqdn, t.port);
@@ -101,32 +104,15 @@ pub fn run_cycle(cfg: &Config, now: SystemTime) -> CycleReport {
             });
         }
     });
-    let outcomes = results
+    let outcomes: Vec<TargetOutcome> = results
         .into_inner()
         .unwrap_or_else(|p| p.into_inner())
         .into_iter()
         .flatten()
         .collect();
+    store.publish_pages(start, &outcomes);
 
-    let mut deleted = Vec::new();
-    for d in apply_retention(&cfg.args.out, now_unix, cfg.args.retain) {
-        let path = cfg.args.out.join(&d.dir.relative);
-        match d.result {
-            Ok(()) => {
-                eprintln!(
-                    "nl6 collect: retention: deleted {} (dated {}, older than {})",
-                    path.display(),
-                    d.dir.stamp.rfc3339(),
-                    format_go_duration(cfg.args.retain)
-                );
-                deleted.push(path);
-            }
-            Err(e) => eprintln!(
-                "nl6 collect: retention: could not delete {}: {e}",
-                path.display()
-            ),
-        }
-    }
+    let deleted = store.sweep(now_unix, cfg.args.retain);
     let report = CycleReport {
         start,
         outcomes,
@@ -168,9 +154,10 @@ fn check(f: &Fetched, held: &mut Held) -> Result<Good, String> {
 /// diff against the baseline, write the directory with its meta.json.
 fn collect_target(
     cfg: &Config,
+    store: &Store,
     t: &Target,
     start: Stamp,
-    baselines: &[PathBuf],
+    baselines: Option<&Baseline>,
     budget: &Budget,
 ) -> TargetOutcome {
     let started = SystemTime::now();
@@ -204,10 +191,7 @@ fn collect_target(
         }
         profiles.insert(kind.to_string(), pm);
     }
-    let baseline = cfg.args.baseline.as_ref().map(|dir| {
-        let base = newest_for_target(baselines, t, "cpu.pb.gz").map(PathBuf::as_path);
-        baseline_diff(dir, base, cpu_profile.as_ref(), &mut files)
-    });
+    let baseline = baselines.map(|b| baseline_diff(b, t, cpu_profile.as_ref(), &mut files));
     let status = match profiles.values().filter(|p| p.status == Status::Ok).count() {
         2 => Status::Ok,
         0 => Status::Failed,
@@ -234,40 +218,55 @@ fn collect_target(
         baseline,
         collector: concat!("nl6 ", env!("CARGO_PKG_VERSION")).to_string(),
     };
-    let dir = snapshot_dir(&cfg.args.out, t, start);
     let bytes = files.values().map(|v| v.len() as u64).sum();
-    let written = write_snapshot(&dir, t.port, &files, &mut meta, began);
-    outcome(t, dir, written, status, bytes, error)
+    let relative = snapshot_dir(Path::new(""), t, start);
+    let written = write_snapshot(store, &relative, t.port, &files, &mut meta, began);
+    let mut out = outcome(t, written, status, bytes, error);
+    if out.dir.is_some() {
+        out.files = files.keys().cloned().collect();
+    }
+    out
 }
 
 /// The target's line in the cycle report: the snapshot as fetched, or failed when it could not be
-/// written (with the fetch errors after the write's).
+/// written (with the fetch errors after the write's); a spooled snapshot keeps its status and says where
+/// it waits.
 fn outcome(
     t: &Target,
-    dir: PathBuf,
-    written: std::io::Result<()>,
+    written: Result<Written, String>,
     status: Status,
     bytes: u64,
     error: Option<String>,
 ) -> TargetOutcome {
+    let then = |e: Option<String>| e.map(|x| format!("; {x}")).unwrap_or_default();
     match written {
-        Ok(()) => TargetOutcome {
+        Ok(Written::At(at)) => TargetOutcome {
             target: t.clone(),
             status,
-            dir: Some(dir),
+            dir: Some(PathBuf::from(at)),
             bytes,
             error,
+            files: Vec::new(),
+        },
+        Ok(Written::Spooled(at, why)) => TargetOutcome {
+            target: t.clone(),
+            status,
+            dir: Some(at.clone()),
+            bytes,
+            error: Some(format!(
+                "{why}; kept in the spool at {}, uploaded next cycle{}",
+                at.display(),
+                then(error)
+            )),
+            files: Vec::new(),
         },
         Err(e) => TargetOutcome {
             target: t.clone(),
             status: Status::Failed,
             dir: None,
             bytes: 0,
-            error: Some(format!(
-                "writing {}: {e}{}",
-                dir.display(),
-                error.map(|x| format!("; {x}")).unwrap_or_default()
-            )),
+            error: Some(format!("{e}{}", then(error))),
+            files: Vec::new(),
         },
     }
 }
@@ -320,24 +319,29 @@ fn archive_profile(
 /// `-baseline`'s record: `cpu.diff.txt` added to `files` against the newest baseline profile of this
 /// target, or why there is none.
 fn baseline_diff(
-    dir: &Path,
-    base: Option<&Path>,
+    baseline: &Baseline,
+    t: &Target,
     cpu_profile: Option<&Profile>,
     files: &mut BTreeMap<String, Vec<u8>>,
 ) -> BaselineMeta {
     let mut bm = BaselineMeta {
-        dir: dir.display().to_string(),
+        dir: baseline.name(),
         profile: None,
         error: None,
     };
-    match (cpu_profile, base) {
+    match (cpu_profile, baseline.newest(t)) {
         (None, _) => bm.error = Some("no CPU profile this cycle".into()),
-        (Some(_), None) => {
-            bm.error = Some("no cpu.pb.gz for this target under the baseline directory".into())
-        }
+        (Some(_), None) => bm.error = Some(
+            "no cpu.pb.gz for this target under the baseline (on that date, with -baseline-date)"
+                .into(),
+        ),
         (Some(new), Some(path)) => {
-            bm.profile = Some(path.display().to_string());
-            match diff_against(path, new) {
+            let shown = baseline.shown(path);
+            bm.profile = Some(shown.clone());
+            match baseline
+                .read(path)
+                .and_then(|bytes| diff_against(&shown, &bytes, new))
+            {
                 Ok(text) => {
                     files.insert("cpu.diff.txt".into(), text.into_bytes());
                 }
@@ -348,33 +352,23 @@ fn baseline_diff(
     bm
 }
 
-fn diff_against(base_path: &Path, new: &Profile) -> Result<String, String> {
-    let bytes = std::fs::read(base_path).map_err(|e| format!("{}: {e}", base_path.display()))?;
-    let base =
-        report::decode_untrusted(&bytes).map_err(|e| format!("{}: {e}", base_path.display()))?;
+fn diff_against(shown: &str, bytes: &[u8], new: &Profile) -> Result<String, String> {
+    let base = report::decode_untrusted(bytes).map_err(|e| format!("{shown}: {e}"))?;
     let (new, normalized) = super::normalize::for_diff(&base, new);
     let text = report::default_diff_table(&base, &new).map_err(|e| e.to_string())?;
-    Ok(format!(
-        "Baseline: {}\n{normalized}{text}",
-        base_path.display()
-    ))
+    Ok(format!("Baseline: {shown}\n{normalized}{text}"))
 }
 
 fn write_snapshot(
-    dir: &Path,
+    store: &Store,
+    relative: &Path,
     port: u16,
     files: &BTreeMap<String, Vec<u8>>,
     meta: &mut Meta,
     began: Instant,
-) -> std::io::Result<()> {
-    let partial = PartialDir::create(dir, port)?;
-    for (name, bytes) in files {
-        partial.write(name, bytes)?;
-    }
+) -> Result<Written, String> {
     meta.finished = rfc3339_millis(SystemTime::now());
     meta.duration_ms = began.elapsed().as_millis() as u64;
-    let json = serde_json::to_vec_pretty(meta).map_err(std::io::Error::other)?;
-    partial.write("meta.json", &json)?;
-    partial.commit()?;
-    Ok(())
+    let json = serde_json::to_vec_pretty(meta).map_err(|e| format!("meta.json: {e}"))?;
+    store.put_snapshot(relative, port, files, &json)
 }

@@ -26,7 +26,7 @@ pub const FLAGS: &[Flag<CollectArgs>] = &[
         "out",
         "DIR",
         "",
-        "archive root: <out>/<program>/<yyyy>/<mm>/<dd>/<hh:mm:ss>/<fqdn>/<port>/ (required)",
+        "archive root, a directory or s3://BUCKET/PREFIX or gs://BUCKET/PREFIX: <out>/<program>/<yyyy>/<mm>/<dd>/<hh:mm:ss>/<fqdn>/<port>/ (required)",
         |a, v| {
             a.out = PathBuf::from(v);
             Ok(())
@@ -80,9 +80,82 @@ pub const FLAGS: &[Flag<CollectArgs>] = &[
         "baseline",
         "DIR",
         "",
-        "write cpu.diff.txt against the newest cpu.pb.gz for the same target under DIR (normalised as pprof -normalize when the windows differ)",
+        "write cpu.diff.txt against the newest cpu.pb.gz for the same target under DIR or s3://BUCKET/PREFIX (normalised as pprof -normalize when the windows differ)",
         |a, v| {
             a.baseline = Some(PathBuf::from(v));
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "baseline-date",
+        "YYYY-MM-DD",
+        "",
+        "diff against the newest snapshot of that day for the same target (under -baseline, else under -out)",
+        |a, v| {
+            a.baseline_date = Some(super::baseline::parse_date(v)?);
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "s3-endpoint",
+        "URL",
+        "",
+        "the bucket's S3 endpoint (MinIO, SeaweedFS, Ceph; default AWS's for the region, https://storage.googleapis.com for gs://)",
+        |a, v| {
+            a.s3_endpoint = Some(v.to_string());
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "s3-region",
+        "REGION",
+        "",
+        "the bucket's region for signing (default $AWS_REGION, else us-east-1; auto for gs://)",
+        |a, v| {
+            a.s3_region = Some(v.to_string());
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "s3-addressing",
+        "STYLE",
+        "auto",
+        "path (https://endpoint/bucket/key), virtual (https://bucket.endpoint/key), or auto: virtual on AWS, path with -s3-endpoint or gs://",
+        |a, v| match v {
+            "auto" | "path" | "virtual" => {
+                a.s3_addressing = v.to_string();
+                Ok(())
+            }
+            _ => Err(format!("want path, virtual or auto, got {v:?}")),
+        },
+    ),
+    Flag::value(
+        "s3-credentials",
+        "FILE",
+        "",
+        "an AWS shared credentials file ([default] or $AWS_PROFILE); default: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN",
+        |a, v| {
+            a.s3_credentials = Some(PathBuf::from(v));
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "spool",
+        "DIR",
+        "/var/tmp/nl6-collect-spool",
+        "with a bucket: where snapshots wait when the store refuses or cannot be reached (uploaded next cycle)",
+        |a, v| {
+            a.spool = PathBuf::from(v);
+            Ok(())
+        },
+    ),
+    Flag::value(
+        "spool-bytes",
+        "N",
+        "1073741824",
+        "the spool's bound in bytes; past it the oldest snapshots are dropped (and counted)",
+        |a, v| {
+            a.spool_bytes = positive(v)?;
             Ok(())
         },
     ),
@@ -127,6 +200,13 @@ pub struct CollectArgs {
     pub concurrency: usize,
     pub timeout: Duration,
     pub baseline: Option<PathBuf>,
+    pub baseline_date: Option<[String; 3]>,
+    pub s3_endpoint: Option<String>,
+    pub s3_region: Option<String>,
+    pub s3_addressing: String,
+    pub s3_credentials: Option<PathBuf>,
+    pub spool: PathBuf,
+    pub spool_bytes: u64,
     pub once: bool,
     pub help: bool,
 }
@@ -142,6 +222,13 @@ impl Default for CollectArgs {
             concurrency: 8,
             timeout: Duration::from_secs(30),
             baseline: None,
+            baseline_date: None,
+            s3_endpoint: None,
+            s3_region: None,
+            s3_addressing: "auto".to_string(),
+            s3_credentials: None,
+            spool: PathBuf::from("/var/tmp/nl6-collect-spool"),
+            spool_bytes: 1 << 30,
             once: false,
             help: false,
         }
@@ -175,6 +262,25 @@ pub fn parse_args(args: Vec<OsString>) -> Result<CollectArgs, String> {
     }
     if a.timeout.is_zero() {
         return Err("-timeout: must be more than 0".into());
+    }
+    let out = a.out.to_string_lossy();
+    if super::s3url::is_bucket(&out) {
+        super::s3url::parse(&out).map_err(|e| format!("-out: {e}"))?;
+    }
+    let baseline_in_bucket = a
+        .baseline
+        .as_ref()
+        .is_some_and(|b| super::s3url::is_bucket(&b.to_string_lossy()));
+    if let Some(b) = a.baseline.as_ref().filter(|_| baseline_in_bucket) {
+        super::s3url::parse(&b.to_string_lossy()).map_err(|e| format!("-baseline: {e}"))?;
+    }
+    if !super::s3url::is_bucket(&out)
+        && !baseline_in_bucket
+        && (a.s3_endpoint.is_some() || a.s3_credentials.is_some())
+    {
+        return Err(
+            "-s3-endpoint and -s3-credentials need -out or -baseline s3://BUCKET/PREFIX".into(),
+        );
     }
     Ok(a)
 }

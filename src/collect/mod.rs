@@ -25,13 +25,24 @@
 
 pub mod archive;
 pub mod atomic;
+pub mod baseline;
+pub mod bucket;
 pub mod budget;
 pub mod cycle;
 pub mod fetch;
 pub mod flags;
+pub mod lifecycle;
 pub mod meta;
 pub mod normalize;
+pub mod pages;
+pub mod remote;
 pub mod retention;
+pub mod s3;
+pub mod s3creds;
+pub mod s3url;
+pub mod stop;
+pub mod store;
+pub mod sweep_log;
 pub mod targets;
 
 use std::ffi::OsString;
@@ -65,6 +76,11 @@ impl Config {
 
 /// Runs `nl6 collect` with `args` (without the program name and subcommand); returns the exit status.
 pub fn main(args: Vec<OsString>) -> i32 {
+    main_until(args, &stop::Stop::new())
+}
+
+/// [`main`], stopping as [`stop::Stop`] says (the composition root feeds it SIGTERM, SIGINT, SIGHUP).
+pub fn main_until(args: Vec<OsString>, stop: &stop::Stop) -> i32 {
     let args = match flags::parse_args(args) {
         Ok(a) => a,
         Err(e) => {
@@ -83,21 +99,43 @@ pub fn main(args: Vec<OsString>) -> i32 {
             return 2;
         }
     };
-    if let Err(e) = std::fs::create_dir_all(&cfg.args.out) {
-        eprintln!("nl6 collect: -out {}: {e}", cfg.args.out.display());
-        return 1;
+    let env = |k: &str| std::env::var(k).ok();
+    let store = match store::Store::open(&cfg.args, &env) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("nl6 collect: {e}");
+            return 1;
+        }
+    };
+    if let store::Store::Bucket(b) = &store {
+        // Keys that do not work and a missing bucket stop the collector here, in one line; a store
+        // that cannot be reached does not (snapshots wait in the spool).
+        match b.s3.probe() {
+            Err(e) if e.answered() => {
+                eprintln!("nl6 collect: {e}");
+                return 1;
+            }
+            Err(e) => eprintln!("nl6 collect: {e}"),
+            Ok(()) => eprintln!("{}", b.ensure_lifecycle(cfg.args.retain)),
+        }
     }
+    let baseline = match store::baseline_source(&cfg.args, &env) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("nl6 collect: {e}");
+            return 1;
+        }
+    };
     loop {
         let start = SystemTime::now();
-        run_cycle(&cfg, start);
-        if cfg.args.once {
+        stop.begin_cycle(crate::timefmt::rfc3339_millis(start));
+        run_cycle(&cfg, &store, baseline.as_ref(), start);
+        if stop.end_cycle() || cfg.args.once {
             return 0;
         }
         // Cycles start every interval; a cycle that overran starts the next one at once.
-        let next = start + cfg.args.interval;
-        if let Ok(wait) = next.duration_since(SystemTime::now()) {
-            // std's sleep resumes after signals, so EINTR cannot cut the wait short.
-            std::thread::sleep(wait);
+        if !stop.sleep_until(start + cfg.args.interval) {
+            return 0;
         }
     }
 }

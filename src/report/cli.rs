@@ -4,6 +4,9 @@
 //! nl6 report [-sample-index N|NAME] [-svg OUT.svg] FILE.pb.gz
 //! nl6 report -diff-base OLD.pb.gz [-sample-index N|NAME] [-svg OUT.svg] NEW.pb.gz
 //! ```
+//! A FILE given as `s3://BUCKET/KEY` or `gs://BUCKET/KEY` is read through the opener the composition
+//! root passes ([`main_with`]), within the same limits as a file.
+//!
 //! Exit status: 0 on success, 1 when a file cannot be read, decoded or written or is beyond
 //! [`super::limits::LIMITS`] (one line on stderr names the limit), 2 on a usage error.
 #![forbid(unsafe_code)]
@@ -90,8 +93,17 @@ fn help_text() -> String {
     format!("{USAGE}\n\nflags:\n{}", crate::goflag::help_rows(FLAGS))
 }
 
+/// Reads a path this module does not (`s3://…`): `None` when it is not the opener's, else the bytes (at
+/// most the limit given, plus one to show it was passed) or why not.
+pub type Opener<'a> = &'a dyn Fn(&str, u64) -> Option<Result<Vec<u8>, String>>;
+
 /// Runs `nl6 report` with `args` (without the program name and subcommand); returns the exit status.
 pub fn main(args: Vec<OsString>) -> i32 {
+    main_with(args, &|_, _| None)
+}
+
+/// [`main`], with remote paths read by `open`.
+pub fn main_with(args: Vec<OsString>, open: Opener) -> i32 {
     let args = match parse(args) {
         Ok(a) => a,
         Err(e) => {
@@ -103,7 +115,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
         print!("{}", help_text());
         return 0;
     }
-    match run(&args) {
+    match run(&args, open) {
         Ok(text) => {
             print!("{text}");
             0
@@ -123,16 +135,21 @@ const REPORT_MEMORY: u64 = 160 << 20;
 #[derive(Default)]
 struct Charged(u64);
 
-fn load(path: &PathBuf, charged: &mut Charged) -> Result<Profile, (i32, String)> {
+fn load(path: &PathBuf, charged: &mut Charged, open: Opener) -> Result<Profile, (i32, String)> {
     use std::io::Read;
     let io_err = |e: std::io::Error| (1, format!("{}: {e}", path.display()));
     // A compressed profile is never larger than what it inflates to (plus a few header bytes), so a file
     // beyond the inflated limit is refused without reading all of it.
     let cap = super::limits::LIMITS.inflated_bytes;
     let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(cap + 1024 + 1).read_to_end(&mut bytes))
-        .map_err(io_err)?;
+    match open(&path.to_string_lossy(), cap + 1024 + 1) {
+        Some(got) => bytes = got.map_err(|e| (1, format!("{}: {e}", path.display())))?,
+        None => {
+            std::fs::File::open(path)
+                .and_then(|f| f.take(cap + 1024 + 1).read_to_end(&mut bytes))
+                .map_err(io_err)?;
+        }
+    }
     if bytes.len() as u64 > cap + 1024 {
         return Err((
             1,
@@ -169,9 +186,9 @@ fn load(path: &PathBuf, charged: &mut Charged) -> Result<Profile, (i32, String)>
     })
 }
 
-fn run(args: &ReportArgs) -> Result<String, (i32, String)> {
+fn run(args: &ReportArgs, open: Opener) -> Result<String, (i32, String)> {
     let mut charged = Charged::default();
-    let new = load(&args.file, &mut charged)?;
+    let new = load(&args.file, &mut charged, open)?;
     let index = match &args.sample_index {
         Some(spec) => super::sample_index_by_name(&new, spec).ok_or_else(|| {
             (
@@ -188,7 +205,7 @@ fn run(args: &ReportArgs) -> Result<String, (i32, String)> {
     let title = args.file.display().to_string();
     let (text, svg) = match &args.diff_base {
         Some(base_path) => {
-            let base = load(base_path, &mut charged)?;
+            let base = load(base_path, &mut charged, open)?;
             let text = super::diff_table(&base, &new, index).map_err(|e| (1, e.to_string()))?;
             let svg = match &args.svg {
                 Some(_) => {
@@ -287,7 +304,7 @@ mod tests {
         let meta = dir.join("meta.json");
         std::fs::write(&meta, br#"{"target":"http://h:1","profiles":{}}"#).unwrap();
         let args = parse(os(&[meta.to_str().unwrap()])).unwrap();
-        let (code, msg) = run(&args).unwrap_err();
+        let (code, msg) = run(&args, &|_, _| None).unwrap_err();
         assert_eq!(code, 1);
         assert_eq!(
             msg,

@@ -20,7 +20,7 @@ pub(crate) mod testprofile;
 pub mod top;
 pub mod units;
 
-pub use cli::main;
+pub use cli::{main, main_with, Opener};
 pub use flame::{diff_flamegraph_svg, flamegraph_svg, flamegraph_svg_for};
 pub use limits::{decode_untrusted, ReadError};
 pub use nodes::{default_sample_index, Node};

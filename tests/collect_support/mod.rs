@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+pub mod seaweed;
+
 use nl6::collect::archive::Stamp;
 use nl6_profile::proto::{self, Profile};
 
@@ -189,7 +191,6 @@ pub const REPLY_GARBAGE: &str = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n
 
 /// A 200 answer carrying a valid gzip'd CPU profile with no samples (an idle target's window).
 pub fn empty_profile_reply() -> Vec<u8> {
-    use prost::Message;
     let p = Profile {
         sample_type: vec![
             proto::ValueType { r#type: 1, unit: 2 },
@@ -204,6 +205,12 @@ pub fn empty_profile_reply() -> Vec<u8> {
         duration_nanos: 1_000_000_000,
         ..Default::default()
     };
+    profile_answer(&p)
+}
+
+/// A 200 answer carrying `p` gzip'd, as a target's `/debug/pprof/…` would send it.
+pub fn profile_answer(p: &Profile) -> Vec<u8> {
+    use prost::Message;
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     gz.write_all(&p.encode_to_vec()).unwrap();
     let body = gz.finish().unwrap();
@@ -248,7 +255,8 @@ pub fn tree(dir: &Path) -> BTreeSet<String> {
     out
 }
 
-/// The single `<program>/<yyyy>/<mm>/<dd>/<hh:mm:ss>` under `out/program` and the stamp it names.
+/// The single `<program>/<yyyy>/<mm>/<dd>/<hh:mm:ss>` under `out/program` and the stamp it names (the
+/// day's `index.html` beside the time directory is not an entry of the layout).
 pub fn only_dated_dir(out: &Path, program: &str) -> (PathBuf, Stamp) {
     let mut p = out.join(program);
     let mut parts = Vec::new();
@@ -256,6 +264,7 @@ pub fn only_dated_dir(out: &Path, program: &str) -> (PathBuf, Stamp) {
         let entries: Vec<_> = fs::read_dir(&p)
             .unwrap()
             .map(|e| e.unwrap().file_name())
+            .filter(|n| n != "index.html")
             .collect();
         assert_eq!(
             entries.len(),

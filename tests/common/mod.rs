@@ -145,6 +145,36 @@ impl Boot {
         self.run_within(Duration::from_secs(10))
     }
 
+    /// Starts the command as given (no `-listen` added, no boot line awaited): for `nl6 collect`.
+    pub fn spawn(&self) -> Nl6 {
+        self.spawn_with(&self.args)
+    }
+
+    /// Starts the binary with `args`, its stderr collected line by line.
+    fn spawn_with(&self, args: &[String]) -> Nl6 {
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn nl6");
+        let stderr = child.stderr.take().expect("stderr");
+        let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+        let sink = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                sink.lock().unwrap().push(line);
+            }
+        });
+        Nl6 {
+            child,
+            addr: "127.0.0.1:0".parse().unwrap(),
+            lines,
+        }
+    }
+
     /// Boots a server and waits for its boot line.
     pub fn start(&self) -> Nl6 {
         let mut args = self.args.clone();
@@ -162,27 +192,7 @@ impl Boot {
         {
             args.extend(["-snmp-port".to_string(), "0".to_string()]);
         }
-        let mut child = self
-            .command(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn nl6");
-        let stderr = child.stderr.take().expect("stderr");
-        let lines = Arc::new(Mutex::new(Vec::<String>::new()));
-        let sink = Arc::clone(&lines);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                sink.lock().unwrap().push(line);
-            }
-        });
-        let mut nl6 = Nl6 {
-            child,
-            addr: "127.0.0.1:0".parse().unwrap(),
-            lines,
-        };
+        let mut nl6 = self.spawn_with(&args);
         let end = Instant::now() + BOOT_TIMEOUT;
         loop {
             let found = nl6.lines.lock().unwrap().iter().find_map(|l| {
