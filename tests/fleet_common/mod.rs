@@ -117,4 +117,3 @@ pub fn load(port: u16, senders: u32, stop: Arc<AtomicBool>) -> (u64, u64, Vec<Du
     }
     total
 }
-
