@@ -323,7 +323,7 @@ impl Process {
             let at = 7 - len;
             let (op, modrm) = (b[at], b.get(at + 1).copied().unwrap_or(0));
             let sib = b.get(at + 2).copied().unwrap_or(0);
-            op == 0xff && (modrm >> 3) & 7 == 2 && !(modrm == 0x15) && ff_len(modrm, sib) == len
+            op == 0xff && (modrm >> 3) & 7 == 2 && modrm != 0x15 && ff_len(modrm, sib) == len
         });
         if indirect && self.in_code(ra) {
             return Ok(());

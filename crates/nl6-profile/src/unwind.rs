@@ -1,32 +1,31 @@
-//! Frame-pointer unwinding, from an interrupted signal context or from the current frame.
+//! Stack walks from an interrupted signal context or from the current frame, every caller proven.
 //!
-//! Every nl6 build carries frame pointers (`-C force-frame-pointers=yes`, .cargo/config.toml), so most of a
-//! stack is the chain `rbp → [saved rbp, return address]`. A CPU sample starts with the **interrupted
-//! instruction itself** (`RIP` from the `ucontext`) as the leaf, then:
-//! - leaf in a function of the executable that keeps a frame pointer ([`code`]) and `RBP` a plausible
-//!   frame: the chain from `RBP`;
-//! - otherwise — a frameless leaf (musl's `libc.a` in the static binary, glibc's `libc.so`, hand-written
-//!   assembly, the vdso) or an implausible `RBP` — the callers are found by scanning the stack above
-//!   `RSP` for validated return addresses up to the first frame-pointer caller, whose frame record
-//!   continues the chain ([`scan`]). The decision and its costs are in ARCHITECTURE.md ("The unwind").
+//! A CPU sample starts with the **interrupted instruction itself** (`RIP` from the `ucontext`) as the leaf;
+//! each caller then comes from a rule ([`step`]): the CFI row of the frame's instruction, looked up in the
+//! table of the code object that holds it ([`rules`], built outside handlers by [`learn`] and [`cfi`] from
+//! the executable's `.eh_frame` and musl's `.debug_frame`, and the `.eh_frame` of glibc, ld.so and the
+//! vDSO), or — for the body of a function of the executable that keeps a frame pointer ([`code`]) — its
+//! frame record `RBP → [saved rbp, return address]`. The interrupted frame always uses its CFI row, so a
+//! leaf in a prologue (before `push rbp; mov rbp, rsp`) or at `ret` after `pop rbp` keeps its caller. The
+//! walk ends in a thread's first function, or with one stop frame naming what it could not prove
+//! ([`stop`]): never with a guess. The decision and its costs are in ARCHITECTURE.md ("The unwind").
 //!
 //! Safety of the walk: the handler reads stack memory only inside `[RSP, high)` after checking that
 //! `RSP` lies inside the thread's own stack bounds `[low, high)` ([`bounds`]): a sample taken on the
-//! sigaltstack or on a coroutine's stack yields the leaf only. Bounds are learnt outside handlers — by
+//! sigaltstack or on a coroutine's stack yields the leaf and a stop frame. Bounds are learnt outside handlers — by
 //! the thread itself for threads nl6 spawns (and the profile's starter), by the CPU collector for others
 //! ([`foreign`]'s table, from `/proc/self/maps`); a handler never calls libc for them. A frame pointer is
-//! followed only if 8-aligned, inside those bounds and strictly above the previous frame, so a bogus `RBP`
-//! ends the walk, never reads outside the live stack. Code bytes (to validate a return address) are read
-//! only inside the executable's mapped code range. Stack and code words are loaded with one `mov` in
+//! followed, and a CFA accepted, only if 8-aligned, inside those bounds and strictly above the previous
+//! frame, so a bogus `RBP` or rule ends the walk, never reads outside the live stack; no code byte is read
+//! in a handler. Stack words are loaded with one `mov` in
 //! inline assembly: the words belong to frames the compiler knows nothing of, possibly never written
 //! (a frameless function's locals), which a Rust load would make undefined behaviour; a machine load of
 //! mapped memory is defined.
 //!
-//! What is lost, and accepted: interrupted in a frame-pointer function's prologue (before `push rbp; mov
-//! rbp, rsp`) or epilogue, the direct caller of the leaf is missing (the chain resumes at the caller's
-//! caller); on glibc, frames inside libc.so between the leaf and the executable are skipped (return
-//! addresses outside the executable are not recognised); the first sample of a foreign thread is its leaf
-//! only (its bounds are learnt from it).
+//! What is lost, and accepted: a frame whose rule the walk does not evaluate (a DWARF expression, as in
+//! PLT stubs and signal trampolines) ends the stack with a stop frame; the first sample of a foreign thread
+//! is its leaf and a stop frame (its bounds are learnt from it); code mapped after the last profile start
+//! or thread dump has no table until the next one (its frames stop as "no rule").
 //!
 //! The foreign table's contract. An entry is valid only for the thread that had the tid when it was
 //! learnt; Linux reuses tids, so an entry outliving its thread would bound a new thread's walk by another

@@ -110,6 +110,9 @@ pub(crate) enum Found {
     Rule { rule: Rule, obj: u8, off: u32 },
     /// No known object's code holds `pc`.
     Outside,
+    /// Not from the tables: the walk found `pc` in the body of a frame-pointer function of the
+    /// executable, whose caller is its frame record (no lookup needed).
+    FramePointerBody,
 }
 
 /// The rule for the instruction at `pc` (binary search in its object's table). Async-signal-safe.

@@ -111,12 +111,14 @@ where
     /// One step from frame `f`, whose instruction is `probe` (the pc, or a return address − 1).
     #[inline]
     fn step(&self, f: Frame, probe: u64, found: Found, exact: bool) -> (Next, u8, u32) {
-        let Found::Rule { rule, obj, off } = found else {
-            return (Next::Stop(Stop::OutsideCode), 0, 0);
+        // `probe` is only needed for a frame-pointer function without any rule (see the module doc).
+        let (rule, obj, off) = match found {
+            Found::Rule { rule, obj, off } => (rule, obj, off),
+            Found::FramePointerBody if !exact => return (self.frame_record(f), 0, 0),
+            _ => return (Next::Stop(Stop::OutsideCode), 0, 0),
         };
         let next = match rule.kind {
             kind::ROOT => Next::Root,
-            _ if !exact && (self.has_fp)(probe) => self.frame_record(f),
             kind::CFA_RSP | kind::CFA_RBP => self.by_rule(f, rule),
             kind::UNSUPPORTED => Next::Stop(Stop::Unsupported),
             _ if (self.has_fp)(probe) => self.frame_record(f),
@@ -144,7 +146,12 @@ where
                 Next::Stop(why) => why,
                 Next::Caller(c) if c.pc == 0 => Stop::ZeroReturn,
                 Next::Caller(c) => {
-                    let at = (self.rule_at)(c.pc.wrapping_sub(1));
+                    // A return into a frame-pointer body needs no lookup: its frame record is next.
+                    let at = if (self.has_fp)(c.pc.wrapping_sub(1)) {
+                        Found::FramePointerBody
+                    } else {
+                        (self.rule_at)(c.pc.wrapping_sub(1))
+                    };
                     if at == Found::Outside {
                         Stop::OutsideCode
                     } else if n + 1 >= out.len() {
