@@ -89,7 +89,7 @@ pub(crate) mod unwind;
 /// naming the call (`sigaction(27): …`).
 pub fn install_signal_handlers() -> std::io::Result<()> {
     // The unwind rules are ready before the first stack is taken (a `threadcreate` record, a heap site).
-    unwind::learn_code();
+    heap::unsampled(unwind::learn_code);
     cpu::install_handler()?;
     threads::install_handler()
 }

@@ -180,23 +180,29 @@ fn classify_functions(exe: &std::path::Path, base: u64, lo: u64, hi: u64) -> Opt
     (!funcs.is_empty()).then(|| fp_ranges(funcs))
 }
 
-/// Copies `ranges` into an anonymous private mapping that is never unmapped.
-fn leak_in_mapping(ranges: &[Range]) -> Option<&'static [Range]> {
-    let bytes = std::mem::size_of_val(ranges).max(1);
-    // SAFETY: a fresh anonymous mapping; we write `ranges.len()` ranges into it and never unmap it.
-    unsafe {
-        let p = libc::mmap(
+/// A fresh anonymous private read-write mapping of `bytes` (at least one page), never unmapped: the
+/// unwinder's tables live there, off nl6's heap.
+pub(crate) fn anonymous_mapping(bytes: usize) -> Option<*mut u8> {
+    // SAFETY: a fresh anonymous mapping at an address the kernel chooses; it replaces nothing.
+    let p = unsafe {
+        libc::mmap(
             std::ptr::null_mut(),
-            bytes,
+            bytes.max(1),
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
             -1,
             0,
-        );
-        if p == libc::MAP_FAILED {
-            return None;
-        }
-        let table = p as *mut Range;
+        )
+    };
+    (p != libc::MAP_FAILED).then_some(p as *mut u8)
+}
+
+/// Copies `ranges` into an anonymous private mapping that is never unmapped.
+fn leak_in_mapping(ranges: &[Range]) -> Option<&'static [Range]> {
+    let table = anonymous_mapping(std::mem::size_of_val(ranges))? as *mut Range;
+    // SAFETY: the mapping holds `ranges.len()` ranges (aligned: a page start); written once here, then
+    // only read, and never unmapped.
+    unsafe {
         std::ptr::copy_nonoverlapping(ranges.as_ptr(), table, ranges.len());
         Some(std::slice::from_raw_parts(table, ranges.len()))
     }

@@ -7,7 +7,8 @@
 //! Also owns the objects' names, for the stop frames a walk writes ([`object_name`]).
 //!
 //! Never: runs in a handler; puts a table on nl6's heap (the rows are built in a temporary `Vec`, freed
-//! before the function returns, under [`crate::heap::unsampled`] so the heap profile never sees them).
+//! before the function returns; callers learn under `heap::unsampled`, so the heap profile never sees
+//! them).
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
@@ -34,44 +35,42 @@ pub(crate) fn object_name(i: usize) -> Option<String> {
 
 /// Learns the tables of every code object not yet known (cheap when nothing is new).
 pub(crate) fn learn_objects() {
-    crate::heap::unsampled(|| {
-        let Ok(maps) = maps::read_self() else {
+    let Ok(maps) = maps::read_self() else {
+        return;
+    };
+    let exe = std::fs::read_link("/proc/self/exe")
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
+    let mut paths: Vec<&str> = maps
+        .iter()
+        .filter(|e| e.executable && (e.is_file() || e.path == "[vdso]"))
+        .map(|e| e.path.as_str())
+        .collect();
+    paths.dedup();
+    for path in paths {
+        let Some((lo, hi)) = maps::executable_span(&maps, path) else {
+            continue;
+        };
+        if known.by_key.contains_key(&(path.to_string(), lo)) {
+            continue;
+        }
+        let table = build(&maps, path, path == exe, lo, hi).unwrap_or(Table {
+            lo,
+            hi,
+            rules: &[],
+            pcs: &[],
+            idx: &[],
+        });
+        let Some(slot) = rules::publish_table(table) else {
             return;
         };
-        let exe = std::fs::read_link("/proc/self/exe")
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
-        let mut paths: Vec<&str> = maps
-            .iter()
-            .filter(|e| e.executable && (e.is_file() || e.path == "[vdso]"))
-            .map(|e| e.path.as_str())
-            .collect();
-        paths.dedup();
-        for path in paths {
-            let Some((lo, hi)) = maps::executable_span(&maps, path) else {
-                continue;
-            };
-            if known.by_key.contains_key(&(path.to_string(), lo)) {
-                continue;
-            }
-            let table = build(&maps, path, path == exe, lo, hi).unwrap_or(Table {
-                lo,
-                hi,
-                rules: &[],
-                pcs: &[],
-                idx: &[],
-            });
-            let Some(slot) = rules::publish_table(table) else {
-                return;
-            };
-            known.by_key.insert((path.to_string(), lo), slot);
-            let short = path.rsplit('/').next().unwrap_or(path);
-            known
-                .names
-                .push(short.trim_end_matches(" (deleted)").to_string());
-        }
-    })
+        known.by_key.insert((path.to_string(), lo), slot);
+        let short = path.rsplit('/').next().unwrap_or(path);
+        known
+            .names
+            .push(short.trim_end_matches(" (deleted)").to_string());
+    }
 }
 
 /// The table of the object at `path` with code `[lo, hi)`.
@@ -113,24 +112,14 @@ fn pack(lo: u64, hi: u64, rows: &[(u64, Rule)]) -> Option<Table> {
     let n = rows.len();
     let rule_bytes = distinct.len() * std::mem::size_of::<Rule>();
     let bytes = rule_bytes + n * 4 + n * 2;
-    // SAFETY: a fresh anonymous private mapping of `bytes`; filled below through raw pointers within it,
-    // then only read (never unmapped), which makes the `'static` slices sound.
+    let p = super::code::anonymous_mapping(bytes)?;
+    // SAFETY: a fresh mapping of `bytes` (page-aligned), filled below within its bounds, then only read
+    // (never unmapped), which makes the `'static` slices sound.
     unsafe {
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            bytes.max(1),
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        if p == libc::MAP_FAILED {
-            return None;
-        }
         let rules_p = p as *mut Rule;
         std::ptr::copy_nonoverlapping(distinct.as_ptr(), rules_p, distinct.len());
-        let pcs_p = (p as *mut u8).add(rule_bytes) as *mut u32;
-        let idx_p = (p as *mut u8).add(rule_bytes + n * 4) as *mut u16;
+        let pcs_p = p.add(rule_bytes) as *mut u32;
+        let idx_p = p.add(rule_bytes + n * 4) as *mut u16;
         for (i, (off, r)) in rows.iter().enumerate() {
             pcs_p.add(i).write(*off);
             let k = distinct.binary_search(r).unwrap_or(0) as u16;
