@@ -1,4 +1,6 @@
-//! Records the git commit for `nl6 --version`.
+//! Records the git commit for `nl6 --version`; in release builds for Linux, links with
+//! `link/keep-debug-frame.ld`, which keeps `.debug_frame` (musl's unwind rules) and drops the other
+//! debug sections.
 use std::process::Command;
 
 fn main() {
@@ -13,4 +15,11 @@ fn main() {
     println!("cargo:rustc-env=NL6_GIT_COMMIT={commit}");
     println!("cargo:rerun-if-changed=.git/HEAD");
     println!("cargo:rerun-if-changed=.git/refs");
+    let release = std::env::var("PROFILE").is_ok_and(|p| p == "release");
+    let linux = std::env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "linux");
+    if release && linux {
+        let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
+        println!("cargo:rustc-link-arg=-Wl,-T,{dir}/link/keep-debug-frame.ld");
+        println!("cargo:rerun-if-changed=link/keep-debug-frame.ld");
+    }
 }

@@ -125,7 +125,9 @@ pub fn recv_with_destination(
 }
 
 /// Sends `bytes` to `to` from local address `from` (which the host must own) on `sock`, whatever the
-/// socket is bound to, via `sendmsg` with an `IP_PKTINFO` source.
+/// socket is bound to, via `sendmsg` with an `IP_PKTINFO` source. Never inlined: profiles show the
+/// fleet's send path as `sendmsg ← netsys::send_from ← …`, naming where the packet is built.
+#[inline(never)]
 pub fn send_from(
     sock: &UdpSocket,
     bytes: &[u8],

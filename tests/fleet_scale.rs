@@ -8,23 +8,16 @@ mod common;
 mod fleet_common;
 
 use common::{boot, json, status_field, threads_of, Nl6};
-use fleet_common::run;
-use nl6::lab::ber::{Oid, Value};
-use nl6::lab::snmp::{pdu, Message};
+use fleet_common::{device_ip, get_sysname, load, run, DEVICES};
 use nl6_profile::proto::{self, Profile};
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const DEVICES: u32 = 30_000;
 const THREAD_BOUND: usize = 64;
 /// Boot budget of the issue: 30 000 devices listening within 3 s.
 const BOOT_LIMIT: Duration = Duration::from_secs(3);
-
-fn device_ip(i: u32) -> Ipv4Addr {
-    Ipv4Addr::from(u32::from(Ipv4Addr::new(127, 1, 0, 0)) + 1 + i)
-}
 
 fn snmp_port(n: &Nl6) -> u16 {
     let (status, _, body) = n.http("GET", "/api/v1/devices?limit=1", b"");
@@ -41,37 +34,6 @@ fn cpu_ticks(pid: u32) -> u64 {
     let after = &stat[stat.rfind(')').unwrap() + 2..];
     let f: Vec<&str> = after.split_whitespace().collect();
     f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
-}
-
-fn get_request(id: i32, oid: &str) -> Vec<u8> {
-    Message {
-        version: 1,
-        community: b"public".to_vec(),
-        pdu_type: pdu::GET,
-        request_id: id,
-        error_status: 0,
-        error_index: 0,
-        varbinds: vec![(Oid::parse(oid).unwrap(), Value::Null)],
-    }
-    .encode()
-}
-
-/// Sends one GET sysName.0 to `to` and returns the reply's source and sysName.
-fn get_sysname(sock: &UdpSocket, to: SocketAddr, id: i32) -> Option<(SocketAddr, String)> {
-    sock.send_to(&get_request(id, "1.3.6.1.2.1.1.5.0"), to)
-        .unwrap();
-    let mut buf = [0u8; 1500];
-    loop {
-        let (n, from) = sock.recv_from(&mut buf).ok()?;
-        let m = Message::decode(&buf[..n]).expect("a response");
-        if m.request_id != id {
-            continue; // a late answer to an earlier, retried request
-        }
-        let Value::OctetString(name) = &m.varbinds[0].1 else {
-            panic!("sysName is a string: {m:?}")
-        };
-        return Some((from, String::from_utf8_lossy(name).into_owned()));
-    }
 }
 
 fn snmp(tool: &str, target: &str, oid: &str) -> String {
@@ -123,45 +85,6 @@ fn profile_samples(n: &Nl6, seconds: u32) -> Vec<Sample> {
             (label, names, s.value[0])
         })
         .collect()
-}
-
-/// Tight GET load over every device address from `senders` threads of this process, each waiting for
-/// each answer; returns (requests, unanswered, latencies).
-fn load(port: u16, senders: u32, stop: Arc<AtomicBool>) -> (u64, u64, Vec<Duration>) {
-    let handles: Vec<_> = (0..senders)
-        .map(|t| {
-            let stop = Arc::clone(&stop);
-            std::thread::spawn(move || {
-                let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
-                sock.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-                let (mut sent, mut lost, mut lat) = (0u64, 0u64, Vec::new());
-                let mut i = t;
-                while !stop.load(Ordering::Relaxed) {
-                    let to = SocketAddr::from((device_ip(i % DEVICES), port));
-                    let t0 = Instant::now();
-                    sent += 1;
-                    match get_sysname(&sock, to, sent as i32) {
-                        Some((from, name)) => {
-                            assert_eq!(from, to, "the reply's source is the address asked");
-                            assert_eq!(name, format!("nl6-dev-{:04}", i % DEVICES));
-                            lat.push(t0.elapsed());
-                        }
-                        None => lost += 1,
-                    }
-                    i += senders;
-                }
-                (sent, lost, lat)
-            })
-        })
-        .collect();
-    let mut total = (0, 0, Vec::new());
-    for h in handles {
-        let (s, l, lat) = h.join().unwrap();
-        total.0 += s;
-        total.1 += l;
-        total.2.extend(lat);
-    }
-    total
 }
 
 #[test]

@@ -2,7 +2,13 @@
 //! `common::wait_for`).
 #![allow(dead_code)]
 
+use nl6::lab::ber::{Oid, Value};
+use nl6::lab::snmp::{pdu, Message};
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// A UDP port free on 127.0.0.1 right now.
 pub fn free_udp_port() -> u16 {
@@ -31,4 +37,83 @@ impl Drop for Guard {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// Devices of the `-device-net` fleet tests.
+pub const DEVICES: u32 = 30_000;
+
+/// The address of device `i` of a `-device-net 127.1.0.0/16` fleet.
+pub fn device_ip(i: u32) -> Ipv4Addr {
+    Ipv4Addr::from(u32::from(Ipv4Addr::new(127, 1, 0, 0)) + 1 + i)
+}
+
+/// An SNMPv2c GET of `oid` with request id `id`, encoded.
+pub fn get_request(id: i32, oid: &str) -> Vec<u8> {
+    Message {
+        version: 1,
+        community: b"public".to_vec(),
+        pdu_type: pdu::GET,
+        request_id: id,
+        error_status: 0,
+        error_index: 0,
+        varbinds: vec![(Oid::parse(oid).unwrap(), Value::Null)],
+    }
+    .encode()
+}
+
+/// Sends one GET sysName.0 to `to` and returns the reply's source and sysName.
+pub fn get_sysname(sock: &UdpSocket, to: SocketAddr, id: i32) -> Option<(SocketAddr, String)> {
+    sock.send_to(&get_request(id, "1.3.6.1.2.1.1.5.0"), to)
+        .unwrap();
+    let mut buf = [0u8; 1500];
+    loop {
+        let (n, from) = sock.recv_from(&mut buf).ok()?;
+        let m = Message::decode(&buf[..n]).expect("a response");
+        if m.request_id != id {
+            continue; // a late answer to an earlier, retried request
+        }
+        let Value::OctetString(name) = &m.varbinds[0].1 else {
+            panic!("sysName is a string: {m:?}")
+        };
+        return Some((from, String::from_utf8_lossy(name).into_owned()));
+    }
+}
+
+/// Tight GET load over every device address from `senders` threads of this process, each waiting for
+/// each answer; returns (requests, unanswered, latencies).
+pub fn load(port: u16, senders: u32, stop: Arc<AtomicBool>) -> (u64, u64, Vec<Duration>) {
+    let handles: Vec<_> = (0..senders)
+        .map(|t| {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+                sock.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                let (mut sent, mut lost, mut lat) = (0u64, 0u64, Vec::new());
+                let mut i = t;
+                while !stop.load(Ordering::Relaxed) {
+                    let to = SocketAddr::from((device_ip(i % DEVICES), port));
+                    let t0 = Instant::now();
+                    sent += 1;
+                    match get_sysname(&sock, to, sent as i32) {
+                        Some((from, name)) => {
+                            assert_eq!(from, to, "the reply's source is the address asked");
+                            assert_eq!(name, format!("nl6-dev-{:04}", i % DEVICES));
+                            lat.push(t0.elapsed());
+                        }
+                        None => lost += 1,
+                    }
+                    i += senders;
+                }
+                (sent, lost, lat)
+            })
+        })
+        .collect();
+    let mut total = (0, 0, Vec::new());
+    for h in handles {
+        let (s, l, lat) = h.join().unwrap();
+        total.0 += s;
+        total.1 += l;
+        total.2.extend(lat);
+    }
+    total
 }

@@ -123,6 +123,8 @@ pub(crate) mod unwind;
 /// binary at startup; the samplers install them anyway when they start. An error is the OS's, its text
 /// naming the call (`sigaction(27): …`).
 pub fn install_signal_handlers() -> std::io::Result<()> {
+    // The unwind rules are ready before the first stack is taken (a `threadcreate` record, a heap site).
+    heap::unsampled(unwind::learn_code);
     cpu::install_handler()?;
     threads::install_handler()
 }

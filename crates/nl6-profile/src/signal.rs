@@ -221,7 +221,9 @@ mod tests {
         ("unwind.rs", include_str!("unwind.rs")),
         ("unwind/bounds.rs", include_str!("unwind/bounds.rs")),
         ("unwind/code.rs", include_str!("unwind/code.rs")),
-        ("unwind/scan.rs", include_str!("unwind/scan.rs")),
+        ("unwind/step.rs", include_str!("unwind/step.rs")),
+        ("unwind/rules.rs", include_str!("unwind/rules.rs")),
+        ("unwind/stop.rs", include_str!("unwind/stop.rs")),
         ("unwind/foreign.rs", include_str!("unwind/foreign.rs")),
     ];
 
@@ -308,7 +310,8 @@ mod tests {
         for must in [
             "unwind_interrupted",
             "bounds_in_handler",
-            "scan_from_rsp",
+            "walk_rules",
+            "lookup",
             "foreign_bounds",
         ] {
             assert!(

@@ -188,6 +188,9 @@ impl Symbolizer {
     /// Resolves a runtime address (pass `addr - 1` for return addresses). `None` when no executable
     /// mapping of the process contains it.
     pub fn resolve(&self, addr: u64) -> Option<Arc<Resolved>> {
+        if let Some(name) = super::unwind::stop_name(addr) {
+            return Some(heap::unsampled(|| stop_frame(name, addr)));
+        }
         heap::unsampled(|| self.module_at(addr)?.resolve(addr))
     }
 
@@ -376,6 +379,19 @@ fn dwarf_frames(
         frames.push(symbol.clone());
     }
     frames
+}
+
+/// The one frame of an unwinder's stop entry (see `unwind::stop`): named for what stopped the walk.
+fn stop_frame(name: String, addr: u64) -> Arc<Resolved> {
+    Arc::new(Resolved {
+        frames: vec![Frame {
+            system_name: name.clone(),
+            name,
+            file: None,
+            line: 0,
+        }],
+        entry: addr & !0xff,
+    })
 }
 
 /// The function name for a runtime address, as `/debug/pprof/symbol` answers it (`None` if unknown).

@@ -426,7 +426,7 @@ pub fn capture_all(timeout: Duration) -> Vec<ThreadStack> {
     let _serial = CAPTURE.lock().unwrap_or_else(|e| e.into_inner());
     // Both rounds share `timeout`: the capture as a whole answers within it.
     let deadline = Instant::now() + timeout;
-    unwind::learn_code();
+    crate::heap::unsampled(unwind::learn_code);
     let me = signal::gettid();
     let others: Vec<i32> = super::cpu::list_tids()
         .unwrap_or_default()

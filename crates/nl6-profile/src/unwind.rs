@@ -1,32 +1,31 @@
-//! Frame-pointer unwinding, from an interrupted signal context or from the current frame.
+//! Stack walks from an interrupted signal context or from the current frame, every caller proven.
 //!
-//! Every nl6 build carries frame pointers (`-C force-frame-pointers=yes`, .cargo/config.toml), so most of a
-//! stack is the chain `rbp → [saved rbp, return address]`. A CPU sample starts with the **interrupted
-//! instruction itself** (`RIP` from the `ucontext`) as the leaf, then:
-//! - leaf in a function of the executable that keeps a frame pointer ([`code`]) and `RBP` a plausible
-//!   frame: the chain from `RBP`;
-//! - otherwise — a frameless leaf (musl's `libc.a` in the static binary, glibc's `libc.so`, hand-written
-//!   assembly, the vdso) or an implausible `RBP` — the callers are found by scanning the stack above
-//!   `RSP` for validated return addresses up to the first frame-pointer caller, whose frame record
-//!   continues the chain ([`scan`]). The decision and its costs are in ARCHITECTURE.md ("The unwind").
+//! A CPU sample starts with the **interrupted instruction itself** (`RIP` from the `ucontext`) as the leaf;
+//! each caller then comes from a rule ([`step`]): the CFI row of the frame's instruction, looked up in the
+//! table of the code object that holds it ([`rules`], built outside handlers by [`learn`] and [`cfi`] from
+//! the executable's `.eh_frame` and musl's `.debug_frame`, and the `.eh_frame` of glibc, ld.so and the
+//! vDSO), or — for the body of a function of the executable that keeps a frame pointer ([`code`]) — its
+//! frame record `RBP → [saved rbp, return address]`. The interrupted frame always uses its CFI row, so a
+//! leaf in a prologue (before `push rbp; mov rbp, rsp`) or at `ret` after `pop rbp` keeps its caller. The
+//! walk ends in a thread's first function, or with one stop frame naming what it could not prove
+//! ([`stop`]): never with a guess. The decision and its costs are in ARCHITECTURE.md ("The unwind").
 //!
 //! Safety of the walk: the handler reads stack memory only inside `[RSP, high)` after checking that
 //! `RSP` lies inside the thread's own stack bounds `[low, high)` ([`bounds`]): a sample taken on the
-//! sigaltstack or on a coroutine's stack yields the leaf only. Bounds are learnt outside handlers — by
+//! sigaltstack or on a coroutine's stack yields the leaf and a stop frame. Bounds are learnt outside handlers — by
 //! the thread itself for threads nl6 spawns (and the profile's starter), by the CPU collector for others
 //! ([`foreign`]'s table, from `/proc/self/maps`); a handler never calls libc for them. A frame pointer is
-//! followed only if 8-aligned, inside those bounds and strictly above the previous frame, so a bogus `RBP`
-//! ends the walk, never reads outside the live stack. Code bytes (to validate a return address) are read
-//! only inside the executable's mapped code range. Stack and code words are loaded with one `mov` in
+//! followed, and a CFA accepted, only if 8-aligned, inside those bounds and strictly above the previous
+//! frame, so a bogus `RBP` or rule ends the walk, never reads outside the live stack; no code byte is read
+//! in a handler. Stack words are loaded with one `mov` in
 //! inline assembly: the words belong to frames the compiler knows nothing of, possibly never written
 //! (a frameless function's locals), which a Rust load would make undefined behaviour; a machine load of
 //! mapped memory is defined.
 //!
-//! What is lost, and accepted: interrupted in a frame-pointer function's prologue (before `push rbp; mov
-//! rbp, rsp`) or epilogue, the direct caller of the leaf is missing (the chain resumes at the caller's
-//! caller); on glibc, frames inside libc.so between the leaf and the executable are skipped (return
-//! addresses outside the executable are not recognised); the first sample of a foreign thread is its leaf
-//! only (its bounds are learnt from it).
+//! What is lost, and accepted: a frame whose rule the walk does not evaluate (a DWARF expression, as in
+//! PLT stubs and signal trampolines) ends the stack with a stop frame; the first sample of a foreign thread
+//! is its leaf and a stop frame (its bounds are learnt from it); code mapped after the last profile start
+//! or thread dump has no table until the next one (its frames stop as "no rule").
 //!
 //! The foreign table's contract. An entry is valid only for the thread that had the tid when it was
 //! learnt; Linux reuses tids, so an entry outliving its thread would bound a new thread's walk by another
@@ -43,14 +42,26 @@
 use std::sync::atomic::compiler_fence;
 
 mod bounds;
+mod cfi;
 mod code;
 mod foreign;
-mod scan;
+mod learn;
+mod rules;
+mod step;
+mod stop;
 pub(crate) use bounds::{bounds_in_handler, init_thread_bounds, mapping_bounds, Bounds};
-pub(crate) use code::{frame_pointer_census, learn_code};
+pub(crate) use code::frame_pointer_census;
 pub(crate) use foreign::{foreign_bounds, forget_foreign, set_foreign_bounds};
 #[cfg(test)]
 pub(crate) use foreign::{foreign_top, set_foreign_top};
+pub(crate) use stop::stop_name;
+
+/// Learns what the walk needs, outside any handler: the executable's code map and the rule tables of
+/// every code object not yet known (cheap to repeat).
+pub(crate) fn learn_code() {
+    code::learn_code();
+    learn::learn_objects();
+}
 
 /// Deepest stack recorded; deeper stacks are truncated at the root end.
 pub(crate) const MAX_DEPTH: usize = 64;
@@ -166,9 +177,9 @@ unsafe fn load_word(addr: u64) -> u64 {
     }
 }
 
-/// Unwinds an interrupted context: the interrupted `RIP` first, then its callers (see the module doc),
+/// Unwinds an interrupted context: the interrupted `RIP` first, then its proven callers ([`step`]),
 /// reading only `[RSP, high)` once `RSP` is inside the thread's bounds `[low, high)`; otherwise the leaf
-/// only. Async-signal-safe.
+/// and a stop entry saying the bounds are unknown. Async-signal-safe.
 #[inline]
 pub(crate) fn unwind_interrupted(regs: Regs, bounds: Option<(u64, u64)>, out: &mut [u64]) -> usize {
     let Some(first) = out.first_mut() else {
@@ -177,54 +188,73 @@ pub(crate) fn unwind_interrupted(regs: Regs, bounds: Option<(u64, u64)>, out: &m
     *first = regs.rip;
     let Some((lo, hi)) = bounds.and_then(|(low, high)| bounds::walk_range(regs.rsp, low, high))
     else {
-        return 1;
+        return match out.get_mut(1) {
+            Some(slot) => {
+                *slot = stop::stop_entry(stop::Stop::NoBounds, 0, 0);
+                2
+            }
+            None => 1,
+        };
     };
     compiler_fence(std::sync::atomic::Ordering::SeqCst);
-    let rest = out.get_mut(1..).unwrap_or(&mut []);
-    // SAFETY (readers): stack words only in [rsp, high), inside the thread's own live stack (it is
-    // stopped in our handler); code words only inside the executable's mapped code (`Code` checks).
-    let mem = scan::Mem {
+    walk_rules(regs, lo, hi, out)
+}
+
+/// The rule walk over the live stack `[lo, hi)` of the calling or interrupted thread.
+#[inline]
+fn walk_rules(regs: Regs, lo: u64, hi: u64, out: &mut [u64]) -> usize {
+    let code = code::Code::load();
+    // SAFETY (reader): stack words only in [lo, hi) (the walk checks each address), inside the thread's
+    // own live stack, which is stopped in our handler or is our own.
+    // A closure (not the fn item) so the handler contract's call-graph test sees the lookup.
+    #[allow(clippy::redundant_closure)]
+    let ctx = step::Ctx {
         lo,
         hi,
-        stack: |a| unsafe { load_word(a) },
-        code: |a| unsafe { load_word(a) },
+        word: |a| unsafe { load_word(a) },
+        rule_at: |pc| rules::lookup(pc),
+        has_fp: |pc| code.is_some_and(|c| c.keeps_frame_pointer(pc)),
     };
-    let code = code::Code::load();
-    let frameless = code.is_some_and(|c| {
-        !c.keeps_frame_pointer(regs.rip) || !mem.plausible_frame(&c, regs.rbp, lo)
-    });
-    let (scanned, fp) = match code {
-        Some(c) if frameless => scan::scan_from_rsp(&c, regs.rip, regs.rbp, &mem, rest),
-        _ => (0, regs.rbp),
-    };
-    let rest = rest.get_mut(scanned..).unwrap_or(&mut []);
-    if fp == 0 {
-        return 1 + scanned;
-    }
-    1 + scanned + walk(None, fp, lo, hi, 0, rest, mem.stack)
+    ctx.walk(regs.rip, regs.rsp, regs.rbp, out)
 }
 
 /// Writes the calling thread's return addresses (the caller of `current_stack` first), skipping `skip`
-/// more frames, into `out`; returns how many were written. Allocation-free and async-signal-safe once the
-/// thread's bounds are cached; the first call on a thread asks libc for them (see module doc).
+/// more frames, into `out`; returns how many were written. The same rule walk as a sample's once the
+/// rules are learnt ([`learn_code`]), the frame-pointer chain before. Allocation-free and
+/// async-signal-safe once the thread's bounds are cached; the first call on a thread asks libc for them
+/// (see module doc).
 #[inline(never)]
 pub(crate) fn current_stack(skip: usize, out: &mut [u64]) -> usize {
     #[cfg(target_arch = "x86_64")]
     {
-        let (fp, sp): (u64, u64);
-        // SAFETY: reads two registers, no memory access or side effect.
+        let (fp, sp, ip): (u64, u64, u64);
+        // SAFETY: reads three registers, no memory access or side effect.
         unsafe {
-            std::arch::asm!("mov {fp}, rbp", "mov {sp}, rsp", fp = out(reg) fp, sp = out(reg) sp,
-                options(nomem, nostack, preserves_flags));
+            std::arch::asm!("mov {fp}, rbp", "mov {sp}, rsp", "lea {ip}, [rip]", fp = out(reg) fp,
+                sp = out(reg) sp, ip = out(reg) ip, options(nomem, nostack, preserves_flags));
         }
         let top = init_thread_bounds();
         if top == 0 {
             return 0;
         }
-        // SAFETY: as in `unwind_interrupted`; our own stack between sp and its top is live.
-        walk(None, fp, sp, top as u64, skip, out, |a| unsafe {
-            load_word(a)
-        })
+        if !rules::learnt() {
+            // SAFETY: as in `unwind_interrupted`; our own stack between sp and its top is live.
+            return walk(None, fp, sp, top as u64, skip, out, |a| unsafe {
+                load_word(a)
+            });
+        }
+        let regs = Regs {
+            rip: ip,
+            rbp: fp,
+            rsp: sp,
+        };
+        let mut all = [0u64; MAX_DEPTH + 8];
+        let n = walk_rules(regs, sp, top as u64, &mut all);
+        // all[0] is this function itself.
+        let from = (1 + skip).min(n);
+        let k = (n - from).min(out.len());
+        out[..k].copy_from_slice(&all[from..from + k]);
+        k
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -364,30 +394,33 @@ mod tests {
         let (low, high) = (base, at(64));
         let n = unwind_interrupted(regs, Some((low, high)), &mut out);
         assert_eq!(
-            &out[..n],
+            &out[..3],
             &[leaf, ret_in_marker, ret_in_test],
             "the real bounds walk the chain"
         );
+        // The fake chain ends with a zero frame pointer: a named stop, not a guess.
+        assert_eq!(n, 4);
+        assert!(stop::decode(out[3]).is_some());
+        let leaf_only = |bounds| {
+            let n = unwind_interrupted(regs, bounds, &mut [0u64; 8]);
+            let mut o = [0u64; 8];
+            unwind_interrupted(regs, bounds, &mut o);
+            (n, o[0], stop::decode(o[1]).map(|d| d.0))
+        };
+        let only = (2, leaf, Some(stop::Stop::NoBounds));
         let stale = high + MAX_STACK_SPAN + 4096;
-        assert_eq!(unwind_interrupted(regs, Some((low, stale)), &mut out), 1);
-        assert_eq!(
-            unwind_interrupted(regs, Some((low, regs.rsp - 8)), &mut out),
-            1
-        );
-        assert_eq!(
-            unwind_interrupted(regs, Some((at(1), high)), &mut out),
-            1,
-            "RSP below low"
-        );
-        assert_eq!(unwind_interrupted(regs, None, &mut out), 1);
-        assert_eq!(out[0], leaf);
+        assert_eq!(leaf_only(Some((low, stale))), only);
+        assert_eq!(leaf_only(Some((low, regs.rsp - 8))), only);
+        assert_eq!(leaf_only(Some((at(1), high))), only, "RSP below low");
+        assert_eq!(leaf_only(None), only);
         drop(stack);
     }
 
-    /// A leaf outside the executable (libc.so, or frameless code) with `RBP` clobbered: the caller comes
-    /// from a validated return address, then the frame chain.
+    /// A leaf in a frameless function of the real executable (a rule: CFA = RSP + 8 at a function's
+    /// first instruction) with `RBP` clobbered: the caller is the word at `[RSP]`, not a stale return
+    /// address above it; then the frame chain.
     #[test]
-    fn a_frameless_leaf_keeps_its_frame_pointer_caller() {
+    fn a_leaf_at_a_function_entry_keeps_its_real_caller() {
         learn_code();
         let mut real = [0u64; MAX_DEPTH];
         let n = marker(&mut real);
@@ -395,20 +428,22 @@ mod tests {
         let mut stack = vec![0u64; 64];
         let base = stack.as_ptr() as u64;
         let at = |i: usize| base + 8 * i as u64;
-        stack[1] = 0x1234;
-        stack[2] = real[0];
+        // [rsp] = the return into `marker`'s caller frame; a stale return address above it.
+        stack[0] = real[0];
+        stack[1] = real[2];
         stack[6] = at(12);
         stack[7] = real[1];
         stack[12] = 0;
         stack[13] = real[2];
         let regs = Regs {
-            rip: 0x10,
-            rbp: 3,
+            rip: marker as *const () as u64,
+            rbp: at(6),
             rsp: at(0),
         };
         let mut out = [0u64; 8];
         let n = unwind_interrupted(regs, Some((base, at(64))), &mut out);
-        assert_eq!(&out[..n], &[0x10, real[0], real[1], real[2]]);
+        assert!(n >= 3, "{:x?}", &out[..n]);
+        assert_eq!(&out[..3], &[regs.rip, real[0], real[1]]);
         drop(stack);
     }
 

@@ -383,7 +383,7 @@ fn start_inner(hz: u32, number: u64) -> Result<CpuSession, CpuError> {
     let period_ns = 1_000_000_000 / effective_hz(hz) as u64;
     signal::install(signal::CPU_SIGNAL, on_sigprof).map_err(|e| CpuError::Os(e.to_string()))?;
     unwind::init_thread_bounds();
-    unwind::learn_code();
+    crate::heap::unsampled(unwind::learn_code);
     // Discard anything a handler published after the previous session ended.
     Window::new().drain_ring();
     let shared = Arc::new(Shared {

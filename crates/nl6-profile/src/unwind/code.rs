@@ -1,5 +1,5 @@
-//! The executable's code as the unwinder sees it: its address range, which of its functions keep a frame
-//! pointer, and whether a stack word is a return address (the bytes just before it encode a `call`).
+//! The executable's code as the unwinder sees it: its address range and which of its functions keep a
+//! frame pointer (their bodies are walked by frame record).
 //!
 //! Learnt once, outside any handler ([`learn_code`]): the range from `/proc/self/maps`; the functions from
 //! the executable's symbol table (the file is mapped read-only for the parse, then unmapped), each
@@ -92,93 +92,6 @@ impl Code {
         let i = self.fp.partition_point(|r| r[0] <= pc);
         i > 0 && self.fp.get(i - 1).is_some_and(|r| pc < r[1])
     }
-
-    /// True when `w` is a return address into the executable: inside its code, and the bytes before it
-    /// decode as a `call`. `read8(a)` returns the 8 code bytes at `a` (little-endian); it is only called
-    /// with `a >= lo` and `a + 8 <= hi`.
-    #[inline]
-    pub(crate) fn is_return_address(&self, w: u64, read8: impl Fn(u64) -> u64) -> bool {
-        self.call_before(w, read8).is_some()
-    }
-
-    /// The call that `w` returns from, if `w` is a return address into the executable (see
-    /// [`Code::is_return_address`]).
-    #[inline]
-    pub(crate) fn call_before(&self, w: u64, read8: impl Fn(u64) -> u64) -> Option<Call> {
-        if w < self.lo.saturating_add(8) || w > self.hi {
-            return None;
-        }
-        decode_call(w, read8(w - 8).to_le_bytes())
-    }
-}
-
-/// A `call` instruction ending at a return address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Call {
-    /// `call rel32` to this target.
-    Direct(u64),
-    /// `call r/m64`: the target is not in the instruction.
-    Indirect,
-}
-
-/// Largest distance from a direct call's target to an address inside the callee (or a function it
-/// tail-jumps to) that still counts as "this call leads there".
-pub(crate) const MAX_CALLEE_SPAN: u64 = 128 << 10;
-
-impl Call {
-    /// True when this call can lead to code at `pc`: always for an indirect call; for a direct one,
-    /// when `pc` lies at most [`MAX_CALLEE_SPAN`] after the target.
-    #[inline]
-    pub(crate) fn leads_to(self, pc: u64) -> bool {
-        match self {
-            Call::Direct(target) => target <= pc && pc - target <= MAX_CALLEE_SPAN,
-            Call::Indirect => true,
-        }
-    }
-}
-
-/// The call ending at return address `w`, given the 8 bytes before it.
-fn decode_call(w: u64, b: [u8; 8]) -> Option<Call> {
-    if ends_with_ff_call(b) {
-        return Some(Call::Indirect);
-    }
-    (b[3] == 0xe8).then(|| {
-        let rel = i32::from_le_bytes([b[4], b[5], b[6], b[7]]);
-        Call::Direct(w.wrapping_add(rel as i64 as u64))
-    })
-}
-
-/// Length of an `ff /2` (`call r/m64`) instruction from its ModRM byte and the byte after it (the SIB
-/// byte when there is one).
-fn ff_call_len(modrm: u8, sib: u8) -> usize {
-    let (md, rm) = (modrm >> 6, modrm & 7);
-    match (md, rm) {
-        (3, _) => 2,
-        (0, 5) => 6,
-        (0, 4) if sib & 7 == 5 => 7,
-        (0, 4) => 3,
-        (0, _) => 2,
-        (1, 4) => 4,
-        (1, _) => 3,
-        (_, 4) => 7,
-        _ => 6,
-    }
-}
-
-/// True when the 8 bytes before a return address end with a `call`: `e8 rel32`, or `ff /2` of any
-/// addressing form whose length ends exactly there.
-#[cfg(test)]
-pub(crate) fn ends_with_call(b: [u8; 8]) -> bool {
-    b[3] == 0xe8 || ends_with_ff_call(b)
-}
-
-fn ends_with_ff_call(b: [u8; 8]) -> bool {
-    [2usize, 3, 4, 6, 7].iter().any(|&len| {
-        let at = 8 - len;
-        let modrm = b[at + 1];
-        let sib = b.get(at + 2).copied().unwrap_or(0);
-        b[at] == 0xff && (modrm >> 3) & 7 == 2 && ff_call_len(modrm, sib) == len
-    })
 }
 
 /// True when a function's first bytes set up a frame pointer: `[endbr64] push rbp; mov rbp, rsp`.
@@ -282,36 +195,42 @@ fn classify_functions(exe: &std::path::Path, base: u64, lo: u64, hi: u64) -> Opt
     (!funcs.is_empty()).then(|| fp_ranges(funcs))
 }
 
-/// Copies `ranges` into an anonymous private mapping that is never unmapped.
-fn leak_in_mapping(ranges: &[Range]) -> Option<&'static [Range]> {
-    let bytes = std::mem::size_of_val(ranges).max(1);
-    // SAFETY: a fresh anonymous mapping; we write `ranges.len()` ranges into it and never unmap it.
-    unsafe {
-        let p = libc::mmap(
+/// A fresh anonymous private read-write mapping of `bytes` (at least one page), never unmapped: the
+/// unwinder's tables live there, off nl6's heap.
+pub(crate) fn anonymous_mapping(bytes: usize) -> Option<*mut u8> {
+    // SAFETY: a fresh anonymous mapping at an address the kernel chooses; it replaces nothing.
+    let p = unsafe {
+        libc::mmap(
             std::ptr::null_mut(),
-            bytes,
+            bytes.max(1),
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
             -1,
             0,
-        );
-        if p == libc::MAP_FAILED {
-            return None;
-        }
-        let table = p as *mut Range;
+        )
+    };
+    (p != libc::MAP_FAILED).then_some(p as *mut u8)
+}
+
+/// Copies `ranges` into an anonymous private mapping that is never unmapped.
+fn leak_in_mapping(ranges: &[Range]) -> Option<&'static [Range]> {
+    let table = anonymous_mapping(std::mem::size_of_val(ranges))? as *mut Range;
+    // SAFETY: the mapping holds `ranges.len()` ranges (aligned: a page start); written once here, then
+    // only read, and never unmapped.
+    unsafe {
         std::ptr::copy_nonoverlapping(ranges.as_ptr(), table, ranges.len());
         Some(std::slice::from_raw_parts(table, ranges.len()))
     }
 }
 
 /// A file mapped read-only for the duration of a parse (kept off the heap).
-struct MappedFile {
+pub(crate) struct MappedFile {
     ptr: *mut libc::c_void,
     len: usize,
 }
 
 impl MappedFile {
-    fn open(path: &std::path::Path) -> Option<MappedFile> {
+    pub(crate) fn open(path: &std::path::Path) -> Option<MappedFile> {
         use std::os::unix::io::AsRawFd;
         let f = std::fs::File::open(path).ok()?;
         let len = usize::try_from(f.metadata().ok()?.len()).ok()?;
@@ -332,7 +251,7 @@ impl MappedFile {
         (ptr != libc::MAP_FAILED).then_some(MappedFile { ptr, len })
     }
 
-    fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         // SAFETY: `len` bytes mapped readable at `ptr` until drop.
         unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
     }
@@ -348,54 +267,6 @@ impl Drop for MappedFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn before(tail: &[u8]) -> [u8; 8] {
-        let mut b = [0x90u8; 8];
-        b[8 - tail.len()..].copy_from_slice(tail);
-        b
-    }
-
-    #[test]
-    fn recognises_call_instructions_before_a_return_address() {
-        assert!(ends_with_call(before(&[0xe8, 1, 2, 3, 4])), "call rel32");
-        assert!(ends_with_call(before(&[0xff, 0xd0])), "call rax");
-        assert!(ends_with_call(before(&[0x41, 0xff, 0xd3])), "call r11");
-        assert!(
-            ends_with_call(before(&[0xff, 0x15, 1, 2, 3, 4])),
-            "call [rip+d32]"
-        );
-        assert!(ends_with_call(before(&[0xff, 0x10])), "call [rax]");
-        assert!(ends_with_call(before(&[0xff, 0x50, 0x18])), "call [rax+d8]");
-        assert!(
-            ends_with_call(before(&[0xff, 0x54, 0x24, 0x08])),
-            "call [rsp+d8]"
-        );
-        assert!(
-            ends_with_call(before(&[0xff, 0x90, 1, 2, 3, 4])),
-            "call [rax+d32]"
-        );
-        assert!(
-            ends_with_call(before(&[0xff, 0x14, 0xc5, 1, 2, 3, 4])),
-            "call [rax*8+d32]"
-        );
-        assert!(!ends_with_call(before(&[])), "nops");
-        assert!(
-            !ends_with_call(before(&[0xff, 0xe0])),
-            "jmp rax is not a call"
-        );
-        assert!(
-            !ends_with_call(before(&[0xff, 0x50])),
-            "a disp8 form cut short"
-        );
-        assert!(!ends_with_call(before(&[0xe9, 1, 2, 3, 4])), "jmp rel32");
-        // A direct call's target: return address + rel32.
-        let b = before(&[0xe8, 0xf0, 0xff, 0xff, 0xff]);
-        assert_eq!(decode_call(0x1000, b), Some(Call::Direct(0x1000 - 16)));
-        assert!(Call::Direct(0x1000).leads_to(0x1010));
-        assert!(!Call::Direct(0x1000).leads_to(0x0ff0), "before the target");
-        assert!(!Call::Direct(0x1000).leads_to(0x1000 + MAX_CALLEE_SPAN + 1));
-        assert!(Call::Indirect.leads_to(0));
-    }
 
     #[test]
     fn prologues_and_ranges() {
