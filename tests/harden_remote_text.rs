@@ -27,7 +27,12 @@ const HOSTILE: &[&str] = &[
 ];
 
 fn hostile_profile() -> Vec<u8> {
-    let mut strings: Vec<String> = vec!["".into(), "samples".into(), "count".into()];
+    hostile_profile_of("samples")
+}
+
+/// The hostile profile with its one sample type named `kind`.
+fn hostile_profile_of(kind: &str) -> Vec<u8> {
+    let mut strings: Vec<String> = vec!["".into(), kind.into(), "count".into()];
     let first_name = strings.len() as i64;
     strings.extend(HOSTILE.iter().map(|s| s.to_string()));
     let file = strings.len() as i64;
@@ -208,5 +213,38 @@ fn nl6_collect_archives_hostile_names_escaped_and_valid_svgs() {
         checked += 1;
     }
     assert_eq!(checked, 2);
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+/// A diff base whose sample type is itself hostile: the refusal quotes it on stderr, escaped.
+#[test]
+fn nl6_report_refusing_a_hostile_diff_base_quotes_it_escaped() {
+    let work = collect_support::scratch("remote-text-diff");
+    let (base, now) = (work.join("base.pb.gz"), work.join("now.pb.gz"));
+    std::fs::write(
+        &base,
+        hostile_profile_of("evil\u{1b}]0;pwned\u{7}\u{202e}kind"),
+    )
+    .unwrap();
+    std::fs::write(&now, hostile_profile()).unwrap();
+    let out = common::boot()
+        .args(&[
+            "report",
+            "-diff-base",
+            base.to_str().unwrap(),
+            now.to_str().unwrap(),
+        ])
+        .run_within(Duration::from_secs(20));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_ne!(
+        out.status.code(),
+        Some(0),
+        "incompatible profiles: {stderr}"
+    );
+    assert!(
+        stderr.contains("evil"),
+        "the refusal names the sample type: {stderr}"
+    );
+    assert_inert("nl6 report's refusal", &stderr);
     let _ = std::fs::remove_dir_all(&work);
 }

@@ -11,6 +11,10 @@
 //! 2. **Origin** (403): when the request has an `Origin` header, it must be nl6's own — `http://` or
 //!    `https://` followed by the request's `Host` — or one given with `-allowed-origins`. `Origin: null`
 //!    (a sandboxed frame, a `file:` page) is never nl6's own.
+//!    **Sec-Fetch-Site** (403): a request the browser marks `cross-site` or `same-site` (another port
+//!    of the same host is the same site) is refused unless its `Origin` was given with
+//!    `-allowed-origins`: a no-cors GET (`<img src>`) carries no `Origin` but still advances a delta
+//!    profile's baseline, holds the CPU sampler or queues a dump.
 //! 3. **Content-Type** (415): a request that can change state (any method but GET, HEAD and OPTIONS)
 //!    under `/api/` must say `Content-Type: application/json` (parameters allowed). A cross-site form or
 //!    a "simple" fetch cannot send that type without a CORS preflight, which nl6 never grants.
@@ -151,6 +155,26 @@ impl BrowserPolicy {
                 ));
             }
         }
+        if let Some(site) = req.header("sec-fetch-site").map(str::trim) {
+            let allowed = req.header("origin").is_some_and(|o| {
+                self.origins
+                    .contains(&o.trim_end_matches('/').to_ascii_lowercase())
+            });
+            if (site.eq_ignore_ascii_case("cross-site") || site.eq_ignore_ascii_case("same-site"))
+                && !allowed
+            {
+                return Some(crate::api::error_for(
+                    &req.path,
+                    403,
+                    &format!(
+                        "cross-site request refused: the browser says it comes from another site \
+                         (Sec-Fetch-Site: {site}), even without an Origin (an <img>, a link, a no-cors \
+                         fetch): a page on another site may not drive nl6. To allow a page, start nl6 \
+                         with {ORIGINS_FLAG} and its origin"
+                    ),
+                ));
+            }
+        }
         if changes_state(req) && !is_json(req.header("content-type")) {
             return Some(crate::api::error_for(
                 &req.path,
@@ -174,11 +198,10 @@ impl BrowserPolicy {
         };
         if let Ok(ip) = name.parse::<IpAddr>() {
             let bound = self.listen.ip();
-            return bound.is_unspecified()
-                || ip == bound
-                || (bound.is_loopback() && ip.is_loopback());
-        }
-        if name == "localhost"
+            if bound.is_unspecified() || ip == bound || (bound.is_loopback() && ip.is_loopback()) {
+                return true;
+            }
+        } else if name == "localhost"
             && (self.listen.ip().is_loopback() || self.listen.ip().is_unspecified())
         {
             return true;
@@ -275,6 +298,8 @@ mod tests {
             ("proxy.example", 421),
             ("proxy.example:8444", 421),
             ("sub.nl6.lab.example", 421),
+            ("127.0.0.1:8080", 0),
+            ("10.0.0.5:8080", 421),
         ] {
             assert_eq!(
                 status(&p, &req("GET", "/", &[("Host", host)])),
@@ -282,6 +307,11 @@ mod tests {
                 "{host}"
             );
         }
+        // An address the listen address does not cover (a port forward, NAT) can be let in by name.
+        let fwd = parse_hosts("10.0.0.5").unwrap();
+        let p = BrowserPolicy::new("127.0.0.1:8080".parse().unwrap(), fwd, vec![]);
+        let r = req("GET", "/", &[("Host", "10.0.0.5:8080")]);
+        assert_eq!(status(&p, &r), 0, "an -allowed-hosts IP literal");
         for bad in ["http://x", "a/b", "x:port", "u@h"] {
             assert!(parse_hosts(bad).is_err(), "{bad}");
         }
@@ -325,6 +355,20 @@ mod tests {
                     "{m} {ct:?}"
                 );
             }
+        }
+        // What the browser says of a request's site, Origin or not (an <img> GET sends none).
+        for (site, origin, want) in [
+            ("same-origin", None, 0),
+            ("none", None, 0),
+            ("cross-site", None, 403),
+            ("same-site", None, 403),
+            ("Cross-Site", None, 403),
+            ("cross-site", Some("https://nl6.lab.example"), 0),
+        ] {
+            let mut headers = vec![h, ("Sec-Fetch-Site", site)];
+            headers.extend(origin.map(|o| ("Origin", o)));
+            let r = req("GET", "/debug/pprof/delta_heap", &headers);
+            assert_eq!(status(&p, &r), want, "{site} {origin:?}");
         }
         // Reads and the pull surface's symbol POST (go tool pprof sends octet-stream) need no JSON.
         assert_eq!(status(&p, &req("GET", "/api/v1/profiling", &[h])), 0);

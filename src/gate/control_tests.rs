@@ -351,6 +351,7 @@ fn the_timer_thread_lives_only_while_a_revert_is_pending() {
         SPAWNS.fetch_add(1, Ordering::SeqCst);
         spawn_timer_thread(f)
     });
+    let timer = Arc::clone(&h.gate.inner.timer);
     for _ in 0..3 {
         h.gate
             .post(&req(
@@ -360,9 +361,9 @@ fn the_timer_thread_lives_only_while_a_revert_is_pending() {
             ))
             .unwrap();
         assert!(wait_until(Duration::from_secs(3), || !h.gate.is_open()));
+        // The thread ends just after its revert: the next POST must find it gone, not still exiting.
+        assert!(wait_until(Duration::from_secs(3), || !lock(&timer.slot).running));
     }
-    let timer = Arc::clone(&h.gate.inner.timer);
-    assert!(wait_until(Duration::from_secs(3), || !lock(&timer.slot).running));
     assert_eq!(SPAWNS.load(Ordering::SeqCst), 3);
     // Two reverts in a row share the one thread; dropping the gate ends it.
     for ms in [5000, 6000] {

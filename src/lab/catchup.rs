@@ -45,13 +45,19 @@ pub fn turn(due: Instant, period: Duration, now: Instant) -> Turn {
     Turn::Skip { next, missed }
 }
 
-/// The skips of one stall, reported once when the scheduler is on time again.
+/// How often at most the skips are reported: a scheduler that stays behind (a starved process) skips on
+/// and on, and says so once per this interval, not once per on-time job.
+pub const SAY_EVERY: Duration = Duration::from_secs(10);
+
+/// The skips of one stall, reported when the scheduler is on time again, at most once per [`SAY_EVERY`].
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Skipped {
-    /// Missed periods skipped (all jobs together).
+    /// Missed periods skipped (all jobs together) since the last line.
     pub periods: u64,
     /// The latest a skipped job was reached.
     pub worst: Duration,
+    /// When the last line was given.
+    said_at: Option<Instant>,
 }
 
 impl Skipped {
@@ -61,16 +67,27 @@ impl Skipped {
         self.worst = self.worst.max(now.saturating_duration_since(due));
     }
 
-    /// The log line for the stall so far (None when nothing was skipped), and a fresh count.
-    pub fn take_line(&mut self) -> Option<String> {
-        let s = std::mem::take(self);
-        (s.periods > 0).then(|| {
-            format!(
-                "lab: the scheduler ran {:.1} s late (the process was stopped or starved): skipped {} missed periods rather than replay them",
-                s.worst.as_secs_f64(),
-                s.periods
-            )
-        })
+    /// The log line for the skips so far, and a fresh count; None when nothing was skipped or a line was
+    /// given less than [`SAY_EVERY`] before `now` (the count then goes on).
+    pub fn take_line(&mut self, now: Instant) -> Option<String> {
+        let recent = self
+            .said_at
+            .is_some_and(|t| now.saturating_duration_since(t) < SAY_EVERY);
+        if self.periods == 0 || recent {
+            return None;
+        }
+        let s = std::mem::replace(
+            self,
+            Skipped {
+                said_at: Some(now),
+                ..Skipped::default()
+            },
+        );
+        Some(format!(
+            "lab: the scheduler ran {:.1} s late (the process was stopped or starved): skipped {} missed periods rather than replay them",
+            s.worst.as_secs_f64(),
+            s.periods
+        ))
     }
 }
 
@@ -160,8 +177,26 @@ mod tests {
         }
         assert!(ran <= jobs * 5 / 4 + 1, "{ran} turns in the first second");
         assert!(ran >= jobs, "{ran} turns: the steady rate must go on");
-        let line = skipped.take_line().expect("a skip is reported");
+        let said = t0 + 31 * S;
+        let line = skipped.take_line(said).expect("a skip is reported");
         assert!(line.contains("30.0 s late"), "{line}");
-        assert_eq!(skipped.take_line(), None, "reported once");
+        assert_eq!(skipped.take_line(said), None, "reported once");
+    }
+
+    #[test]
+    fn a_scheduler_that_stays_behind_says_so_once_per_interval() {
+        let t0 = Instant::now();
+        let mut skipped = Skipped::default();
+        skipped.add(t0, t0 + S, 1);
+        assert!(skipped.take_line(t0 + S).is_some());
+        // Behind again and again within the interval: no line, the count goes on.
+        for k in 2..9 {
+            skipped.add(t0 + (k - 1) * S, t0 + k * S, 1);
+            assert_eq!(skipped.take_line(t0 + k * S), None, "second {k}");
+        }
+        let line = skipped
+            .take_line(t0 + S + SAY_EVERY)
+            .expect("the next interval's line");
+        assert!(line.contains("skipped 7 missed periods"), "{line}");
     }
 }

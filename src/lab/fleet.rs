@@ -521,7 +521,7 @@ fn run_scheduler(sh: &Shared) {
             heap.push(Reverse((next, n + missed, job)));
             continue;
         }
-        if let Some(line) = skipped.take_line() {
+        if let Some(line) = skipped.take_line(now) {
             eprintln!("{line}");
         }
         round += 1;

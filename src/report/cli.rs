@@ -121,7 +121,8 @@ pub fn main_with(args: Vec<OsString>, open: Opener) -> i32 {
             0
         }
         Err((code, e)) => {
-            eprintln!("nl6 report: {e}");
+            // The error may quote the profile's own strings (sample types, units): inert on a terminal.
+            eprintln!("nl6 report: {}", crate::logtext::terminal(&e.to_string()));
             code
         }
     }

@@ -9,8 +9,9 @@
 //!   the callee's function — or a tail call one step away (from the target's function, or from the
 //!   function its stub jumps to), or a chain of at most [`TAIL_HOPS`] such tail jumps
 //!   (`__rust_dealloc` → `free` → `__libc_free`): the target's function holds a `jmp rel32` or
-//!   `jmp [rip+d]` to the callee function's first byte, or a `jmp [reg+disp]` (a tail call through a
-//!   vtable slot, whose target the code does not name: accepted as indirect calls are);
+//!   `jmp [rip+d]` to the callee function's first byte; or a function on that chain holds an indirect
+//!   tail jump, whose target the code does not name (accepted as indirect calls are): `jmp [reg+disp]`
+//!   (a vtable slot), or `jmp reg` right after its epilogue (`Formatter::pad` tail-calling `write_str`);
 //! - any other `ff /2` form (indirect): a call, whose target the code does not name (accepted).
 //!
 //! Anything else is a **fabricated** edge. A stack must end in a thread root (the last frame's function
@@ -245,8 +246,8 @@ impl Process {
         out
     }
 
-    /// Whether `dest` is reached from function `f` by at most [`TAIL_HOPS`] tail jumps.
-    fn tail_jumps_to(&self, f: &Func, dest: u64) -> bool {
+    /// The functions reached from `f` (itself included) by at most [`TAIL_HOPS`] tail jumps.
+    fn tail_reach(&self, f: &Func) -> Vec<u64> {
         let mut frontier = vec![f.start];
         let mut seen = frontier.clone();
         for _ in 0..TAIL_HOPS {
@@ -254,9 +255,6 @@ impl Process {
             for start in &frontier {
                 let Some(g) = self.func(*start) else { continue };
                 for t in self.tail_targets(g) {
-                    if t == dest {
-                        return true;
-                    }
                     if !seen.contains(&t) {
                         seen.push(t);
                         next.push(t);
@@ -265,7 +263,7 @@ impl Process {
             }
             frontier = next;
         }
-        false
+        seen
     }
 
     /// Whether a call to `target` leads to code at `pc` (see the module doc).
@@ -279,7 +277,12 @@ impl Process {
         }
         let tail = |t: u64| {
             self.func(t).is_some_and(|f| {
-                self.tail_jumps_to(f, callee.start) || self.jumps_through_a_table_entry(f)
+                self.tail_reach(f).into_iter().any(|g| {
+                    g == callee.start
+                        || self
+                            .func(g)
+                            .is_some_and(|g| self.jumps_through_a_table_entry(g))
+                })
             })
         };
         match self.jump_at(target) {
@@ -288,15 +291,25 @@ impl Process {
         }
     }
 
-    /// Whether function `f` holds a `jmp [reg + disp]` (`ff /4`, ModRM mod 01 or 10, no SIB): a tail call
-    /// through a vtable slot, whose target the code does not name (accepted as indirect calls are).
+    /// Whether function `f` holds an indirect tail jump, whose target the code does not name (accepted
+    /// as indirect calls are): a `jmp [reg + disp]` (`ff /4`, ModRM mod 01 or 10, no SIB: a vtable
+    /// slot), or a `jmp reg` (`ff /4`, mod 11) right after the frame is torn down (`pop rbp`, `leave`, or
+    /// any `pop` of a saved register) — a `jmp reg` elsewhere is a jump table inside the function.
     fn jumps_through_a_table_entry(&self, f: &Func) -> bool {
         let Some(code) = self.read(f.start, (f.end - f.start).min(1 << 16) as usize) else {
             return false;
         };
-        code.windows(2).any(|w| {
-            let (md, reg, rm) = (w[1] >> 6, (w[1] >> 3) & 7, w[1] & 7);
-            w[0] == 0xff && reg == 4 && (md == 1 || md == 2) && rm != 4
+        let after_epilogue = |k: usize| {
+            let one = k.checked_sub(1).map(|i| code[i]);
+            let two = k.checked_sub(2).map(|i| code[i]);
+            matches!(one, Some(0x58..=0x5f) | Some(0xc9)) && two != Some(0x0f)
+        };
+        (0..code.len().saturating_sub(1)).any(|k| {
+            let m = code[k + 1];
+            let (md, reg, rm) = (m >> 6, (m >> 3) & 7, m & 7);
+            code[k] == 0xff
+                && reg == 4
+                && (((md == 1 || md == 2) && rm != 4) || (md == 3 && after_epilogue(k)))
         })
     }
 

@@ -4,7 +4,8 @@
 //! pprof comments, and [`crate::sampler_gaps`] lists those in force. A leaf: it knows no sampler.
 //!
 //! Never: runs in a signal handler or the allocator; prints by itself (without a sink the lines are
-//! dropped; the comments and `sampler_gaps` remain).
+//! dropped; the comments and `sampler_gaps` remain). The one line the engine prints directly is
+//! [`crate::sight`]'s, once, about the executable itself.
 #![forbid(unsafe_code)]
 
 use std::sync::OnceLock;

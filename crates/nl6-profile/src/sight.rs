@@ -3,9 +3,9 @@
 //! as the unwinder's code map classified them), whether it has a symbol table, and whether it carries
 //! unwind rules (`.eh_frame` or `.debug_frame`). A profile of an executable missing one of them says so
 //! instead of silently holding short or unnamed stacks: one line on stderr the first time a profile
-//! starts through the pull surface or any profile is built (`nl6-profile: …`; the engine logs nothing
-//! else, nl6's own lines are `nl6: …`), and a pprof `comment` in every profile (`go tool pprof
-//! -comments` shows it).
+//! starts through the pull surface or any profile is built (`nl6-profile: …`; printed directly, not
+//! through [`crate::notes`]' sink, so an embedder that set none still sees it once), and a pprof
+//! `comment` in every profile (`go tool pprof -comments` shows it).
 //!
 //! Owns: the judgement and its wording ([`blind_spots`]). Never: runs in a signal handler; fails (an
 //! executable that cannot be read is itself a blind spot, told the same way).

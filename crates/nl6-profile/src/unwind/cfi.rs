@@ -145,7 +145,42 @@ fn spans(obj: &object::File) -> Vec<Span> {
         df.set_address_size(8);
         spans_of(&df, &BaseAddresses::default(), &mut out);
     }
+    out.extend(plt_span(obj));
     out
+}
+
+/// The lazy-binding `.plt` of a dynamically linked object, which the linker may leave without CFI (calls
+/// to `memset@plt` from Rust land there): checked to be the standard x86-64 layout (16-byte entries, each
+/// `jmp [rip+d]; push n; jmp PLT0`), its rows are those the linker would emit — in PLT0 CFA = RSP + 16,
+/// + 24 after its `push`; in an entry CFA = RSP + 8, + 16 after its `push`. Any other layout gets no rows.
+fn plt_span(obj: &object::File) -> Option<Span> {
+    let sec = obj.section_by_name(".plt")?;
+    let (start, data) = (sec.address(), sec.data().ok()?);
+    let standard = data.len() >= 32
+        && data.len().is_multiple_of(16)
+        && data[..2] == [0xff, 0x35]
+        && data[6..8] == [0xff, 0x25]
+        && data[16..]
+            .chunks(16)
+            .all(|e| e[..2] == [0xff, 0x25] && e[6] == 0x68 && e[11] == 0xe9);
+    if !standard {
+        return None;
+    }
+    let rsp = |off: i32| Rule {
+        kind: kind::CFA_RSP,
+        rbp: rbp::SAME,
+        rbp_off: 0,
+        cfa_off: off,
+    };
+    let mut rows = vec![(start, rsp(16)), (start + 6, rsp(24))];
+    for e in (start + 16..start + data.len() as u64).step_by(16) {
+        rows.extend([(e, rsp(8)), (e + 11, rsp(16))]);
+    }
+    Some(Span {
+        start,
+        end: start + data.len() as u64,
+        rows,
+    })
 }
 
 /// A symbol of code: a function, or an untyped label (crt1's `_start` is one).
@@ -273,5 +308,32 @@ mod tests {
             (kind::CFA_RBP, 16, rbp::SAVED, -16),
             "{body:?}"
         );
+    }
+
+    /// A glibc test executable calls `memset`/`_Unwind_Resume` through a lazy `.plt` the linker leaves
+    /// without CFI: every byte of it gets a rule (an entry's CFA is RSP + 8, + 16 after its `push`).
+    #[test]
+    fn the_plt_has_rules_where_the_linker_left_none() {
+        let data = std::fs::read("/proc/self/exe").expect("read self");
+        let obj = object::File::parse(&*data).expect("parse self");
+        let plt = obj.section_by_name(".plt");
+        if cfg!(target_env = "musl") && plt.is_none() {
+            return; // a static musl test binary links no shared object
+        }
+        let plt = plt.expect("a glibc test binary has a .plt");
+        let rows = rows(&obj, 0);
+        let at = |a: u64| rows[rows.partition_point(|r| r.0 <= a) - 1].1;
+        let entry = plt.address() + 16;
+        assert_eq!((at(entry).kind, at(entry).cfa_off), (kind::CFA_RSP, 8));
+        assert_eq!(
+            (at(entry + 10).kind, at(entry + 10).cfa_off),
+            (kind::CFA_RSP, 8)
+        );
+        assert_eq!(
+            (at(entry + 11).kind, at(entry + 11).cfa_off),
+            (kind::CFA_RSP, 16)
+        );
+        let last = plt.address() + plt.size() - 1;
+        assert_eq!((at(last).kind, at(last).cfa_off), (kind::CFA_RSP, 16));
     }
 }
