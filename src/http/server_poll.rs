@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 
 /// How long the listener is left alone after an accept error.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+/// How long accepts must go on succeeding before "accepting again" is said (and a new failure logged).
+const ACCEPT_RECOVERED: Duration = Duration::from_secs(2);
 /// Longest the poll thread sleeps without looking at deadlines and the stop flag.
 const POLL_TICK: Duration = Duration::from_millis(500);
 /// Most connections accepted in one pass, so that those already accepted are read and answered between
@@ -115,6 +117,10 @@ impl Drop for PeerSlot {
 #[derive(Default)]
 struct Logged {
     accept_failing: bool,
+    /// The last accept that failed: the server has recovered only once accepts succeed for
+    /// [`ACCEPT_RECOVERED`] after it (under a burst at the descriptor limit every pause frees a few
+    /// descriptors, which a waiting client takes at once).
+    accept_failed_at: Option<Instant>,
     over_connections: bool,
     over_output: bool,
     peer_at: Option<Instant>,
@@ -320,7 +326,11 @@ impl AcceptPass<'_> {
         for _ in 0..ACCEPTS_PER_PASS {
             match listener.accept() {
                 Ok((stream, addr)) => {
-                    if self.logged.accept_failing {
+                    let recovered = self
+                        .logged
+                        .accept_failed_at
+                        .is_none_or(|t| t.elapsed() >= ACCEPT_RECOVERED);
+                    if self.logged.accept_failing && recovered {
                         eprintln!("nl6: http: accepting again");
                         self.logged.accept_failing = false;
                     }
@@ -350,6 +360,7 @@ impl AcceptPass<'_> {
                         eprintln!("nl6: http: accept failed: {e}; retrying (logged once until it recovers)");
                         self.logged.accept_failing = true;
                     }
+                    self.logged.accept_failed_at = Some(Instant::now());
                     *self.paused_until = Some(Instant::now() + ACCEPT_PAUSE);
                     break;
                 }
