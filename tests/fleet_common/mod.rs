@@ -2,7 +2,7 @@
 //! `common::wait_for`).
 #![allow(dead_code)]
 
-use nl6::lab::ber::{Oid, Value};
+use nl6::lab::snmp::ber::{Oid, Value};
 use nl6::lab::snmp::{pdu, Message};
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::process::{Child, Command, Output, Stdio};

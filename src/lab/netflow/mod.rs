@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 use super::device::{Device, DeviceCounters, INTERFACES_PER_DEVICE};
+use super::send::send_as;
 use nl6_profile::labels::{self, Subsystem};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::Ordering;
@@ -207,7 +208,7 @@ impl FlowExporter {
             source_id: idx as u32,
         };
         encode_packet(&mut self.buf, h, &self.records[..n]);
-        if super::snmp::send_as(device, &self.socket, &self.buf, self.target) {
+        if send_as(device, &self.socket, &self.buf, self.target) {
             DeviceCounters::inc(&device.counters.flow_packets_sent);
             true
         } else {

@@ -13,7 +13,7 @@
 #![forbid(unsafe_code)]
 
 use super::ber::{Oid, Value};
-use super::device::{Device, DeviceState, INTERFACES_PER_DEVICE};
+use super::super::device::{Device, DeviceState, INTERFACES_PER_DEVICE};
 use std::sync::{MutexGuard, OnceLock};
 use std::time::Instant;
 
