@@ -429,12 +429,12 @@ mod tests {
             pdu::GET_NEXT,
             0,
             0,
-            &["1.3.6.1.2.1.1", "1.3.6.1.2.1.2.2.1.22.4"],
+            &["1.3.6.1.2.1.1", "1.3.6.1.2.1.31.1.1.1.19.4"],
         ));
         assert_eq!(r.varbinds[0].0, o("1.3.6.1.2.1.1.1.0"));
         assert_eq!(
             r.varbinds[1],
-            (o("1.3.6.1.2.1.2.2.1.22.4"), Value::EndOfMibView)
+            (o("1.3.6.1.2.1.31.1.1.1.19.4"), Value::EndOfMibView)
         );
     }
 
@@ -464,7 +464,12 @@ mod tests {
             ]
         );
         // Near the end every repeater runs out: endOfMibView ends the response early.
-        let r = reply(&request(pdu::GET_BULK, 0, 50, &["1.3.6.1.2.1.2.2.1.22.2"]));
+        let r = reply(&request(
+            pdu::GET_BULK,
+            0,
+            50,
+            &["1.3.6.1.2.1.31.1.1.1.19.2"],
+        ));
         assert_eq!(r.varbinds.len(), 3);
         assert_eq!(r.varbinds[2].1, Value::EndOfMibView);
     }
