@@ -45,7 +45,11 @@ fn bindings(out: &str) -> Vec<(String, String, String)> {
         .filter_map(|l| {
             let (oid, rest) = l.split_once(" = ")?;
             let (ty, value) = rest.split_once(": ").unwrap_or((rest, ""));
-            Some((oid.to_string(), ty.to_string(), value.trim_matches('"').to_string()))
+            Some((
+                oid.to_string(),
+                ty.to_string(),
+                value.trim_matches('"').to_string(),
+            ))
         })
         .collect()
 }
@@ -54,7 +58,8 @@ fn bindings(out: &str) -> Vec<(String, String, String)> {
 fn number(b: &BTreeMap<String, (String, String)>, oid: &str, ty: &str) -> u64 {
     let (t, v) = b.get(oid).unwrap_or_else(|| panic!("{oid} missing: {b:?}"));
     assert_eq!(t, ty, "{oid}");
-    v.parse().unwrap_or_else(|_| panic!("{oid}: {v:?} is not a number"))
+    v.parse()
+        .unwrap_or_else(|_| panic!("{oid}: {v:?} is not a number"))
 }
 
 #[test]
@@ -82,13 +87,21 @@ fn hc_counters_read_with_the_32_bit_ones_agree_modulo_2_to_the_32() {
     let first = read();
     for row in 1..=INTERFACES {
         for (narrow, wide) in [(10, 6), (11, 7), (16, 10), (17, 11)] {
-            let c32 = number(&first, &format!(".1.3.6.1.2.1.2.2.1.{narrow}.{row}"), "Counter32");
+            let c32 = number(
+                &first,
+                &format!(".1.3.6.1.2.1.2.2.1.{narrow}.{row}"),
+                "Counter32",
+            );
             let c64 = number(
                 &first,
                 &format!(".1.3.6.1.2.1.31.1.1.1.{wide}.{row}"),
                 "Counter64",
             );
-            assert_eq!(c64 % (1 << 32), c32, "column {wide} against {narrow}, row {row}");
+            assert_eq!(
+                c64 % (1 << 32),
+                c32,
+                "column {wide} against {narrow}, row {row}"
+            );
         }
     }
     let hc_in = |b: &BTreeMap<_, _>, row: usize| {

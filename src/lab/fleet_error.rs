@@ -222,8 +222,7 @@ mod tests {
     fn a_device_net_bind_error_becomes_a_flag_error_or_the_fd_limit() {
         let net = DeviceNet::parse("10.9.0.0/16").unwrap();
         let ip = net.device_ip(0);
-        let refused =
-            |code| FleetError::from(ownership_error(net, 0, ip, err(code)));
+        let refused = |code| FleetError::from(ownership_error(net, 0, ip, err(code)));
         let missing = refused(libc::EADDRNOTAVAIL);
         assert!(matches!(missing, FleetError::Config(_)), "{missing:?}");
         let config = FleetConfig::default().with_device_net(Some(net));

@@ -16,8 +16,8 @@
 //! caller passes `now`).
 #![forbid(unsafe_code)]
 
-use super::ber::{Oid, Value};
 use super::super::device::{Device, DeviceState, Interface, INTERFACES_PER_DEVICE};
+use super::ber::{Oid, Value};
 use std::sync::{MutexGuard, OnceLock};
 use std::time::Instant;
 
@@ -458,7 +458,8 @@ mod tests {
                 );
             }
             // Multicast + broadcast is ifTable's non-unicast count, in 32 and in 64 bits.
-            for (nucast, multi, broad, hc_multi, hc_broad) in [(12, 2, 3, 8, 9), (18, 4, 5, 12, 13)] {
+            for (nucast, multi, broad, hc_multi, hc_broad) in [(12, 2, 3, 8, 9), (18, 4, 5, 12, 13)]
+            {
                 let split = number(&mib, &ifx(multi)) + number(&mib, &ifx(broad));
                 assert_eq!(split, number(&mib, &if_(nucast)));
                 assert_eq!(
@@ -466,7 +467,11 @@ mod tests {
                     split
                 );
             }
-            assert_eq!(mib.get(&o(&ifx(1))), mib.get(&o(&if_(2))), "ifName is ifDescr");
+            assert_eq!(
+                mib.get(&o(&ifx(1))),
+                mib.get(&o(&if_(2))),
+                "ifName is ifDescr"
+            );
             assert_eq!(
                 number(&mib, &ifx(15)) * 1_000_000,
                 number(&mib, &if_(5)),
