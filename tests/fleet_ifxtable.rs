@@ -6,7 +6,7 @@ mod common;
 mod fleet_common;
 
 use common::{boot, json, Nl6};
-use fleet_common::run;
+use fleet_common::snmp_tool as snmp;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -25,18 +25,6 @@ fn device_addr(n: &Nl6, i: usize) -> String {
         snmp["address"].as_str().expect("address"),
         snmp["port"]
     )
-}
-
-fn snmp(tool: &str, target: &str, extra: &[&str]) -> String {
-    let mut args = vec!["-v2c", "-c", "public", "-On", "-t", "2", "-r", "2", target];
-    args.extend_from_slice(extra);
-    let out = run(tool, &args);
-    assert!(
-        out.status.success(),
-        "{tool} {extra:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 /// `OID = TYPE: value` lines as OID → (type, value), in the order printed.

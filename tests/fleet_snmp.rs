@@ -4,7 +4,7 @@ mod common;
 mod fleet_common;
 
 use common::wait_for;
-use fleet_common::run;
+use fleet_common::{run, snmp_tool as snmp};
 use nl6::http::Request;
 use nl6::lab::{api, Fleet, FleetConfig};
 use std::net::UdpSocket;
@@ -24,18 +24,6 @@ fn rows(out: &str) -> usize {
     out.lines()
         .filter(|l| !l.contains("No more variables"))
         .count()
-}
-
-fn snmp(tool: &str, target: &str, extra: &[&str]) -> String {
-    let mut args = vec!["-v2c", "-c", "public", "-On", "-t", "1", "-r", "2", target];
-    args.extend_from_slice(extra);
-    let out = run(tool, &args);
-    assert!(
-        out.status.success(),
-        "{tool} {extra:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 #[test]
