@@ -8,7 +8,8 @@
 //! with a poll thread and a fixed worker pool. `nl6 collect` ([`collect`]) and `nl6 report` ([`report`])
 //! archive and compare profiles from a fleet; [`console`] is the web page; [`cli`] is the command line;
 //! [`timefmt`] turns time into text; [`goflag`] holds the Go `flag` habits the command lines share;
-//! [`fsutil`] writes files atomically; [`urlsplit`] is the one URL splitter.
+//! [`fsutil`] writes files atomically; [`urlsplit`] is the one URL splitter; [`ready`] is the one
+//! `poll(2)`.
 //!
 //! Threads with the gate closed: main (signals), the server's poll thread and 16 workers, the fleet's
 //! loops. The gate open adds the CPU collector while a profile runs and `nl6-push` while pushing.
@@ -29,6 +30,7 @@ pub mod logtext;
 pub mod netsys;
 pub mod probe;
 pub mod push;
+pub mod ready;
 pub mod report;
 pub mod timefmt;
 pub mod urlsplit;

@@ -212,7 +212,7 @@ fn fleet_under_spread_load_every_caller_is_proven() {
     let chain = [
         pos("sendmsg"),
         pos("nl6::netsys::"),
-        pos("nl6::lab::snmp::send_from_retrying"),
+        pos("nl6::lab::send::send_from_retrying"),
         pos("nl6::lab::snmp::serve::run"),
     ];
     assert!(

@@ -92,7 +92,7 @@ fn flow_tick_funnel_allocates_nothing_once_warm() {
 }
 
 fn request(pdu_type: u8, oid: &str) -> Vec<u8> {
-    use nl6::lab::ber::{Oid, Value};
+    use nl6::lab::snmp::ber::{Oid, Value};
     nl6::lab::snmp::Message {
         version: 1,
         community: b"public".to_vec(),

@@ -17,7 +17,7 @@ use nl6::gate::control::Gate;
 use nl6::gate::port::NoopPusher;
 use nl6::gate::state::Startup;
 use nl6::http::Request;
-use nl6::lab::ber::{Oid, Value};
+use nl6::lab::snmp::ber::{Oid, Value};
 use nl6::lab::snmp::{pdu, Message};
 use nl6::lab::{Fleet, FleetConfig};
 use std::net::UdpSocket;

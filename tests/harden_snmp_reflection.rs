@@ -12,7 +12,7 @@ mod common;
 mod fleet_common;
 
 use fleet_common::run;
-use nl6::lab::ber::Value;
+use nl6::lab::snmp::ber::Value;
 use nl6::lab::snmp::{pdu, Message};
 use nl6::lab::{Fleet, FleetConfig};
 use std::net::UdpSocket;

@@ -1,7 +1,8 @@
 //! Dependencies one way (issue 15 §2): the layer order written in ARCHITECTURE.md ("Layers") is what the
-//! code does. For nl6's top-level modules and for the engine crate's modules, every `crate::NAME` and
-//! every `super::` path that reaches the crate root is an edge; an edge may only go to a lower layer, so
-//! no import cycle can exist between two modules. Every module must be in the table.
+//! code does. For nl6's top-level modules, for the lab's submodules and for the engine crate's modules,
+//! every `crate::NAME` (`crate::lab::NAME` in the lab) and every `super::` path that reaches the tree's
+//! root is an edge; an edge may only go to a lower layer, so no import cycle can exist between two
+//! modules. Every module must be in the table.
 //!
 //!   cargo test --test layering
 use std::collections::{BTreeMap, BTreeSet};
@@ -115,7 +116,15 @@ fn names_after(code: &str, prefix: &str) -> Vec<String> {
     names
 }
 
-/// The modules `lib.rs` declares (`mod x;`, `pub mod x;`, `pub(crate) mod x;`).
+/// One tree of modules: its directory, the file that declares its modules (`lib.rs`, `mod.rs`) and the
+/// path that names its root from anywhere in the crate (`crate::`, `crate::lab::`).
+struct Tree<'a> {
+    src: &'a Path,
+    root: &'a str,
+    prefix: &'a str,
+}
+
+/// The modules a root file declares (`mod x;`, `pub mod x;`, `pub(crate) mod x;`).
 fn declared_modules(lib: &str) -> BTreeSet<String> {
     lib.lines()
         .filter_map(|l| {
@@ -129,11 +138,12 @@ fn declared_modules(lib: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// The module graph of the crate whose sources are in `src`: a file belongs to the top-level module of
-/// its first path component (a file that is no module's, e.g. one included with `#[path]`, belongs to
+/// The module graph of the tree whose sources are in `tree.src`: a file belongs to the top-level module
+/// of its first path component (a file that is no module's, e.g. one included with `#[path]`, belongs to
 /// the module whose file names it).
-fn graph_of(src: &Path) -> Graph {
-    let modules = declared_modules(&std::fs::read_to_string(src.join("lib.rs")).unwrap());
+fn graph_of(tree: &Tree) -> Graph {
+    let src = tree.src;
+    let modules = declared_modules(&std::fs::read_to_string(src.join(tree.root)).unwrap());
     let mut files = Vec::new();
     rust_files(src, &mut files);
     let texts: Vec<(PathBuf, String)> = files
@@ -166,13 +176,13 @@ fn graph_of(src: &Path) -> Graph {
                     let c = f.components().next().unwrap().as_os_str().to_string_lossy();
                     c.trim_end_matches(".rs").to_string()
                 }
-                None => continue, // lib.rs, main.rs: the root, which may use anything
+                None => continue, // lib.rs, main.rs, mod.rs: the root, which may use anything
             }
         };
-        // `super::` hops from this file's module to the crate root.
+        // `super::` hops from this file's module to the tree's root.
         let depth = rel.components().count() - usize::from(rel.ends_with("mod.rs"));
         let code = code_of(text);
-        let mut used = names_after(&code, "crate::");
+        let mut used = names_after(&code, tree.prefix);
         used.extend(names_after(&code, &"super::".repeat(depth)));
         let deps = graph.get_mut(&owner).unwrap();
         deps.extend(
@@ -247,13 +257,13 @@ fn violations(graph: &Graph, layers: &[Vec<String>]) -> Vec<String> {
     out
 }
 
-fn check(src: &Path, table: &str) {
+fn check(tree: &Tree, table: &str) {
     let architecture = std::fs::read_to_string(manifest_dir().join("ARCHITECTURE.md")).unwrap();
-    let graph = graph_of(src);
+    let graph = graph_of(tree);
     assert!(
         graph.len() >= 5,
         "too few modules found under {}",
-        src.display()
+        tree.src.display()
     );
     let bad = violations(&graph, &layers(&architecture, table));
     assert!(
@@ -263,15 +273,36 @@ fn check(src: &Path, table: &str) {
     );
 }
 
+fn crate_tree(src: &Path) -> Tree<'_> {
+    Tree {
+        src,
+        root: "lib.rs",
+        prefix: "crate::",
+    }
+}
+
 #[test]
 fn nl6_modules_use_only_lower_layers() {
-    check(&manifest_dir().join("src"), "nl6");
+    check(&crate_tree(&manifest_dir().join("src")), "nl6");
+}
+
+/// The lab's own order: what several protocols share (sending as a device, the device, its address
+/// range) sits below them, the protocols below the fleet that assembles them, so sharing goes one way.
+#[test]
+fn lab_submodules_use_only_lower_layers() {
+    let src = manifest_dir().join("src/lab");
+    let tree = Tree {
+        src: &src,
+        root: "mod.rs",
+        prefix: "crate::lab::",
+    };
+    check(&tree, "lab");
 }
 
 #[test]
 fn engine_modules_use_only_lower_layers() {
     check(
-        &manifest_dir().join("crates/nl6-profile/src"),
+        &crate_tree(&manifest_dir().join("crates/nl6-profile/src")),
         "nl6-profile",
     );
 }

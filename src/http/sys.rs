@@ -1,6 +1,7 @@
-//! The few system calls the server needs that std does not offer: `poll(2)` over many sockets, asking
-//! whether a socket's peer has gone, a longer accept queue, and raising `RLIMIT_NOFILE`. Thin wrappers
-//! only; no policy lives here.
+//! The few system calls the server needs that std does not offer: asking whether a socket's peer has
+//! gone, a longer accept queue, and raising `RLIMIT_NOFILE`; `poll(2)` itself is [`crate::ready`]'s,
+//! named here too so the server's files take every call from one place. Thin wrappers only; no policy
+//! lives here.
 //!
 //! This is the one `unsafe` file of the HTTP layer: each call passes memory it owns for the call's duration.
 #![allow(unsafe_code)]
@@ -9,39 +10,7 @@ use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-/// Readable (or hung up / errored: all mean "a read will not block").
-pub const READABLE: i16 = libc::POLLIN | libc::POLLHUP | libc::POLLERR | libc::POLLNVAL;
-
-/// One descriptor to watch, and what poll saw.
-#[derive(Debug, Clone, Copy)]
-#[repr(transparent)]
-pub struct PollFd(libc::pollfd);
-
-impl PollFd {
-    /// Watches `fd` for input.
-    pub fn readable(fd: RawFd) -> PollFd {
-        PollFd::watch(fd, libc::POLLIN)
-    }
-
-    /// Watches `fd` for room to write.
-    pub fn writable(fd: RawFd) -> PollFd {
-        PollFd::watch(fd, libc::POLLOUT)
-    }
-
-    fn watch(fd: RawFd, events: i16) -> PollFd {
-        PollFd(libc::pollfd {
-            fd,
-            events,
-            revents: 0,
-        })
-    }
-
-    /// True when the last poll reported `fd` ready for what it was watched for, hung up or errored: in
-    /// each case the next read or write will not block. Never true for a negative `fd` (not watched).
-    pub fn is_ready(&self) -> bool {
-        self.0.revents != 0
-    }
-}
+pub use crate::ready::{poll, PollFd};
 
 /// True when the peer of socket `fd` has closed, reset or shut down its sending side (`POLLRDHUP`), or
 /// `fd` is not open. Never waits.
@@ -49,34 +18,11 @@ pub fn peer_gone(fd: RawFd) -> bool {
     let mut fds = [PollFd::watch(fd, libc::POLLRDHUP)];
     match poll(&mut fds, Duration::ZERO) {
         Ok(_) => {
-            fds[0].0.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR | libc::POLLNVAL)
+            fds[0].revents() & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR | libc::POLLNVAL)
                 != 0
         }
         Err(_) => false,
     }
-}
-
-/// Waits until one of `fds` is ready or `timeout` passes. EINTR is returned as `Ok(0)` (a spurious
-/// wake-up the caller's loop absorbs), so a profiler's signal never looks like an error.
-pub fn poll(fds: &mut [PollFd], timeout: Duration) -> io::Result<usize> {
-    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-    // SAFETY: `PollFd` is `repr(transparent)` over `libc::pollfd`, so the slice is a valid array of
-    // `fds.len()` pollfd structs that we own mutably for the duration of the call.
-    let n = unsafe {
-        libc::poll(
-            fds.as_mut_ptr().cast::<libc::pollfd>(),
-            fds.len() as libc::nfds_t,
-            ms,
-        )
-    };
-    if n < 0 {
-        let err = io::Error::last_os_error();
-        if err.kind() == io::ErrorKind::Interrupted {
-            return Ok(0);
-        }
-        return Err(err);
-    }
-    Ok(n as usize)
 }
 
 /// Sets the accept queue of listening socket `fd` to `backlog` connections (the kernel caps it at
@@ -117,18 +63,6 @@ mod tests {
     use super::*;
     use std::io::Write;
     use std::os::fd::AsRawFd;
-    use std::os::unix::net::UnixStream;
-
-    #[test]
-    fn poll_sees_readable_and_times_out() {
-        let (mut a, b) = UnixStream::pair().unwrap();
-        let mut fds = [PollFd::readable(b.as_raw_fd())];
-        assert_eq!(poll(&mut fds, Duration::from_millis(10)).unwrap(), 0);
-        assert!(!fds[0].is_ready());
-        a.write_all(b"x").unwrap();
-        assert_eq!(poll(&mut fds, Duration::from_millis(1000)).unwrap(), 1);
-        assert!(fds[0].is_ready());
-    }
 
     #[test]
     fn peer_gone_sees_a_close_and_a_half_close() {

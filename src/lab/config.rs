@@ -261,16 +261,19 @@ fn parse_positive(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// `-traffic`: empty is off; otherwise a period of at least [`super::traffic::MIN_PERIOD`].
+/// The shortest period `-traffic` accepts: below it a round cannot finish before the next is due.
+pub const MIN_TRAFFIC_PERIOD: Duration = Duration::from_millis(1);
+
+/// `-traffic`: empty is off; otherwise a period of at least [`MIN_TRAFFIC_PERIOD`].
 fn parse_traffic(text: &str) -> Result<Option<Duration>, String> {
     if text.is_empty() {
         return Ok(None);
     }
     let d = parse_positive(text)?;
-    if d < super::traffic::MIN_PERIOD {
+    if d < MIN_TRAFFIC_PERIOD {
         return Err(format!(
             "period {text:?} is below {}",
-            format_duration(super::traffic::MIN_PERIOD)
+            format_duration(MIN_TRAFFIC_PERIOD)
         ));
     }
     Ok(Some(d))

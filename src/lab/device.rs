@@ -15,6 +15,10 @@ use std::time::Instant;
 pub const INTERFACES_PER_DEVICE: usize = 4;
 /// Average simulated packet size, to derive packet counters from octets.
 const AVG_PACKET_BYTES: u64 = 600;
+/// Octets each way the last interface had carried before the device booted (5 GiB): past 2^32, so its
+/// 32-bit ifTable counters have wrapped from the start and only ifXTable's 64-bit ones tell the total,
+/// as on a real router's busy uplink.
+pub const CARRIED_OCTETS: u64 = 5 << 30;
 
 /// One row of the interface table.
 #[derive(Debug, Clone)]
@@ -161,6 +165,11 @@ impl Device {
         let interfaces = (0..INTERFACES_PER_DEVICE)
             .map(|k| {
                 let h = mix((index as u64) << 8 | k as u64);
+                let carried = if k + 1 == INTERFACES_PER_DEVICE {
+                    CARRIED_OCTETS
+                } else {
+                    0
+                };
                 Interface {
                     index: k as u32 + 1,
                     name: format!("eth{k}"),
@@ -169,16 +178,16 @@ impl Device {
                     admin_up: true,
                     oper_up: true,
                     last_change: 0,
-                    in_octets: 0,
-                    out_octets: 0,
+                    in_octets: carried,
+                    out_octets: carried,
                     in_errors: 0,
                     out_errors: 0,
                     in_discards: 0,
                     // 100 kB/s .. 1.1 MB/s: enough for counters to move visibly between two polls.
                     rate_in: 100_000 + h % 1_000_000,
                     rate_out: 100_000 + (h >> 20) % 1_000_000,
-                    flow_mark_in: 0,
-                    flow_mark_out: 0,
+                    flow_mark_in: carried,
+                    flow_mark_out: carried,
                     flaps: 0,
                 }
             })

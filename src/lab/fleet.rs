@@ -243,7 +243,12 @@ impl Fleet {
         let devices: Vec<Arc<Device>> = (0..config.devices())
             .map(|i| Arc::new(Device::new(i, boot)))
             .collect();
-        let listeners = super::listen::bind_snmp(&config, &devices)?;
+        let listeners = super::snmp::listen::bind_snmp(
+            config.bind(),
+            config.snmp_port(),
+            config.device_net(),
+            &devices,
+        )?;
         // Under -device-net every device sends from its own address (sendmsg with IP_PKTINFO), so the
         // exporters' sockets bind the wildcard address.
         let ip = match config.device_net() {

@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 use super::config::FleetConfig;
+use super::snmp::listen::ListenError;
 use std::fmt;
 use std::net::SocketAddr;
 
@@ -188,13 +189,55 @@ impl fmt::Display for FleetError {
 
 impl std::error::Error for FleetError {}
 
+/// A refused SNMP bind is the fleet's: a range that is not this host's is a flag error (exit 2).
+impl From<ListenError> for FleetError {
+    fn from(e: ListenError) -> FleetError {
+        match e {
+            ListenError::Bind {
+                device,
+                addr,
+                cause,
+            } => FleetError::Bind {
+                device,
+                addr,
+                cause,
+            },
+            ListenError::Io { what, cause } => FleetError::Io { what, cause },
+            ListenError::NotOwned(m) => FleetError::Config(m),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::lab::device_net::DeviceNet;
+    use crate::lab::snmp::listen::ownership_error;
 
     fn err(code: i32) -> std::io::Error {
         std::io::Error::from_raw_os_error(code)
+    }
+
+    #[test]
+    fn a_device_net_bind_error_becomes_a_flag_error_or_the_fd_limit() {
+        let net = DeviceNet::parse("10.9.0.0/16").unwrap();
+        let ip = net.device_ip(0);
+        let refused = |code| FleetError::from(ownership_error(net, 0, ip, err(code)));
+        let missing = refused(libc::EADDRNOTAVAIL);
+        assert!(matches!(missing, FleetError::Config(_)), "{missing:?}");
+        let config = FleetConfig::default().with_device_net(Some(net));
+        let out_of_fds = refused(libc::EMFILE).explain_fd_limit(&config);
+        assert!(
+            matches!(out_of_fds, FleetError::FdLimit { .. }),
+            "{out_of_fds:?}"
+        );
+        let text = out_of_fds.to_string();
+        assert!(
+            text.contains("ulimit -n") && !text.contains("not this host's"),
+            "{text}"
+        );
+        let other = refused(libc::ENOBUFS);
+        assert!(matches!(other, FleetError::Io { .. }), "{other:?}");
     }
 
     #[test]

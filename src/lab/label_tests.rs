@@ -47,8 +47,8 @@ fn snmp_read_loop_carries_snmp() {
         error_status: 0,
         error_index: 0,
         varbinds: vec![(
-            super::ber::Oid::parse("1.3.6.1.2.1.1.5.0").unwrap(),
-            super::ber::Value::Null,
+            super::snmp::ber::Oid::parse("1.3.6.1.2.1.1.5.0").unwrap(),
+            super::snmp::ber::Value::Null,
         )],
     };
     client

@@ -1,15 +1,18 @@
 //! The lab: a fleet of simulated network devices whose subsystems do real protocol work a real peer can
 //! read, each on plain OS threads labelled as the profiling labels name them.
 //!
-//! - [`ber`]: the BER codec; [`snmp`]: SNMPv2c messages, the agent, and its few serving threads
-//!   ([`snmp::serve`]); [`mib`]: a device's MIB view over one OID layout sorted once; [`device`]: one
-//!   device's identity, interfaces and counters; [`device_net`]: the `-device-net` address range;
-//! - [`trap`]: SNMPv2-Trap / INFORM; [`syslog`]: RFC 5424 over UDP or TCP (RFC 6587 framing);
-//!   [`netflow`]: NetFlow v9; [`scenario`]: link-flap scenarios; [`traffic`]: the `-traffic` load;
-//! - [`config`]: [`FleetConfig`] and its flag table; [`target`]: where the fleet sends (`host:port`,
-//!   `udp://`/`tcp://`), shared by config and syslog; [`fleet`]: [`Fleet::start`] / [`Fleet::stop`] and the
-//!   thread map; [`listen`]: binding the SNMP sockets; [`fleet_error`]: why a fleet did not start;
-//!   [`catchup`]: the scheduler's rule for missed periods (skipped, never replayed);
+//! One folder per protocol, over what they share (the order `tests/layering.rs` checks, in
+//! ARCHITECTURE.md's lab table):
+//! - [`snmp`]: SNMPv2c: the BER codec, a device's MIB view (system, ifTable, ifXTable), the agent, the
+//!   few serving threads and the binding of their sockets; [`trap`]: SNMPv2-Trap / INFORM;
+//!   [`syslog`]: RFC 5424 over UDP or TCP (RFC 6587 framing); [`netflow`]: NetFlow v9;
+//! - shared below them: [`send`]: sending a datagram as a device (from its own address under
+//!   `-device-net`), with waits through [`crate::ready`]; [`device`]: one device's identity, interfaces
+//!   and counters; [`device_net`]: the `-device-net` address range; [`target`]: where the fleet sends
+//!   (`host:port`, `udp://`/`tcp://`); [`config`]: [`FleetConfig`] and its flag table; [`catchup`]: the
+//!   scheduler's rule for missed periods (skipped, never replayed);
+//! - above them: [`scenario`]: link-flap scenarios; [`traffic`]: the `-traffic` load; [`fleet`]:
+//!   [`Fleet::start`] / [`Fleet::stop`] and the thread map; [`fleet_error`]: why a fleet did not start;
 //!   [`api`]: the REST routes (time text comes from [`crate::timefmt`]).
 //!
 //! Never here: gNMI (needs HTTP/2 + gRPC; its label values stay reserved), traffic outside the configured
@@ -26,17 +29,15 @@ macro_rules! probe {
 pub(crate) use probe;
 
 pub mod api;
-pub mod ber;
 pub mod catchup;
 pub mod config;
 pub mod device;
 pub mod device_net;
 pub mod fleet;
 pub mod fleet_error;
-pub mod listen;
-pub mod mib;
 pub mod netflow;
 pub mod scenario;
+pub mod send;
 pub mod snmp;
 pub mod syslog;
 pub mod target;

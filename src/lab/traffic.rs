@@ -15,10 +15,10 @@
 //! `-trap-target`, `-syslog-target` and `-flow-target` are used as given.
 #![forbid(unsafe_code)]
 
-use super::ber::{Oid, Value};
 use super::device::Device;
 use super::netflow::FlowExporter;
 use super::scenario::{self, Host, Phase, Request, Scenario};
+use super::snmp::ber::{Oid, Value};
 use super::snmp::{pdu, Message, VERSION_2C};
 use super::syslog;
 use super::target::reachable;
@@ -39,9 +39,6 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_millis(200);
 const SENDS_PER_DEVICE: usize = 16;
 /// Length of each link-flap scenario the load keeps running.
 const FLAP_SCENARIO: Duration = Duration::from_secs(2);
-
-/// The shortest period `-traffic` accepts: below it a round cannot finish before the next is due.
-pub const MIN_PERIOD: Duration = Duration::from_millis(1);
 
 /// A UDP socket that receives the load's notifications, syslog and flows and never reads them.
 #[derive(Debug)]

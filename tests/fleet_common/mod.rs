@@ -2,7 +2,7 @@
 //! `common::wait_for`).
 #![allow(dead_code)]
 
-use nl6::lab::ber::{Oid, Value};
+use nl6::lab::snmp::ber::{Oid, Value};
 use nl6::lab::snmp::{pdu, Message};
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::process::{Child, Command, Output, Stdio};
@@ -27,6 +27,21 @@ pub fn run(tool: &str, args: &[&str]) -> Output {
         .stdin(Stdio::null())
         .output()
         .unwrap_or_else(|e| panic!("cannot run {tool} ({e}): install the Debian package that provides it (see .ci/run)"))
+}
+
+/// Runs net-snmp's `tool` (snmpget, snmpwalk, snmpbulkwalk) against `target` as a v2c manager with
+/// community `public`, numeric OIDs, a 2 s timeout and 2 retries, then `extra`; its stdout, or a panic
+/// naming the tool and its stderr.
+pub fn snmp_tool(tool: &str, target: &str, extra: &[&str]) -> String {
+    let mut args = vec!["-v2c", "-c", "public", "-On", "-t", "2", "-r", "2", target];
+    args.extend_from_slice(extra);
+    let out = run(tool, &args);
+    assert!(
+        out.status.success(),
+        "{tool} {target} {extra:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
 }
 
 /// A child process killed (by its own pid) when dropped.

@@ -15,8 +15,9 @@
 
 use super::super::device::{Device, DeviceCounters};
 use super::super::device_net::DeviceNet;
-use super::{respond, send_from_retrying, send_retrying};
-use crate::http::sys::{poll, PollFd};
+use super::super::send::{send_from_retrying, send_retrying};
+use super::respond;
+use crate::ready::{poll, PollFd};
 use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;

@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 use super::device::{Device, DeviceCounters};
+use super::send::send_as;
 use crate::timefmt::Timestamp;
 use nl6_profile::labels::{self, Subsystem};
 use std::collections::VecDeque;
@@ -284,7 +285,7 @@ impl SyslogExporter {
         m.write_to(&mut body);
         match &self.sink {
             Sink::Udp { socket, target } => {
-                if super::snmp::send_as(device, socket, &body, *target) {
+                if send_as(device, socket, &body, *target) {
                     DeviceCounters::inc(&device.counters.syslog_sent);
                     true
                 } else {

@@ -7,10 +7,11 @@
 //! EINTR and poll the stop flag through timeouts. Notification building is a plain function.
 #![forbid(unsafe_code)]
 
-use super::ber::{Oid, Value};
 use super::device::{Device, DeviceCounters};
-use super::mib::{IF_TABLE, SYS_UPTIME_0};
-use super::snmp::{pdu, send_as, Message, VERSION_2C};
+use super::send::send_as;
+use super::snmp::ber::{Oid, Value};
+use super::snmp::mib::{IF_TABLE, SYS_UPTIME_0};
+use super::snmp::{pdu, Message, VERSION_2C};
 use nl6_profile::labels::{self, Subsystem};
 use std::collections::HashMap;
 use std::io::ErrorKind;

@@ -6,46 +6,82 @@
 //!   then binds [`SERVING_THREADS`] sockets to the wildcard address on one port (`-snmp-port`, or the
 //!   ephemeral port the first socket got), sharing it with `SO_REUSEPORT`.
 //!
-//! Each device learns its SNMP address here (and, under `-device-net`, its own address).
+//! Each device learns its SNMP address here (and, under `-device-net`, its own address). Takes plain
+//! values, not the fleet's configuration, and says why a bind failed in its own [`ListenError`], which
+//! the fleet's error wraps with the remedy.
 #![forbid(unsafe_code)]
 
-use super::config::{DeviceNet, FleetConfig};
-use super::device::Device;
-use super::fleet_error::FleetError;
-use super::snmp::serve::{Listener, Route, SERVING_THREADS};
+use super::super::device::Device;
+use super::super::device_net::DeviceNet;
+use super::serve::{Listener, Route, SERVING_THREADS};
+use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::sync::Arc;
 
-/// Binds what `config` asks for and tells every device its address.
-pub fn bind_snmp(
-    config: &FleetConfig,
-    devices: &[Arc<Device>],
-) -> Result<Vec<Listener>, FleetError> {
-    match config.device_net() {
-        Some(net) => bind_device_net(config, net, devices),
-        None => bind_per_port(config, devices),
+/// Why the SNMP sockets could not be bound.
+#[derive(Debug)]
+pub enum ListenError {
+    /// A device's SNMP address could not be bound (`device` names it, or a range under `-device-net`).
+    Bind {
+        device: String,
+        addr: SocketAddr,
+        cause: std::io::Error,
+    },
+    /// Another socket call failed.
+    Io { what: String, cause: std::io::Error },
+    /// The `-device-net` range is not this host's (the message says how to make it so).
+    NotOwned(String),
+}
+
+impl fmt::Display for ListenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ListenError::Bind {
+                device,
+                addr,
+                cause,
+            } => write!(f, "device {device}: cannot bind UDP {addr}: {cause}"),
+            ListenError::Io { what, cause } => write!(f, "{what}: {cause}"),
+            ListenError::NotOwned(m) => f.write_str(m),
+        }
     }
 }
 
-fn io(what: &str) -> impl FnOnce(std::io::Error) -> FleetError {
+impl std::error::Error for ListenError {}
+
+/// Binds the SNMP sockets on `bind` (per port, from `port` + *i*, or ephemeral ports at `0`) or, with
+/// `net`, for the whole `-device-net` range on one port, and tells every device its address.
+pub fn bind_snmp(
+    bind: IpAddr,
+    port: u16,
+    net: Option<DeviceNet>,
+    devices: &[Arc<Device>],
+) -> Result<Vec<Listener>, ListenError> {
+    match net {
+        Some(net) => bind_device_net(port, net, devices),
+        None => bind_per_port(bind, port, devices),
+    }
+}
+
+fn io(what: &str) -> impl FnOnce(std::io::Error) -> ListenError {
     let what = what.to_string();
-    move |cause| FleetError::Io { what, cause }
+    move |cause| ListenError::Io { what, cause }
 }
 
 fn bind_per_port(
-    config: &FleetConfig,
+    ip: IpAddr,
+    base: u16,
     devices: &[Arc<Device>],
-) -> Result<Vec<Listener>, FleetError> {
-    let ip = config.bind();
+) -> Result<Vec<Listener>, ListenError> {
     let mut out = Vec::with_capacity(devices.len());
     for d in devices {
-        let port = if config.snmp_port() == 0 {
+        let port = if base == 0 {
             0
         } else {
-            config.snmp_port() + d.index() as u16
+            base + d.index() as u16
         };
         let socket =
-            UdpSocket::bind(SocketAddr::new(ip, port)).map_err(|cause| FleetError::Bind {
+            UdpSocket::bind(SocketAddr::new(ip, port)).map_err(|cause| ListenError::Bind {
                 device: d.name().to_string(),
                 addr: SocketAddr::new(ip, port),
                 cause,
@@ -64,7 +100,7 @@ fn bind_per_port(
 
 /// Refuses a range whose addresses this host does not own: binding its first and last device address
 /// fails with "cannot assign requested address".
-fn check_owned(net: DeviceNet, devices: usize) -> Result<(), FleetError> {
+fn check_owned(net: DeviceNet, devices: usize) -> Result<(), ListenError> {
     for i in [0, devices - 1] {
         let ip = net.device_ip(i);
         if let Err(cause) = UdpSocket::bind(SocketAddr::from((ip, 0))) {
@@ -75,16 +111,21 @@ fn check_owned(net: DeviceNet, devices: usize) -> Result<(), FleetError> {
 }
 
 /// Why the test bind of device `i`'s address failed: only EADDRNOTAVAIL means the host does not own
-/// it (a flag error, exit 2); anything else (EMFILE, ENOBUFS…) is a resource error that
-/// [`FleetError::explain_fd_limit`] or the plain I/O message explains.
-fn ownership_error(net: DeviceNet, i: usize, ip: Ipv4Addr, cause: std::io::Error) -> FleetError {
+/// it (a flag error, exit 2); anything else (EMFILE, ENOBUFS…) is a resource error that the fleet's
+/// error explains (the descriptor limit) or reports as it is.
+pub(crate) fn ownership_error(
+    net: DeviceNet,
+    i: usize,
+    ip: Ipv4Addr,
+    cause: std::io::Error,
+) -> ListenError {
     if cause.raw_os_error() != Some(libc::EADDRNOTAVAIL) {
-        return FleetError::Io {
+        return ListenError::Io {
             what: format!("-device-net {net}: cannot bind address {ip} (device {i})"),
             cause,
         };
     }
-    FleetError::Config(format!(
+    ListenError::NotOwned(format!(
         "-device-net {net}: address {ip} (device {i}) is not this host's ({cause}); make the range \
          local first, e.g. `ip route add local {net} dev lo` as root, or use a range under \
          127.0.0.0/8 such as 127.1.0.0/16"
@@ -92,19 +133,18 @@ fn ownership_error(net: DeviceNet, i: usize, ip: Ipv4Addr, cause: std::io::Error
 }
 
 fn bind_device_net(
-    config: &FleetConfig,
+    mut port: u16,
     net: DeviceNet,
     devices: &[Arc<Device>],
-) -> Result<Vec<Listener>, FleetError> {
+) -> Result<Vec<Listener>, ListenError> {
     if devices.is_empty() {
         return Ok(Vec::new());
     }
     check_owned(net, devices.len())?;
-    let mut port = config.snmp_port();
     let last = devices[devices.len() - 1].name();
     let bind_error = |at: SocketAddrV4| {
         let device = format!("{} … {last}", devices[0].name());
-        move |cause| FleetError::Bind {
+        move |cause| ListenError::Bind {
             device,
             addr: SocketAddr::V4(at),
             cause,
@@ -148,20 +188,12 @@ mod tests {
         let ip = net.device_ip(0);
         let err = |code| ownership_error(net, 0, ip, std::io::Error::from_raw_os_error(code));
         let missing = err(libc::EADDRNOTAVAIL);
-        assert!(matches!(missing, FleetError::Config(_)), "{missing:?}");
+        assert!(matches!(missing, ListenError::NotOwned(_)), "{missing:?}");
         assert!(missing.to_string().contains("is not this host's"));
-        let config = FleetConfig::default().with_device_net(Some(net));
-        let out_of_fds = err(libc::EMFILE).explain_fd_limit(&config);
-        assert!(
-            matches!(out_of_fds, FleetError::FdLimit { .. }),
-            "{out_of_fds:?}"
-        );
-        let text = out_of_fds.to_string();
-        assert!(
-            text.contains("ulimit -n") && !text.contains("not this host's"),
-            "{text}"
-        );
-        let other = err(libc::ENOBUFS);
-        assert!(matches!(other, FleetError::Io { .. }), "{other:?}");
+        for code in [libc::EMFILE, libc::ENOBUFS] {
+            let other = err(code);
+            assert!(matches!(other, ListenError::Io { .. }), "{other:?}");
+            assert!(!other.to_string().contains("not this host's"), "{other}");
+        }
     }
 }

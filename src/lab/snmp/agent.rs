@@ -1,6 +1,6 @@
-//! SNMPv2c: the message codec (RFC 3416 PDUs over the BER codec), the agent's answer to GET, GETNEXT and
-//! GETBULK against a [`MibView`](super::mib::MibView), [`respond`] (one request to one device, counted),
-//! and the serving threads ([`serve`]).
+//! SNMPv2c messages and the agent: the message codec (RFC 3416 PDUs over the BER codec), the agent's
+//! answer to GET, GETNEXT and GETBULK against a [`MibView`](super::mib::MibView), and [`respond`] (one
+//! request to one device, counted).
 //!
 //! [`answer`] is a plain function from request bytes to response bytes, tested without sockets. An answer
 //! is never larger than [`response_limit`] of its request: at most [`MAX_AMPLIFICATION`] × the request's
@@ -8,21 +8,15 @@
 //! reflector (a 120-byte GETBULK used to get 9–25 KB back). Beyond it a GETBULK answer is truncated at the
 //! end (RFC 3416 §4.2.3: the repeated bindings that fit, in order), any other answer becomes `tooBig`
 //! with no bindings (§4.2.1). The
-//! serving threads ([`serve`]) are labelled `snmp` at birth; [`respond`] drops and counts malformed
+//! serving threads ([`super::serve`]) are labelled `snmp` at birth; [`respond`] drops and counts malformed
 //! datagrams and wrong communities (an agent stays silent on both). Nothing but responses to the
 //! requester is ever sent.
 #![forbid(unsafe_code)]
 
+use super::super::device::{Device, DeviceCounters};
 use super::ber::{self, tag, BerError, Oid, Reader, Value};
-use super::device::{Device, DeviceCounters};
 use super::mib::{DeviceMib, MibView};
-use crate::http::sys::{poll, PollFd};
-use std::io::ErrorKind;
-use std::net::{SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
-use std::time::{Duration, Instant};
-
-pub mod serve;
+use std::time::Instant;
 
 /// PDU tags (context-specific, constructed).
 pub mod pdu {
@@ -327,80 +321,11 @@ pub fn respond(device: &Device, request: &[u8], community: &[u8]) -> Option<Vec<
     None
 }
 
-/// The longest a send waits for room when a (non-blocking) socket's send buffer is full, once, before
-/// the datagram is given up and counted as a send error: short, as the serving thread has other
-/// requests waiting.
-const SEND_WAIT: Duration = Duration::from_millis(50);
-
-/// Runs `send` on `socket`: EINTR is retried; EAGAIN waits up to [`SEND_WAIT`] for the socket to become
-/// writable, then tries once more. False when the OS refused the datagram.
-fn send_with(socket: &UdpSocket, mut send: impl FnMut() -> std::io::Result<usize>) -> bool {
-    let mut waited = false;
-    for _ in 0..8 {
-        match send() {
-            Ok(_) => return true,
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) if e.kind() == ErrorKind::WouldBlock && !waited => {
-                waited = true;
-                let mut fds = [PollFd::writable(socket.as_raw_fd())];
-                let _ = poll(&mut fds, SEND_WAIT);
-            }
-            Err(_) => return false,
-        }
-    }
-    false
-}
-
-/// Sends one datagram ([`send_with`]: EINTR retried, a full buffer waited for once).
-pub fn send_retrying(socket: &UdpSocket, bytes: &[u8], to: std::net::SocketAddr) -> bool {
-    send_with(socket, || socket.send_to(bytes, to))
-}
-
-/// Sends from a chosen local address ([`send_with`]: EINTR retried, a full buffer waited for once).
-pub fn send_from_retrying(
-    socket: &UdpSocket,
-    bytes: &[u8],
-    to: std::net::SocketAddrV4,
-    from: std::net::Ipv4Addr,
-) -> bool {
-    send_with(socket, || crate::netsys::send_from(socket, bytes, to, from))
-}
-
-/// Sends `bytes` to `to` from `device`'s own address when it has one (`-device-net`), else from
-/// whatever `socket` is bound to; EINTR is retried. False when the OS refused it.
-pub fn send_as(device: &Device, socket: &UdpSocket, bytes: &[u8], to: SocketAddr) -> bool {
-    match (device.own_ip(), to) {
-        (Some(from), SocketAddr::V4(to)) => send_from_retrying(socket, bytes, to, from),
-        _ => send_retrying(socket, bytes, to),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::lab::device::Device;
-    use crate::lab::mib::Mib;
-
-    #[test]
-    fn a_send_into_a_full_buffer_waits_and_retries_once() {
-        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let mut calls = 0;
-        let full = std::io::Error::from(ErrorKind::WouldBlock);
-        let sent = send_with(&socket, || {
-            calls += 1;
-            match calls {
-                1 => Err(std::io::Error::from(ErrorKind::WouldBlock)),
-                _ => Ok(1),
-            }
-        });
-        assert!(sent && calls == 2, "sent {sent} after {calls} calls");
-        let mut calls = 0;
-        let sent = send_with(&socket, || {
-            calls += 1;
-            Err(std::io::Error::from(full.kind()))
-        });
-        assert!(!sent && calls == 2, "gave up after {calls} calls");
-    }
+    use crate::lab::snmp::mib::Mib;
 
     fn o(s: &str) -> Oid {
         Oid::parse(s).unwrap()
@@ -504,12 +429,12 @@ mod tests {
             pdu::GET_NEXT,
             0,
             0,
-            &["1.3.6.1.2.1.1", "1.3.6.1.2.1.2.2.1.22.4"],
+            &["1.3.6.1.2.1.1", "1.3.6.1.2.1.31.1.1.1.19.4"],
         ));
         assert_eq!(r.varbinds[0].0, o("1.3.6.1.2.1.1.1.0"));
         assert_eq!(
             r.varbinds[1],
-            (o("1.3.6.1.2.1.2.2.1.22.4"), Value::EndOfMibView)
+            (o("1.3.6.1.2.1.31.1.1.1.19.4"), Value::EndOfMibView)
         );
     }
 
@@ -539,7 +464,12 @@ mod tests {
             ]
         );
         // Near the end every repeater runs out: endOfMibView ends the response early.
-        let r = reply(&request(pdu::GET_BULK, 0, 50, &["1.3.6.1.2.1.2.2.1.22.2"]));
+        let r = reply(&request(
+            pdu::GET_BULK,
+            0,
+            50,
+            &["1.3.6.1.2.1.31.1.1.1.19.2"],
+        ));
         assert_eq!(r.varbinds.len(), 3);
         assert_eq!(r.varbinds[2].1, Value::EndOfMibView);
     }

@@ -5,7 +5,7 @@
 //! Encoding produces definite, minimal lengths (DER-shaped). Decoding borrows from the input, accepts the
 //! long length form up to four octets and rejects everything else (indefinite lengths, truncation,
 //! over-long integers, malformed OIDs) with a [`BerError`]; it never panics on any input.
-//! This module does no I/O and knows nothing of SNMP messages (see `snmp.rs`).
+//! This module does no I/O and knows nothing of SNMP messages (see [`super::agent`]).
 #![forbid(unsafe_code)]
 
 use std::fmt;

@@ -1,0 +1,92 @@
+//! Readiness: `poll(2)` over a set of descriptors ([`PollFd`], [`poll`]), the one wait that std does not
+//! offer. A leaf every layer can reach: the HTTP server's poll loop and the lab's serving threads and
+//! senders wait through it, so no layer borrows another's system calls. A thin wrapper; no policy.
+//!
+//! One of the few `unsafe` files: the call passes memory it owns for the call's duration.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+/// Readable (or hung up / errored: all mean "a read will not block").
+pub const READABLE: i16 = libc::POLLIN | libc::POLLHUP | libc::POLLERR | libc::POLLNVAL;
+
+/// One descriptor to watch, and what poll saw.
+#[derive(Debug, Clone, Copy)]
+#[repr(transparent)]
+pub struct PollFd(libc::pollfd);
+
+impl PollFd {
+    /// Watches `fd` for input.
+    pub fn readable(fd: RawFd) -> PollFd {
+        PollFd::watch(fd, libc::POLLIN)
+    }
+
+    /// Watches `fd` for room to write.
+    pub fn writable(fd: RawFd) -> PollFd {
+        PollFd::watch(fd, libc::POLLOUT)
+    }
+
+    /// Watches `fd` for `events` (`libc::POLL*` bits).
+    pub fn watch(fd: RawFd, events: i16) -> PollFd {
+        PollFd(libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        })
+    }
+
+    /// True when the last poll reported `fd` ready for what it was watched for, hung up or errored: in
+    /// each case the next read or write will not block. Never true for a negative `fd` (not watched).
+    pub fn is_ready(&self) -> bool {
+        self.0.revents != 0
+    }
+
+    /// What the last poll reported for `fd` (`libc::POLL*` bits; 0 before any poll).
+    pub fn revents(&self) -> i16 {
+        self.0.revents
+    }
+}
+
+/// Waits until one of `fds` is ready or `timeout` passes. EINTR is returned as `Ok(0)` (a spurious
+/// wake-up the caller's loop absorbs), so a profiler's signal never looks like an error.
+pub fn poll(fds: &mut [PollFd], timeout: Duration) -> io::Result<usize> {
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: `PollFd` is `repr(transparent)` over `libc::pollfd`, so the slice is a valid array of
+    // `fds.len()` pollfd structs that we own mutably for the duration of the call.
+    let n = unsafe {
+        libc::poll(
+            fds.as_mut_ptr().cast::<libc::pollfd>(),
+            fds.len() as libc::nfds_t,
+            ms,
+        )
+    };
+    if n < 0 {
+        let err = io::Error::last_os_error();
+        if err.kind() == io::ErrorKind::Interrupted {
+            return Ok(0);
+        }
+        return Err(err);
+    }
+    Ok(n as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+
+    #[test]
+    fn poll_sees_readable_and_times_out() {
+        let (mut a, b) = UnixStream::pair().unwrap();
+        let mut fds = [PollFd::readable(b.as_raw_fd())];
+        assert_eq!(poll(&mut fds, Duration::from_millis(10)).unwrap(), 0);
+        assert!(!fds[0].is_ready());
+        a.write_all(b"x").unwrap();
+        assert_eq!(poll(&mut fds, Duration::from_millis(1000)).unwrap(), 1);
+        assert!(fds[0].is_ready());
+    }
+}
