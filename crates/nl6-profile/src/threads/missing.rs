@@ -18,6 +18,29 @@ pub enum Missing {
     Late,
     /// More threads than capture slots ([`super::MAX_CAPTURED`]).
     NoSlot,
+    /// Another owner's handler holds the capture signal (at this address) and
+    /// [`crate::SignalOptions::take_foreign`] is off: no thread was signalled.
+    Foreign {
+        /// The capture signal.
+        signal: i32,
+        /// The other owner's handler.
+        handler: u64,
+    },
+    /// The capture signal's handler could not be installed: `sigaction` failed with this errno.
+    NoHandler(i32),
+}
+
+impl Missing {
+    /// Why no thread was signalled when the capture handler was refused.
+    pub(super) fn unhandled(e: crate::SignalError) -> Missing {
+        match e {
+            crate::SignalError::Foreign {
+                signal, handler, ..
+            } => Missing::Foreign { signal, handler },
+            crate::SignalError::Os { errno, .. } => Missing::NoHandler(errno),
+            _ => Missing::NoHandler(0),
+        }
+    }
 }
 
 impl std::fmt::Display for Missing {
@@ -37,6 +60,16 @@ impl std::fmt::Display for Missing {
                 f,
                 "more than {} threads: no capture slot left",
                 super::MAX_CAPTURED
+            ),
+            Missing::Foreign { signal, handler } => write!(
+                f,
+                "{} has another owner's handler (at {handler:#x}): no thread was signalled (SignalOptions: take_foreign, or another capture signal)",
+                signal::signal_name(*signal)
+            ),
+            Missing::NoHandler(errno) => write!(
+                f,
+                "the stack-capture handler could not be installed (sigaction: {})",
+                std::io::Error::from_raw_os_error(*errno)
             ),
         }
     }
