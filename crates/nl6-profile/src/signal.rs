@@ -274,6 +274,7 @@ mod tests {
         ("threads.rs", include_str!("threads.rs")),
         ("labels.rs", include_str!("labels.rs")),
         ("unwind.rs", include_str!("unwind.rs")),
+        ("unwind/arch.rs", include_str!("unwind/arch.rs")),
         ("unwind/bounds.rs", include_str!("unwind/bounds.rs")),
         ("unwind/code.rs", include_str!("unwind/code.rs")),
         ("unwind/step.rs", include_str!("unwind/step.rs")),
@@ -368,6 +369,9 @@ mod tests {
             "walk_rules",
             "lookup",
             "foreign_bounds",
+            "regs_from_ucontext",
+            "load_word",
+            "thread_pointer",
         ] {
             assert!(
                 reached.contains(&must),
