@@ -47,6 +47,9 @@ cargo test --target aarch64-unknown-linux-musl -p nl6-profile --no-fail-fast --l
   --test engine_threadcreate --test engine_signal_manners --test engine_capture_signal -- --test-threads=1 \
   --skip a_foreign_thread_gets_its_whole_stack_and_no_entry_is_left
 
+echo "== other targets compile (every entry point answers Unsupported there)"
+cargo check --target x86_64-apple-darwin -p nl6-profile
+
 echo "== README examples (release build)"
 bash scripts/readme-examples.sh
 

@@ -131,12 +131,22 @@ fn os_error(signo: c_int) -> SignalError {
     }
 }
 
+/// [`SignalError::Unsupported`] off the supported platforms, before any `sigaction`.
+pub(crate) fn supported() -> Result<(), SignalError> {
+    if SUPPORTED {
+        Ok(())
+    } else {
+        Err(SignalError::Unsupported)
+    }
+}
+
 /// Installs `handler` for `signo` unless it is the installed handler already, and leaves it installed.
 /// A free signal (default or ignored, as another profiler leaves SIGPROF when it stops) is taken; one
 /// another owner's handler holds is refused with [`SignalError::Foreign`] unless
 /// [`SignalOptions::take_foreign`] allows it. The error's symbol is left for the caller to fill in
 /// ([`SignalError::named`]; this module sits below the symbol tables).
 pub(crate) fn install(signo: c_int, handler: Handler) -> Result<(), SignalError> {
+    supported()?;
     let _serial = INSTALLING.lock().unwrap_or_else(|e| e.into_inner());
     let now = disposition(signo)?;
     if now == Disposition::Handler(handler as usize as u64) {
@@ -179,24 +189,63 @@ pub(crate) struct ErrnoGuard(c_int);
 impl ErrnoGuard {
     #[inline(always)]
     pub(crate) fn save() -> ErrnoGuard {
+        #[cfg(target_os = "linux")]
         // SAFETY: __errno_location returns the calling thread's errno slot, always valid.
-        ErrnoGuard(unsafe { *libc::__errno_location() })
+        let saved = unsafe { *libc::__errno_location() };
+        #[cfg(not(target_os = "linux"))]
+        let saved = 0;
+        ErrnoGuard(saved)
     }
 }
 
 impl Drop for ErrnoGuard {
     #[inline(always)]
     fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
         // SAFETY: as in `save`.
-        unsafe { *libc::__errno_location() = self.0 }
+        unsafe {
+            *libc::__errno_location() = self.0
+        }
     }
 }
 
-/// The calling thread's kernel thread id. Async-signal-safe (one syscall).
+/// True where the samplers run: Linux on x86_64 or aarch64 (glibc or musl). Elsewhere the crate compiles
+/// and every entry point answers [`unsupported`].
+pub(crate) const SUPPORTED: bool = cfg!(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+));
+
+/// What every entry point says on a platform the samplers do not support.
+pub(crate) fn unsupported() -> String {
+    format!(
+        "unsupported platform: nl6-profile samples Linux on x86_64 or aarch64 only (this build: {} {})",
+        std::env::consts::OS,
+        std::env::consts::ARCH
+    )
+}
+
+/// The libc's free realtime signals, `SIGRTMIN()..=SIGRTMAX()` (empty off Linux).
+pub(crate) fn realtime_range() -> (c_int, c_int) {
+    #[cfg(target_os = "linux")]
+    {
+        (libc::SIGRTMIN(), libc::SIGRTMAX())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        (1, 0)
+    }
+}
+
+/// The calling thread's kernel thread id. Async-signal-safe (one syscall). 0 off Linux.
 #[inline]
 pub(crate) fn gettid() -> i32 {
+    #[cfg(target_os = "linux")]
     // SAFETY: gettid has no arguments and cannot fail.
-    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) as i32 };
+    #[cfg(not(target_os = "linux"))]
+    let tid = 0;
+    tid
 }
 
 /// The fields of a timer's `siginfo_t` we read (the kernel's `_timer` layout on 64-bit Linux: three ints,

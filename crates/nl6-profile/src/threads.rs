@@ -464,7 +464,7 @@ pub fn capture_all(timeout: Duration) -> Vec<ThreadStack> {
         name: thread_name(me),
         label: labels::current_index(),
         stack: own[..n].to_vec(),
-        missing: None,
+        missing: (!signal::SUPPORTED).then_some(Missing::Unsupported),
     });
     out.sort_by_key(|t| t.tid);
     out

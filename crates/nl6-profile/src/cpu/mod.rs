@@ -76,6 +76,8 @@ pub enum CpuError {
     /// SIGPROF is not the engine's to take: another owner's handler is installed (and
     /// [`crate::SignalOptions::take_foreign`] is off), or `sigaction` failed.
     Signal(crate::SignalError),
+    /// Not Linux on x86_64 or aarch64 (Display names this build's OS and architecture).
+    Unsupported,
 }
 
 impl std::fmt::Display for CpuError {
@@ -84,6 +86,7 @@ impl std::fmt::Display for CpuError {
             CpuError::Busy => f.write_str("cpu profiling already in use"),
             CpuError::Os(m) => f.write_str(m),
             CpuError::Signal(e) => write!(f, "cpu profile: {e}"),
+            CpuError::Unsupported => write!(f, "cpu profile: {}", signal::unsupported()),
         }
     }
 }
@@ -370,6 +373,9 @@ pub struct CpuSession {
 /// Starts sampling every thread at `hz` (0 = [`DEFAULT_HZ`], capped at [`MAX_HZ`]). Returns
 /// [`CpuError::Busy`] if a session exists, [`CpuError::Signal`] if SIGPROF has another owner's handler.
 pub fn start(hz: u32) -> Result<CpuSession, CpuError> {
+    if !signal::SUPPORTED {
+        return Err(CpuError::Unsupported);
+    }
     if SESSION
         .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
         .is_err()

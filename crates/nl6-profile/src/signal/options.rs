@@ -87,6 +87,8 @@ pub enum SignalError {
         /// The one asked for.
         asked: c_int,
     },
+    /// Not Linux on x86_64 or aarch64: the engine takes no signal here.
+    Unsupported,
     /// `sigaction` failed.
     Os {
         /// The signal number.
@@ -100,8 +102,8 @@ pub enum SignalError {
 pub(crate) fn signal_name(signo: c_int) -> String {
     if signo == libc::SIGPROF {
         "SIGPROF".to_string()
-    } else if (libc::SIGRTMIN()..=libc::SIGRTMAX()).contains(&signo) {
-        format!("signal {signo} (SIGRTMIN+{})", signo - libc::SIGRTMIN())
+    } else if (super::realtime_range().0..=super::realtime_range().1).contains(&signo) {
+        format!("signal {signo} (SIGRTMIN+{})", signo - super::realtime_range().0)
     } else {
         format!("signal {signo}")
     }
@@ -133,6 +135,7 @@ impl std::fmt::Display for SignalError {
                 f,
                 "capture signal {asked}: the profiler's handlers are installed already, with capture signal {current}: set the signal options before install_signal_handlers and the first profile"
             ),
+            SignalError::Unsupported => f.write_str(&super::unsupported()),
             SignalError::Os { signal, errno } => write!(
                 f,
                 "sigaction({}): {}",
@@ -179,7 +182,8 @@ static SETTING: Mutex<()> = Mutex::new(());
 pub fn set_signal_options(options: &SignalOptions) -> Result<(), SignalError> {
     let _serial = SETTING.lock().unwrap_or_else(|e| e.into_inner());
     let asked = options.capture_signal;
-    let (min, max) = (libc::SIGRTMIN(), libc::SIGRTMAX());
+    super::supported()?;
+    let (min, max) = super::realtime_range();
     if !(min..=max).contains(&asked) {
         return Err(SignalError::NotRealtime {
             signal: asked,

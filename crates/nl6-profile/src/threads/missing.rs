@@ -28,6 +28,8 @@ pub enum Missing {
     },
     /// The capture signal's handler could not be installed: `sigaction` failed with this errno.
     NoHandler(i32),
+    /// Not Linux on x86_64 or aarch64: no thread's stack can be captured.
+    Unsupported,
 }
 
 impl Missing {
@@ -38,6 +40,7 @@ impl Missing {
                 signal, handler, ..
             } => Missing::Foreign { signal, handler },
             crate::SignalError::Os { errno, .. } => Missing::NoHandler(errno),
+            crate::SignalError::Unsupported => Missing::Unsupported,
             _ => Missing::NoHandler(0),
         }
     }
@@ -66,6 +69,7 @@ impl std::fmt::Display for Missing {
                 "{} has another owner's handler (at {handler:#x}): no thread was signalled (SignalOptions: take_foreign, or another capture signal)",
                 signal::signal_name(*signal)
             ),
+            Missing::Unsupported => f.write_str(&signal::unsupported()),
             Missing::NoHandler(errno) => write!(
                 f,
                 "the stack-capture handler could not be installed (sigaction: {})",
@@ -87,8 +91,14 @@ pub(super) enum Sent {
 
 /// Sends the stack-capture signal to thread `tid` of process `pid`.
 pub(super) fn send(pid: i32, tid: i32) -> Sent {
+    if !signal::SUPPORTED {
+        return Sent::Refused(libc::ENOSYS);
+    }
+    #[cfg(target_os = "linux")]
     // SAFETY: tgkill on a thread of our own process with a signal whose handler is installed.
     let rc = unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, signal::stacks_signal()) };
+    #[cfg(not(target_os = "linux"))]
+    let rc = i64::from(pid + tid) * 0 - 1;
     if rc == 0 {
         return Sent::Queued;
     }

@@ -27,7 +27,7 @@ pub(crate) unsafe fn regs_from_ucontext(ctx: *const std::ffi::c_void) -> Option<
     if ctx.is_null() {
         return None;
     }
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     {
         // SAFETY: the kernel's ucontext_t for this thread, valid for the handler's duration.
         let gregs = unsafe { &(*(ctx as *const libc::ucontext_t)).uc_mcontext.gregs };
@@ -38,7 +38,7 @@ pub(crate) unsafe fn regs_from_ucontext(ctx: *const std::ffi::c_void) -> Option<
             rsp: get(libc::REG_RSP)?,
         })
     }
-    #[cfg(target_arch = "aarch64")]
+    #[cfg(all(target_os = "linux", target_arch = "aarch64"))]
     {
         // SAFETY: as above; the aarch64 mcontext holds x0..x30, sp and pc.
         let mc = unsafe { &(*(ctx as *const libc::ucontext_t)).uc_mcontext };
@@ -48,7 +48,10 @@ pub(crate) unsafe fn regs_from_ucontext(ctx: *const std::ffi::c_void) -> Option<
             rsp: mc.sp as u64,
         })
     }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    #[cfg(not(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    )))]
     {
         None
     }

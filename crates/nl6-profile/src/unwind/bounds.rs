@@ -67,6 +67,16 @@ fn main_stack_low(high: u64) -> u64 {
 
 /// Asks libc for the calling thread's stack bounds (None on failure). Never from a handler.
 fn query_stack_bounds() -> Option<(u64, u64)> {
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+    #[cfg(target_os = "linux")]
+    query_linux_stack_bounds()
+}
+
+#[cfg(target_os = "linux")]
+fn query_linux_stack_bounds() -> Option<(u64, u64)> {
     // SAFETY: pthread_self is always valid; attr is initialised by pthread_getattr_np before use and
     // destroyed after; pthread_attr_getstack writes two out-values we own.
     let (addr, size) = unsafe {
