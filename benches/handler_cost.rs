@@ -77,6 +77,9 @@ fn main() {
         .unwrap_or(200);
     install_empty_handler();
     let empty = median((0..rounds).map(|_| round()).collect());
+    // The empty handler is this program's own: the engine takes SIGPROF from it only when told to.
+    nl6_profile::set_signal_options(&nl6_profile::SignalOptions::default().take_foreign(true))
+        .expect("signal options");
     let mut session = cpu::start(1).expect("cpu profile");
     let taken0 = cpu::signals_taken();
     let mut with = Vec::with_capacity(rounds);
