@@ -45,7 +45,10 @@ fn run(mode: Mode, rounds: u64) -> ((Duration, Duration), u64) {
 fn main() {
     // `handler [rounds]`: the SIGPROF handler's cost per sample, nl6's and pprof-rs's (`handler.rs`).
     if std::env::args().nth(1).as_deref() == Some("handler") {
-        let rounds = std::env::args().nth(2).and_then(|a| a.parse().ok()).unwrap_or(50);
+        let rounds = std::env::args()
+            .nth(2)
+            .and_then(|a| a.parse().ok())
+            .unwrap_or(50);
         return handler::main(rounds);
     }
     let rounds = calibrated_rounds();

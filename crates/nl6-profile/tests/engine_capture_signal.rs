@@ -36,19 +36,33 @@ fn the_capture_signal_is_chosen_validated_and_fixed_once_installed() {
     let (taken, chosen, later) = (rtmin + 7, rtmin + 6, rtmin + 8);
     assert_eq!(signal_options().capture_signal, 38, "the default");
 
-    let err = set_signal_options(&SignalOptions::default().capture_signal(libc::SIGUSR1)).unwrap_err();
+    let err =
+        set_signal_options(&SignalOptions::default().capture_signal(libc::SIGUSR1)).unwrap_err();
     assert!(matches!(err, SignalError::NotRealtime { .. }), "{err}");
-    assert!(err.to_string().contains(&format!("{rtmin}..={rtmax}")), "{err}");
+    assert!(
+        err.to_string().contains(&format!("{rtmin}..={rtmax}")),
+        "{err}"
+    );
 
     install_theirs(taken);
     let err = set_signal_options(&SignalOptions::default().capture_signal(taken)).unwrap_err();
     match &err {
-        SignalError::Foreign { signal, handler, .. } => {
-            assert_eq!((*signal, *handler), (taken, theirs as *const () as usize as u64), "{err}");
+        SignalError::Foreign {
+            signal, handler, ..
+        } => {
+            assert_eq!(
+                (*signal, *handler),
+                (taken, theirs as *const () as usize as u64),
+                "{err}"
+            );
         }
         other => panic!("not a foreign refusal: {other:?}"),
     }
-    assert_eq!(signal_options().capture_signal, 38, "a refusal changes nothing");
+    assert_eq!(
+        signal_options().capture_signal,
+        38,
+        "a refusal changes nothing"
+    );
 
     set_signal_options(&SignalOptions::default().capture_signal(chosen)).unwrap();
     // A parked thread's stack comes back through the chosen signal; 38 stays untouched.
@@ -58,11 +72,18 @@ fn the_capture_signal_is_chosen_validated_and_fixed_once_installed() {
     let stacks = threads::capture_all(Duration::from_secs(2));
     let with_stack = stacks.iter().filter(|t| !t.stack.is_empty()).count();
     assert!(with_stack >= 2, "{stacks:?}");
-    assert_ne!(handler_of(chosen), 0, "the capture handler is on the chosen signal");
+    assert_ne!(
+        handler_of(chosen),
+        0,
+        "the capture handler is on the chosen signal"
+    );
     assert_eq!(handler_of(38), 0, "38 stays the default");
 
     let err = set_signal_options(&SignalOptions::default().capture_signal(later)).unwrap_err();
-    assert!(matches!(err, SignalError::TooLate { current, asked } if current == chosen && asked == later), "{err}");
+    assert!(
+        matches!(err, SignalError::TooLate { current, asked } if current == chosen && asked == later),
+        "{err}"
+    );
 
     // Another owner replaces the capture handler: the dump lists every thread and says why.
     install_theirs(chosen);
@@ -74,7 +95,11 @@ fn the_capture_signal_is_chosen_validated_and_fixed_once_installed() {
     assert!(!foreign.is_empty(), "{stacks:?}");
     let why = foreign[0].missing.unwrap().to_string();
     assert!(why.contains("another owner's handler"), "{why}");
-    assert_eq!(handler_of(chosen), theirs as *const () as usize, "not re-taken");
+    assert_eq!(
+        handler_of(chosen),
+        theirs as *const () as usize,
+        "not re-taken"
+    );
     park_tx.send(()).unwrap();
     parked.join().unwrap().unwrap();
 }

@@ -42,7 +42,10 @@ fn run_limited(test: &str, limit: u32) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(out.status.success(), "the limited run failed:\n{text}");
-    assert!(text.contains("1 passed"), "the limited run ran nothing:\n{text}");
+    assert!(
+        text.contains("1 passed"),
+        "the limited run ran nothing:\n{text}"
+    );
     text
 }
 
@@ -96,12 +99,17 @@ fn threads_refused_a_timer_are_counted_named_and_logged() {
             .count();
         assert!(unarmed_spinners >= SPINNERS - 4, "{coverage:?}");
         let note = coverage.note().expect("a note when threads are unarmed");
-        let count = format!("on {} of {} threads", coverage.unarmed.len(), coverage.threads_seen);
+        let count = format!(
+            "on {} of {} threads",
+            coverage.unarmed.len(),
+            coverage.threads_seen
+        );
         for part in [count.as_str(), "RLIMIT_SIGPENDING", "ulimit -i", "spin-"] {
             assert!(note.contains(part), "{part} missing: {note}");
         }
         assert!(
-            gaps.iter().any(|g| g.starts_with("cpu profile: ") && g.contains("could not arm")),
+            gaps.iter()
+                .any(|g| g.starts_with("cpu profile: ") && g.contains("could not arm")),
             "{gaps:?}"
         );
         let log = LOG.lock().unwrap();

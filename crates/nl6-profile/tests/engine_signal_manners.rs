@@ -38,7 +38,10 @@ fn installed_now() -> usize {
     // SAFETY: querying into a zeroed struct we own.
     unsafe {
         let mut old: libc::sigaction = std::mem::zeroed();
-        assert_eq!(libc::sigaction(libc::SIGPROF, std::ptr::null(), &mut old), 0);
+        assert_eq!(
+            libc::sigaction(libc::SIGPROF, std::ptr::null(), &mut old),
+            0
+        );
         old.sa_sigaction
     }
 }
@@ -105,11 +108,18 @@ fn a_foreign_sigprof_handler_is_refused_by_name_until_the_caller_says_take_it() 
         sampled.as_secs_f64() > used.as_secs_f64() * 0.66,
         "sampled {sampled:?} of {used:?} on the spinning thread"
     );
-    assert_eq!(THEIRS.load(Ordering::Relaxed), before, "signals went to the old handler");
+    assert_eq!(
+        THEIRS.load(Ordering::Relaxed),
+        before,
+        "signals went to the old handler"
+    );
 
     // The owner takes SIGPROF back; with take_foreign off again the next start refuses instead of
     // silently re-taking it.
     set_signal_options(&SignalOptions::default()).unwrap();
     install_theirs();
-    assert_refused(cpu::start(100).err().expect("refused"), "after they took it back");
+    assert_refused(
+        cpu::start(100).err().expect("refused"),
+        "after they took it back",
+    );
 }

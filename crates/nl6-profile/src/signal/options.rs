@@ -103,7 +103,10 @@ pub(crate) fn signal_name(signo: c_int) -> String {
     if signo == libc::SIGPROF {
         "SIGPROF".to_string()
     } else if (super::realtime_range().0..=super::realtime_range().1).contains(&signo) {
-        format!("signal {signo} (SIGRTMIN+{})", signo - super::realtime_range().0)
+        format!(
+            "signal {signo} (SIGRTMIN+{})",
+            signo - super::realtime_range().0
+        )
     } else {
         format!("signal {signo}")
     }
@@ -239,7 +242,8 @@ mod tests {
     #[test]
     fn a_signal_outside_the_realtime_range_is_refused_with_the_range() {
         for bad in [libc::SIGUSR1, libc::SIGRTMIN() - 1, libc::SIGRTMAX() + 1, 0] {
-            let err = set_signal_options(&SignalOptions::default().capture_signal(bad)).unwrap_err();
+            let err =
+                set_signal_options(&SignalOptions::default().capture_signal(bad)).unwrap_err();
             assert!(matches!(err, SignalError::NotRealtime { signal, .. } if signal == bad));
             let text = err.to_string();
             assert!(

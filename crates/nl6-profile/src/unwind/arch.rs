@@ -193,11 +193,26 @@ mod tests {
     fn aarch64_prologues_are_recognised() {
         let le = |w: &[u32]| w.iter().flat_map(|i| i.to_le_bytes()).collect::<Vec<u8>>();
         // stp x29, x30, [sp, #-16]!; mov x29, sp (as `aarch64-linux-gnu-objdump` prints them).
-        assert!(aarch64_sets_up_frame(&le(&[0xa9bf_7bfd, 0x9100_03fd, 0, 0])));
+        assert!(aarch64_sets_up_frame(&le(&[
+            0xa9bf_7bfd,
+            0x9100_03fd,
+            0,
+            0
+        ])));
         // sub sp, sp, #0x30; stp x29, x30, [sp, #0x20]; add x29, sp, #0x20.
-        assert!(aarch64_sets_up_frame(&le(&[0xd100_c3ff, 0xa902_7bfd, 0x9100_83fd, 0])));
+        assert!(aarch64_sets_up_frame(&le(&[
+            0xd100_c3ff,
+            0xa902_7bfd,
+            0x9100_83fd,
+            0
+        ])));
         // A leaf: add x0, x0, x1; ret. And add x29, x0, #0 (not from sp).
-        assert!(!aarch64_sets_up_frame(&le(&[0x8b01_0000, 0xd65f_03c0, 0, 0])));
+        assert!(!aarch64_sets_up_frame(&le(&[
+            0x8b01_0000,
+            0xd65f_03c0,
+            0,
+            0
+        ])));
         assert!(!aarch64_sets_up_frame(&le(&[0x9100_001d, 0, 0, 0])));
     }
 }
