@@ -8,30 +8,9 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-/// Rust frames between the loop and the signal (as `benches/handler_cost.rs`).
-const DEPTH: u32 = 20;
-/// Signals per round.
-pub const BATCH: u32 = 1000;
-
-#[inline(never)]
-fn signal_self(n: u32) {
-    // SAFETY: getpid/gettid have no preconditions; tgkill to our own thread with a handled signal.
-    unsafe {
-        let (pid, tid) = (libc::getpid(), libc::syscall(libc::SYS_gettid));
-        for _ in 0..n {
-            libc::syscall(libc::SYS_tgkill, pid, tid, libc::SIGPROF);
-        }
-    }
-}
-
-#[inline(never)]
-fn nested(depth: u32, n: u32) -> u32 {
-    if depth == 0 {
-        signal_self(n);
-        return 0;
-    }
-    black_box(nested(black_box(depth - 1), n)) + 1
-}
+#[path = "../../support/self_signal.rs"]
+mod self_signal;
+use self_signal::{nested, BATCH, DEPTH};
 
 fn ns_per_signal(rounds: u32) -> f64 {
     let t0 = Instant::now();
