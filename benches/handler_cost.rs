@@ -17,10 +17,9 @@ use std::hint::black_box;
 use std::os::raw::c_int;
 use std::time::{Duration, Instant};
 
-/// Rust frames between the bench loop and the signal.
-const DEPTH: u32 = 20;
-/// Signals per round (below the ring's capacity, so nothing is dropped).
-const BATCH: u32 = 1000;
+#[path = "support/self_signal.rs"]
+mod self_signal;
+use self_signal::{nested, BATCH, DEPTH};
 
 extern "C" fn empty_handler(_: c_int, _: *mut libc::siginfo_t, _: *mut libc::c_void) {}
 
@@ -36,26 +35,6 @@ fn install_empty_handler() {
             0
         );
     }
-}
-
-#[inline(never)]
-fn signal_self(n: u32) {
-    // SAFETY: getpid/gettid have no preconditions; tgkill to our own thread with a handled signal.
-    unsafe {
-        let (pid, tid) = (libc::getpid(), libc::syscall(libc::SYS_gettid));
-        for _ in 0..n {
-            libc::syscall(libc::SYS_tgkill, pid, tid, libc::SIGPROF);
-        }
-    }
-}
-
-#[inline(never)]
-fn nested(depth: u32, n: u32) -> u32 {
-    if depth == 0 {
-        signal_self(n);
-        return 0;
-    }
-    black_box(nested(black_box(depth - 1), n)) + 1
 }
 
 /// ns per signal of one round.
@@ -77,6 +56,9 @@ fn main() {
         .unwrap_or(200);
     install_empty_handler();
     let empty = median((0..rounds).map(|_| round()).collect());
+    // The empty handler is this program's own: the engine takes SIGPROF from it only when told to.
+    nl6_profile::set_signal_options(&nl6_profile::SignalOptions::default().take_foreign(true))
+        .expect("signal options");
     let mut session = cpu::start(1).expect("cpu profile");
     let taken0 = cpu::signals_taken();
     let mut with = Vec::with_capacity(rounds);

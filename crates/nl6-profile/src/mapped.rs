@@ -39,11 +39,20 @@ pub fn map_file(file: &File) -> std::io::Result<&'static [u8]> {
     Ok(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) })
 }
 
+/// Where the kernel mapped the vDSO's ELF header (`getauxval(AT_SYSINFO_EHDR)`; 0 off Linux).
+fn vdso_base() -> u64 {
+    #[cfg(target_os = "linux")]
+    // SAFETY: getauxval only reads the auxiliary vector.
+    let base = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) };
+    #[cfg(not(target_os = "linux"))]
+    let base = 0;
+    base
+}
+
 /// The vDSO image, `[start, start + len)` as `/proc/self/maps` lists `[vdso]`, if that is where the kernel
 /// says it is (`getauxval(AT_SYSINFO_EHDR)`); `None` otherwise.
 pub fn vdso(start: u64, len: u64) -> Option<&'static [u8]> {
-    // SAFETY: getauxval only reads the auxiliary vector.
-    let ehdr = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) };
+    let ehdr = vdso_base();
     if ehdr == 0 || ehdr != start || len == 0 {
         return None;
     }

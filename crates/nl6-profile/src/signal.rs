@@ -1,12 +1,22 @@
 //! Signal-handler installation for the samplers, and the contract every handler here keeps.
 //!
 //! Two signals are ours: `SIGPROF` (the CPU sampler, sent by per-thread CPU-time timers) and
-//! [`stacks_signal`] (the all-thread stack capture, sent with `tgkill`). Each handler is installed once per
-//! process (re-installed if other code replaced it) and **stays installed for the life of the process**: after a profile stops, a SIGPROF still
-//! pending in some thread is delivered to our handler, which sees no active session and returns. The
-//! default action of SIGPROF terminates the process (pyroscope-rs#399), so we never restore it. Serve mode
-//! installs both at startup ([`super::install_signal_handlers`]), so a stray one sent before the first
-//! profile is ignored as well.
+//! [`stacks_signal`] (the all-thread stack capture, sent with `tgkill`; 38 unless
+//! [`SignalOptions::capture_signal`] chooses another realtime signal). Each handler is installed once per
+//! process, when it is first needed, and **stays installed for the life of the process**: after a profile
+//! stops, a SIGPROF still pending in some thread is delivered to our handler, which sees no active session
+//! and returns. The default action of SIGPROF terminates the process (pyroscope-rs#399), so we never
+//! restore it. Serve mode installs both at startup ([`super::install_signal_handlers`]), so a stray one
+//! sent before the first profile is ignored as well.
+//!
+//! # Good manners
+//! A signal whose disposition is the default or "ignore" is free and taken. A handler of another owner
+//! (another profiler, the embedding program's own) is never replaced silently: [`install`] refuses with
+//! [`SignalError::Foreign`] (its address, and its symbol once a caller above the symbol tables names it)
+//! unless [`SignalOptions::take_foreign`] says to take it. The check runs at every start against the
+//! live disposition, so a handler installed after ours (replacing it) is refused at the next start as
+//! well, never re-taken behind its owner's back; our own handler found installed costs one `sigaction`
+//! query and nothing more. Options live in `signal/options.rs`.
 //!
 //! # The handler contract
 //! A handler may touch only: atomics, slots preallocated before the signal can arrive (statics), the
@@ -35,12 +45,16 @@
 //! not the handler's stack, so results are the same). `sa_mask` blocks both of our signals while either
 //! handler runs, so handlers never nest on one thread and never interleave writes into one slot.
 //!
-//! Which realtime signal: glibc reserves 32–33 and musl 32–34 for internal use (cancellation, timers,
-//! `setxid` broadcast); `SIGRTMIN()` is the first one free (34 on glibc, 35 on musl). We take the fixed
-//! number [`STACKS_SIGNAL`] = 38 on both builds: free under either libc, clear of the low realtime numbers
+//! Which realtime signal by default: glibc reserves 32–33 and musl 32–34 for internal use (cancellation,
+//! timers, `setxid` broadcast); `SIGRTMIN()` is the first one free (34 on glibc, 35 on musl). We take the
+//! fixed number 38 on both builds: free under either libc, clear of the low realtime numbers
 //! other libraries tend to pick first, and the number Debian's tools mean by `RTMIN+4` (`kill -RTMIN+4`
 //! counts from glibc's 34). `SIGRTMIN() + 4` would be 39 on the static musl build, so a `kill -RTMIN+4`
 //! from a shell would hit a signal nobody handles there and kill the process.
+mod options;
+
+pub(crate) use options::signal_name;
+pub use options::{set_signal_options, signal_options, SignalError, SignalOptions};
 use std::ffi::c_void;
 use std::os::raw::c_int;
 use std::sync::Mutex;
@@ -64,13 +78,9 @@ pub(crate) const HANDLER_LIBC: &[&str] = &[
 /// The CPU sampler's signal.
 pub(crate) const CPU_SIGNAL: c_int = libc::SIGPROF;
 
-/// The all-thread stack capture's signal number, the same on the glibc and the musl build (see the module
-/// doc for why this number).
-pub(crate) const STACKS_SIGNAL: c_int = 38;
-
-/// The all-thread stack capture's signal ([`STACKS_SIGNAL`]).
+/// The all-thread stack capture's signal in force ([`SignalOptions::capture_signal`], 38 by default).
 pub(crate) fn stacks_signal() -> c_int {
-    STACKS_SIGNAL
+    options::capture_signal()
 }
 
 /// An `SA_SIGINFO` handler.
@@ -79,15 +89,79 @@ pub(crate) type Handler = unsafe extern "C" fn(c_int, *mut libc::siginfo_t, *mut
 /// Serialises installs (outside handlers only).
 static INSTALLING: Mutex<()> = Mutex::new(());
 
-/// Installs `handler` for `signo` unless it is already the installed handler, and leaves it installed.
-/// Checking the live disposition (not a flag) re-installs ours if other code replaced it meanwhile
-/// (another profiler setting SIGPROF to "ignore" when it stops, for instance). Errors name the call and
-/// errno (an OS error of the errno's kind).
-pub(crate) fn install(signo: c_int, handler: Handler) -> std::io::Result<()> {
+/// Who holds a signal now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Disposition {
+    /// The default action or "ignore": free to take.
+    Free,
+    /// A handler at this address (one of ours or another owner's).
+    Handler(u64),
+}
+
+impl Disposition {
+    /// Another owner's handler: installed, and not `ours`.
+    fn foreign(self, ours: Handler) -> Option<u64> {
+        match self {
+            Disposition::Handler(at) if at != ours as usize as u64 => Some(at),
+            _ => None,
+        }
+    }
+}
+
+/// The live disposition of `signo`.
+pub(crate) fn disposition(signo: c_int) -> Result<Disposition, SignalError> {
+    // SAFETY: querying the current action into a zeroed struct we own.
+    let at = unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(signo, std::ptr::null(), &mut old) != 0 {
+            return Err(os_error(signo));
+        }
+        old.sa_sigaction
+    };
+    Ok(match at {
+        libc::SIG_DFL | libc::SIG_IGN => Disposition::Free,
+        at => Disposition::Handler(at as u64),
+    })
+}
+
+fn os_error(signo: c_int) -> SignalError {
+    SignalError::Os {
+        signal: signo,
+        errno: std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+    }
+}
+
+/// [`SignalError::Unsupported`] off the supported platforms, before any `sigaction`.
+pub(crate) fn supported() -> Result<(), SignalError> {
+    if SUPPORTED {
+        Ok(())
+    } else {
+        Err(SignalError::Unsupported)
+    }
+}
+
+/// Installs `handler` for `signo` unless it is the installed handler already, and leaves it installed.
+/// A free signal (default or ignored, as another profiler leaves SIGPROF when it stops) is taken; one
+/// another owner's handler holds is refused with [`SignalError::Foreign`] unless
+/// [`SignalOptions::take_foreign`] allows it. The error's symbol is left for the caller to fill in
+/// ([`SignalError::named`]; this module sits below the symbol tables).
+pub(crate) fn install(signo: c_int, handler: Handler) -> Result<(), SignalError> {
+    supported()?;
     let _serial = INSTALLING.lock().unwrap_or_else(|e| e.into_inner());
-    if is_ours(signo, handler) {
+    let now = disposition(signo)?;
+    if now == Disposition::Handler(handler as usize as u64) {
         return Ok(());
     }
+    if let Some(at) = now.foreign(handler) {
+        if !options::take_foreign() {
+            return Err(SignalError::Foreign {
+                signal: signo,
+                handler: at,
+                symbol: None,
+            });
+        }
+    }
+    options::mark_installed();
     // SAFETY: an all-zero sigaction is a valid value to fill in; sigemptyset/sigaddset only write the
     // mask we own, and sigaction copies the struct.
     unsafe {
@@ -98,11 +172,7 @@ pub(crate) fn install(signo: c_int, handler: Handler) -> std::io::Result<()> {
         libc::sigaddset(&mut action.sa_mask, CPU_SIGNAL);
         libc::sigaddset(&mut action.sa_mask, stacks_signal());
         if libc::sigaction(signo, &action, std::ptr::null_mut()) != 0 {
-            let err = std::io::Error::last_os_error();
-            return Err(std::io::Error::new(
-                err.kind(),
-                format!("sigaction({signo}): {err}"),
-            ));
+            return Err(os_error(signo));
         }
     }
     Ok(())
@@ -110,12 +180,7 @@ pub(crate) fn install(signo: c_int, handler: Handler) -> std::io::Result<()> {
 
 /// True when our handler is the one installed for `signo` right now (tests and diagnostics).
 pub(crate) fn is_ours(signo: c_int, handler: Handler) -> bool {
-    // SAFETY: querying the current action into a zeroed struct we own.
-    unsafe {
-        let mut old: libc::sigaction = std::mem::zeroed();
-        libc::sigaction(signo, std::ptr::null(), &mut old) == 0
-            && old.sa_sigaction == handler as usize
-    }
+    disposition(signo).is_ok_and(|d| d == Disposition::Handler(handler as usize as u64))
 }
 
 /// Saves `errno` when created and restores it when dropped (first and last thing in every handler).
@@ -124,24 +189,63 @@ pub(crate) struct ErrnoGuard(c_int);
 impl ErrnoGuard {
     #[inline(always)]
     pub(crate) fn save() -> ErrnoGuard {
+        #[cfg(target_os = "linux")]
         // SAFETY: __errno_location returns the calling thread's errno slot, always valid.
-        ErrnoGuard(unsafe { *libc::__errno_location() })
+        let saved = unsafe { *libc::__errno_location() };
+        #[cfg(not(target_os = "linux"))]
+        let saved = 0;
+        ErrnoGuard(saved)
     }
 }
 
 impl Drop for ErrnoGuard {
     #[inline(always)]
     fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
         // SAFETY: as in `save`.
-        unsafe { *libc::__errno_location() = self.0 }
+        unsafe {
+            *libc::__errno_location() = self.0
+        }
     }
 }
 
-/// The calling thread's kernel thread id. Async-signal-safe (one syscall).
+/// True where the samplers run: Linux on x86_64 or aarch64 (glibc or musl). Elsewhere the crate compiles
+/// and every entry point answers [`unsupported`].
+pub(crate) const SUPPORTED: bool = cfg!(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+));
+
+/// What every entry point says on a platform the samplers do not support.
+pub(crate) fn unsupported() -> String {
+    format!(
+        "unsupported platform: nl6-profile samples Linux on x86_64 or aarch64 only (this build: {} {})",
+        std::env::consts::OS,
+        std::env::consts::ARCH
+    )
+}
+
+/// The libc's free realtime signals, `SIGRTMIN()..=SIGRTMAX()` (empty off Linux).
+pub(crate) fn realtime_range() -> (c_int, c_int) {
+    #[cfg(target_os = "linux")]
+    {
+        (libc::SIGRTMIN(), libc::SIGRTMAX())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        (1, 0)
+    }
+}
+
+/// The calling thread's kernel thread id. Async-signal-safe (one syscall). 0 off Linux.
 #[inline]
 pub(crate) fn gettid() -> i32 {
+    #[cfg(target_os = "linux")]
     // SAFETY: gettid has no arguments and cannot fail.
-    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) as i32 };
+    #[cfg(not(target_os = "linux"))]
+    let tid = 0;
+    tid
 }
 
 /// The fields of a timer's `siginfo_t` we read (the kernel's `_timer` layout on 64-bit Linux: three ints,
@@ -202,7 +306,7 @@ mod tests {
 
     #[test]
     fn stacks_signal_is_a_free_realtime_signal_of_one_number_on_both_libcs() {
-        let s = stacks_signal();
+        let s = options::DEFAULT_CAPTURE_SIGNAL;
         // musl's first free realtime signal is 35, glibc's 34: 38 is free under both.
         assert!(
             s >= libc::SIGRTMIN() && s >= 35 && s <= libc::SIGRTMAX(),
@@ -219,6 +323,7 @@ mod tests {
         ("threads.rs", include_str!("threads.rs")),
         ("labels.rs", include_str!("labels.rs")),
         ("unwind.rs", include_str!("unwind.rs")),
+        ("unwind/arch.rs", include_str!("unwind/arch.rs")),
         ("unwind/bounds.rs", include_str!("unwind/bounds.rs")),
         ("unwind/code.rs", include_str!("unwind/code.rs")),
         ("unwind/step.rs", include_str!("unwind/step.rs")),
@@ -313,6 +418,9 @@ mod tests {
             "walk_rules",
             "lookup",
             "foreign_bounds",
+            "regs_from_ucontext",
+            "load_word",
+            "thread_pointer",
         ] {
             assert!(
                 reached.contains(&must),

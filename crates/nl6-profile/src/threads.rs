@@ -292,9 +292,12 @@ unsafe extern "C" fn on_stacks_signal(_sig: c_int, _info: *mut libc::siginfo_t, 
 }
 
 /// Installs the stack-capture handler (it stays installed), so a stray stack-capture signal before the
-/// first capture is ignored instead of killing the process. The binary calls it at startup.
-pub fn install_handler() -> std::io::Result<()> {
+/// first capture is ignored instead of killing the process. The binary calls it at startup. Refuses,
+/// naming the owner, when another owner's handler holds the capture signal (see
+/// [`crate::SignalOptions`]).
+pub fn install_handler() -> Result<(), crate::SignalError> {
     signal::install(signal::stacks_signal(), on_stacks_signal)
+        .map_err(|e| e.named(crate::symbols::symbolize))
 }
 
 /// One thread's reply to a capture round: its label and stack (empty when it did not answer in time),
@@ -323,9 +326,9 @@ impl Reply {
 /// exited meanwhile are left out, threads that do not answer within `timeout` (or that the signal could not
 /// reach) reply with an empty stack and the reason.
 fn capture_round(tids: &[i32], timeout: Duration) -> Vec<Reply> {
-    let can_signal = signal::install(signal::stacks_signal(), on_stacks_signal).is_ok();
+    let refused = signal::install(signal::stacks_signal(), on_stacks_signal).err();
     let generation = GENERATION.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
-    let armed = if can_signal {
+    let armed = if refused.is_none() {
         arm_slots(&SLOTS.slots, tids, generation)
     } else {
         Vec::new()
@@ -387,11 +390,8 @@ fn capture_round(tids: &[i32], timeout: Duration) -> Vec<Reply> {
         out.push(Reply::empty(*tid, why));
     }
     SLOTS.used.store(0, Ordering::Release);
-    out.extend(
-        unslotted
-            .iter()
-            .map(|tid| Reply::empty(*tid, Missing::NoSlot)),
-    );
+    let why = refused.map_or(Missing::NoSlot, Missing::unhandled);
+    out.extend(unslotted.iter().map(|tid| Reply::empty(*tid, why)));
     out
 }
 
@@ -464,7 +464,7 @@ pub fn capture_all(timeout: Duration) -> Vec<ThreadStack> {
         name: thread_name(me),
         label: labels::current_index(),
         stack: own[..n].to_vec(),
-        missing: None,
+        missing: (!signal::SUPPORTED).then_some(Missing::Unsupported),
     });
     out.sort_by_key(|t| t.tid);
     out

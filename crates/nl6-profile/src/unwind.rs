@@ -41,6 +41,7 @@
 //! This module never allocates, locks or panics on the walking paths.
 use std::sync::atomic::compiler_fence;
 
+mod arch;
 mod bounds;
 mod cfi;
 mod code;
@@ -49,6 +50,8 @@ mod learn;
 mod rules;
 mod step;
 mod stop;
+use arch::load_word;
+pub(crate) use arch::regs_from_ucontext;
 pub(crate) use bounds::{bounds_in_handler, init_thread_bounds, mapping_bounds, Bounds};
 pub(crate) use code::frame_pointer_census;
 pub(crate) use foreign::{foreign_bounds, forget_foreign, set_foreign_bounds};
@@ -60,7 +63,9 @@ pub(crate) use stop::stop_name;
 /// every code object not yet known (cheap to repeat).
 pub(crate) fn learn_code() {
     code::learn_code();
-    learn::learn_objects();
+    if arch::WALKS_RULES {
+        learn::learn_objects();
+    }
 }
 
 /// Deepest stack recorded; deeper stacks are truncated at the root end.
@@ -77,32 +82,6 @@ pub(crate) struct Regs {
     pub rip: u64,
     pub rbp: u64,
     pub rsp: u64,
-}
-
-/// Reads `RIP`, `RBP`, `RSP` from the `ucontext` a `SA_SIGINFO` handler received.
-///
-/// # Safety
-/// `ctx` must be the third argument the kernel passed to a `SA_SIGINFO` handler, or null.
-#[inline]
-pub(crate) unsafe fn regs_from_ucontext(ctx: *const std::ffi::c_void) -> Option<Regs> {
-    if ctx.is_null() {
-        return None;
-    }
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: the kernel's ucontext_t for this thread, valid for the handler's duration.
-        let gregs = unsafe { &(*(ctx as *const libc::ucontext_t)).uc_mcontext.gregs };
-        let get = |i: libc::c_int| gregs.get(i as usize).map(|v| *v as u64);
-        Some(Regs {
-            rip: get(libc::REG_RIP)?,
-            rbp: get(libc::REG_RBP)?,
-            rsp: get(libc::REG_RSP)?,
-        })
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        None
-    }
 }
 
 /// The frame-pointer walk, over any memory reader (the real one reads process memory; tests pass fake
@@ -153,30 +132,6 @@ pub(crate) fn walk(
     n
 }
 
-/// Loads one 8-byte word at `addr` with a single machine load, outside Rust's abstract machine (see the
-/// module doc: the word may never have been written by anyone).
-///
-/// # Safety
-/// `addr..addr+8` must be mapped and readable (the callers check stack bounds or the code range first).
-#[inline(always)]
-unsafe fn load_word(addr: u64) -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let v: u64;
-        // SAFETY: the caller guarantees the address is mapped; a load has no other effect.
-        unsafe {
-            std::arch::asm!("mov {v}, qword ptr [{a}]", a = in(reg) addr, v = out(reg) v,
-                options(nostack, preserves_flags, readonly));
-        }
-        v
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        // SAFETY: as above.
-        unsafe { std::ptr::read_volatile(addr as usize as *const u64) }
-    }
-}
-
 /// Unwinds an interrupted context: the interrupted `RIP` first, then its proven callers ([`step`]),
 /// reading only `[RSP, high)` once `RSP` is inside the thread's bounds `[low, high)`; otherwise the leaf
 /// and a stop entry saying the bounds are unknown. Async-signal-safe.
@@ -200,9 +155,16 @@ pub(crate) fn unwind_interrupted(regs: Regs, bounds: Option<(u64, u64)>, out: &m
     walk_rules(regs, lo, hi, out)
 }
 
-/// The rule walk over the live stack `[lo, hi)` of the calling or interrupted thread.
+/// The rule walk over the live stack `[lo, hi)` of the calling or interrupted thread (on aarch64, the
+/// frame-record walk: see [`arch`]).
 #[inline]
 fn walk_rules(regs: Regs, lo: u64, hi: u64, out: &mut [u64]) -> usize {
+    if !arch::WALKS_RULES {
+        // SAFETY (reader): stack words only in [lo, hi), checked by the walk, as below.
+        return walk(Some(regs.rip), regs.rbp, lo, hi, 0, out, |a| unsafe {
+            load_word(a)
+        });
+    }
     let code = code::Code::load();
     // SAFETY (reader): stack words only in [lo, hi) (the walk checks each address), inside the thread's
     // own live stack, which is stopped in our handler or is our own.
@@ -225,42 +187,37 @@ fn walk_rules(regs: Regs, lo: u64, hi: u64, out: &mut [u64]) -> usize {
 /// (see module doc).
 #[inline(never)]
 pub(crate) fn current_stack(skip: usize, out: &mut [u64]) -> usize {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let (fp, sp, ip): (u64, u64, u64);
-        // SAFETY: reads three registers, no memory access or side effect.
-        unsafe {
-            std::arch::asm!("mov {fp}, rbp", "mov {sp}, rsp", "lea {ip}, [rip]", fp = out(reg) fp,
-                sp = out(reg) sp, ip = out(reg) ip, options(nomem, nostack, preserves_flags));
-        }
-        let top = init_thread_bounds();
-        if top == 0 {
-            return 0;
-        }
-        if !rules::learnt() {
-            // SAFETY: as in `unwind_interrupted`; our own stack between sp and its top is live.
-            return walk(None, fp, sp, top as u64, skip, out, |a| unsafe {
-                load_word(a)
-            });
-        }
-        let regs = Regs {
-            rip: ip,
-            rbp: fp,
-            rsp: sp,
-        };
-        let mut all = [0u64; MAX_DEPTH + 8];
-        let n = walk_rules(regs, sp, top as u64, &mut all);
-        // all[0] is this function itself.
-        let from = (1 + skip).min(n);
-        let k = (n - from).min(out.len());
-        out[..k].copy_from_slice(&all[from..from + k]);
-        k
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
+    let Some(Regs {
+        rip: ip,
+        rbp: fp,
+        rsp: sp,
+    }) = arch::here()
+    else {
         let _ = (skip, out);
-        0
+        return 0;
+    };
+    let top = init_thread_bounds();
+    if top == 0 {
+        return 0;
     }
+    if !arch::WALKS_RULES || !rules::learnt() {
+        // SAFETY: as in `unwind_interrupted`; our own stack between sp and its top is live.
+        return walk(None, fp, sp, top as u64, skip, out, |a| unsafe {
+            load_word(a)
+        });
+    }
+    let regs = Regs {
+        rip: ip,
+        rbp: fp,
+        rsp: sp,
+    };
+    let mut all = [0u64; MAX_DEPTH + 8];
+    let n = walk_rules(regs, sp, top as u64, &mut all);
+    // all[0] is this function itself.
+    let from = (1 + skip).min(n);
+    let k = (n - from).min(out.len());
+    out[..k].copy_from_slice(&all[from..from + k]);
+    k
 }
 
 #[cfg(test)]
@@ -398,9 +355,14 @@ mod tests {
             &[leaf, ret_in_marker, ret_in_test],
             "the real bounds walk the chain"
         );
-        // The fake chain ends with a zero frame pointer: a named stop, not a guess.
-        assert_eq!(n, 4);
-        assert!(stop::decode(out[3]).is_some());
+        if arch::WALKS_RULES {
+            // The fake chain ends with a zero frame pointer: a named stop, not a guess.
+            assert_eq!(n, 4);
+            assert!(stop::decode(out[3]).is_some());
+        } else {
+            // A frame-record walk (aarch64) ends at the zero frame record, AAPCS64's chain end.
+            assert_eq!(n, 3, "{:x?}", &out[..n]);
+        }
         let leaf_only = |bounds| {
             let n = unwind_interrupted(regs, bounds, &mut [0u64; 8]);
             let mut o = [0u64; 8];
@@ -420,6 +382,7 @@ mod tests {
     /// first instruction) with `RBP` clobbered: the caller is the word at `[RSP]`, not a stale return
     /// address above it; then the frame chain.
     #[test]
+    #[cfg(target_arch = "x86_64")] // CFI rules (aarch64 walks frame records only)
     fn a_leaf_at_a_function_entry_keeps_its_real_caller() {
         learn_code();
         let mut real = [0u64; MAX_DEPTH];

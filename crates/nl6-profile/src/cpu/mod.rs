@@ -73,6 +73,11 @@ pub enum CpuError {
     Busy,
     /// The OS refused a timer or the signal handler (Display names the call and errno).
     Os(String),
+    /// SIGPROF is not the engine's to take: another owner's handler is installed (and
+    /// [`crate::SignalOptions::take_foreign`] is off), or `sigaction` failed.
+    Signal(crate::SignalError),
+    /// Not Linux on x86_64 or aarch64 (Display names this build's OS and architecture).
+    Unsupported,
 }
 
 impl std::fmt::Display for CpuError {
@@ -80,10 +85,19 @@ impl std::fmt::Display for CpuError {
         match self {
             CpuError::Busy => f.write_str("cpu profiling already in use"),
             CpuError::Os(m) => f.write_str(m),
+            CpuError::Signal(e) => write!(f, "cpu profile: {e}"),
+            CpuError::Unsupported => write!(f, "cpu profile: {}", signal::unsupported()),
         }
     }
 }
-impl std::error::Error for CpuError {}
+impl std::error::Error for CpuError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CpuError::Signal(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 /// One aggregated CPU sample: a stack, the subsystem label index at sample time (0 = none), and how many
 /// signals landed on it.
@@ -193,8 +207,10 @@ pub fn live_timers() -> usize {
 
 /// Installs the SIGPROF handler (it stays installed), so a stray SIGPROF before the first profile is
 /// ignored instead of killing the process. The binary calls it at startup; [`start`] does it anyway.
-pub fn install_handler() -> std::io::Result<()> {
-    signal::install(signal::CPU_SIGNAL, on_sigprof)
+/// Refuses, naming the owner, when another owner's SIGPROF handler is installed (see
+/// [`crate::SignalOptions::take_foreign`]).
+pub fn install_handler() -> Result<(), crate::SignalError> {
+    signal::install(signal::CPU_SIGNAL, on_sigprof).map_err(|e| e.named(crate::symbols::symbolize))
 }
 
 /// Stops the running session's sampling within one collector tick (≤ 100 ms): no timer, no collector
@@ -355,8 +371,11 @@ pub struct CpuSession {
 }
 
 /// Starts sampling every thread at `hz` (0 = [`DEFAULT_HZ`], capped at [`MAX_HZ`]). Returns
-/// [`CpuError::Busy`] if a session exists.
+/// [`CpuError::Busy`] if a session exists, [`CpuError::Signal`] if SIGPROF has another owner's handler.
 pub fn start(hz: u32) -> Result<CpuSession, CpuError> {
+    if !signal::SUPPORTED {
+        return Err(CpuError::Unsupported);
+    }
     if SESSION
         .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
         .is_err()
@@ -381,7 +400,7 @@ pub fn start(hz: u32) -> Result<CpuSession, CpuError> {
 
 fn start_inner(hz: u32, number: u64) -> Result<CpuSession, CpuError> {
     let period_ns = 1_000_000_000 / effective_hz(hz) as u64;
-    signal::install(signal::CPU_SIGNAL, on_sigprof).map_err(|e| CpuError::Os(e.to_string()))?;
+    install_handler().map_err(CpuError::Signal)?;
     unwind::init_thread_bounds();
     crate::heap::unsampled(unwind::learn_code);
     // Discard anything a handler published after the previous session ended.

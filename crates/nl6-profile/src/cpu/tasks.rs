@@ -107,16 +107,27 @@ pub(crate) fn list_tids_into(buf: &mut Vec<u8>, out: &mut Vec<i32>) -> io::Resul
     }
     let dir = Fd::open(c"/proc/self/task", libc::O_DIRECTORY)?;
     loop {
-        // SAFETY: getdents64 writes at most buf.len() bytes of records into our buffer.
-        let n = unsafe { libc::syscall(libc::SYS_getdents64, dir.0, buf.as_mut_ptr(), buf.len()) };
-        match usize::try_from(n) {
-            Ok(0) => break,
-            Ok(n) => parse_dirents(buf.get(..n).unwrap_or(&[]), out),
-            Err(_) => return Err(io::Error::last_os_error()),
+        match getdents(dir.0, buf)? {
+            0 => break,
+            n => parse_dirents(buf.get(..n).unwrap_or(&[]), out),
         }
     }
     out.sort_unstable();
     Ok(())
+}
+
+/// One `getdents64` into `buf`: the bytes of records written (0 at the end).
+#[cfg(target_os = "linux")]
+fn getdents(fd: libc::c_int, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: getdents64 writes at most buf.len() bytes of records into our buffer.
+    let n = unsafe { libc::syscall(libc::SYS_getdents64, fd, buf.as_mut_ptr(), buf.len()) };
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
+}
+
+/// No `/proc/self/task` listing off Linux.
+#[cfg(not(target_os = "linux"))]
+fn getdents(_fd: libc::c_int, _buf: &mut [u8]) -> io::Result<usize> {
+    Err(io::Error::from(io::ErrorKind::Unsupported))
 }
 
 /// The process's live thread ids, sorted (allocating: for one-off callers such as the stack capture).

@@ -20,7 +20,9 @@
 //! Never: runs in a signal handler; keeps a timer for a thread it saw exit.
 use super::coverage::UnarmedThread;
 use super::tasks;
-use crate::{signal, unwind};
+#[cfg(target_os = "linux")]
+use crate::signal;
+use crate::unwind;
 use std::collections::{BTreeMap, HashMap};
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -35,6 +37,7 @@ pub(super) fn live_count() -> usize {
 }
 
 /// Linux's clock id for a thread's CPU time (`MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)`).
+#[cfg(target_os = "linux")]
 pub(crate) fn thread_cpu_clock(tid: i32) -> libc::clockid_t {
     ((!tid) << 3) | 6
 }
@@ -51,7 +54,14 @@ struct KernelSigevent {
     _pad: [c_int; 11],
 }
 
+/// Off Linux there are no per-thread CPU-clock timers (the samplers refuse to start before this).
+#[cfg(not(target_os = "linux"))]
+fn arm_timer(_tid: i32, _period_ns: u64) -> Result<c_int, std::io::Error> {
+    Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+}
+
 /// Creates and arms a SIGPROF timer on `tid`'s CPU clock; returns the kernel timer id.
+#[cfg(target_os = "linux")]
 fn arm_timer(tid: i32, period_ns: u64) -> Result<c_int, std::io::Error> {
     let ev = KernelSigevent {
         value: 0,
@@ -119,6 +129,9 @@ fn random_u64(salt: i32) -> u64 {
 }
 
 fn delete_timer(id: c_int) {
+    #[cfg(not(target_os = "linux"))]
+    let _ = id;
+    #[cfg(target_os = "linux")]
     // SAFETY: deleting a timer id we created; a wrong id only returns EINVAL.
     if unsafe { libc::syscall(libc::SYS_timer_delete, id) } == 0 {
         LIVE_TIMERS.fetch_sub(1, Ordering::Relaxed);

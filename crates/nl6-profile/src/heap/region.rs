@@ -405,6 +405,7 @@ fn reserve(len: usize) -> Option<usize> {
         }
         // A hint: a 2 MiB page would make one small sample cost 2 MiB of memory. A kernel without
         // transparent huge pages refuses it, which is as good.
+        #[cfg(target_os = "linux")]
         libc::madvise(base as *mut libc::c_void, len, libc::MADV_NOHUGEPAGE);
     }
     Some(base)

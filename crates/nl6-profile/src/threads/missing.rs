@@ -18,6 +18,32 @@ pub enum Missing {
     Late,
     /// More threads than capture slots ([`super::MAX_CAPTURED`]).
     NoSlot,
+    /// Another owner's handler holds the capture signal (at this address) and
+    /// [`crate::SignalOptions::take_foreign`] is off: no thread was signalled.
+    Foreign {
+        /// The capture signal.
+        signal: i32,
+        /// The other owner's handler.
+        handler: u64,
+    },
+    /// The capture signal's handler could not be installed: `sigaction` failed with this errno.
+    NoHandler(i32),
+    /// Not Linux on x86_64 or aarch64: no thread's stack can be captured.
+    Unsupported,
+}
+
+impl Missing {
+    /// Why no thread was signalled when the capture handler was refused.
+    pub(super) fn unhandled(e: crate::SignalError) -> Missing {
+        match e {
+            crate::SignalError::Foreign {
+                signal, handler, ..
+            } => Missing::Foreign { signal, handler },
+            crate::SignalError::Os { errno, .. } => Missing::NoHandler(errno),
+            crate::SignalError::Unsupported => Missing::Unsupported,
+            _ => Missing::NoHandler(0),
+        }
+    }
 }
 
 impl std::fmt::Display for Missing {
@@ -38,6 +64,17 @@ impl std::fmt::Display for Missing {
                 "more than {} threads: no capture slot left",
                 super::MAX_CAPTURED
             ),
+            Missing::Foreign { signal, handler } => write!(
+                f,
+                "{} has another owner's handler (at {handler:#x}): no thread was signalled (SignalOptions: take_foreign, or another capture signal)",
+                signal::signal_name(*signal)
+            ),
+            Missing::Unsupported => f.write_str(&signal::unsupported()),
+            Missing::NoHandler(errno) => write!(
+                f,
+                "the stack-capture handler could not be installed (sigaction: {})",
+                std::io::Error::from_raw_os_error(*errno)
+            ),
         }
     }
 }
@@ -54,8 +91,14 @@ pub(super) enum Sent {
 
 /// Sends the stack-capture signal to thread `tid` of process `pid`.
 pub(super) fn send(pid: i32, tid: i32) -> Sent {
+    if !signal::SUPPORTED {
+        return Sent::Refused(libc::ENOSYS);
+    }
+    #[cfg(target_os = "linux")]
     // SAFETY: tgkill on a thread of our own process with a signal whose handler is installed.
     let rc = unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, signal::stacks_signal()) };
+    #[cfg(not(target_os = "linux"))]
+    let rc = i64::from(pid + tid) * 0 - 1;
     if rc == 0 {
         return Sent::Queued;
     }

@@ -67,6 +67,16 @@ fn main_stack_low(high: u64) -> u64 {
 
 /// Asks libc for the calling thread's stack bounds (None on failure). Never from a handler.
 fn query_stack_bounds() -> Option<(u64, u64)> {
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+    #[cfg(target_os = "linux")]
+    query_linux_stack_bounds()
+}
+
+#[cfg(target_os = "linux")]
+fn query_linux_stack_bounds() -> Option<(u64, u64)> {
     // SAFETY: pthread_self is always valid; attr is initialised by pthread_getattr_np before use and
     // destroyed after; pthread_attr_getstack writes two out-values we own.
     let (addr, size) = unsafe {
@@ -139,7 +149,7 @@ pub(crate) fn bounds_in_handler() -> Bounds {
     }
     let tid = super::super::signal::gettid();
     match foreign_bounds(tid).and_then(|(low, high)| {
-        foreign_entry_for_this_thread(tid, main_tid(), thread_pointer(), low, high)
+        foreign_entry_for_this_thread(tid, main_tid(), super::arch::thread_pointer(), low, high)
     }) {
         Some((low, high)) => Bounds::Known(low, high),
         None => Bounds::Unknown(tid),
@@ -161,30 +171,6 @@ pub(crate) fn foreign_entry_for_this_thread(
         return Some((low, high));
     }
     (low < tp && tp <= high).then_some((low, tp))
-}
-
-/// The calling thread's thread pointer: the word at `%fs:0`, which on x86_64 glibc and musl is the
-/// address of the thread's own control block (what `pthread_self` returns). A plain load.
-#[inline]
-fn thread_pointer() -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let tp: u64;
-        // SAFETY: libc sets up %fs for every thread it starts, with its control block's address at
-        // %fs:0 (the x86_64 TLS ABI); the handler's own thread-local loads rely on the same register.
-        unsafe {
-            std::arch::asm!(
-                "mov {}, qword ptr fs:[0]",
-                out(reg) tp,
-                options(nostack, readonly, preserves_flags)
-            )
-        };
-        tp
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        0
-    }
 }
 
 /// `[low, high)` of the readable-writable mapping containing `addr` among `maps` (pure); for the main
@@ -301,7 +287,7 @@ mod tests {
             assert!(super::super::set_foreign_bounds(tid, lo, hi));
             let got = bounds_in_handler();
             super::super::forget_foreign(tid);
-            let tp = thread_pointer();
+            let tp = super::super::arch::thread_pointer();
             assert_eq!(
                 got,
                 Bounds::Known(lo, tp),

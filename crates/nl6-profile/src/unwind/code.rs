@@ -13,6 +13,7 @@
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use super::arch::{sets_up_frame, PROLOGUE_BYTES};
 use crate::maps::{self, MapsEntry};
 
 /// `[start, end)` of code that keeps a frame pointer.
@@ -92,13 +93,6 @@ impl Code {
         let i = self.fp.partition_point(|r| r[0] <= pc);
         i > 0 && self.fp.get(i - 1).is_some_and(|r| pc < r[1])
     }
-}
-
-/// True when a function's first bytes set up a frame pointer: `[endbr64] push rbp; mov rbp, rsp`.
-pub(crate) fn sets_up_frame(first: [u8; 8]) -> bool {
-    const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
-    const PROLOGUE: [u8; 4] = [0x55, 0x48, 0x89, 0xe5];
-    first[..4] == PROLOGUE || (first[..4] == ENDBR64 && first[4..] == PROLOGUE)
 }
 
 /// Merges functions `(start, end, keeps_fp)` into sorted frame-pointer ranges: consecutive frame-pointer
@@ -181,11 +175,13 @@ fn classify_functions(exe: &std::path::Path, base: u64, lo: u64, hi: u64) -> Opt
         .filter_map(|s| {
             let start = s.address().wrapping_add(bias);
             let end = start.saturating_add(s.size());
-            if start < lo || start.saturating_add(8) > hi {
+            if start < lo || start.saturating_add(PROLOGUE_BYTES as u64) > hi {
                 return None;
             }
             let section = obj.section_by_index(s.section_index()?).ok()?;
-            let first: [u8; 8] = section.data_range(s.address(), 8).ok()??.try_into().ok()?;
+            let first = section
+                .data_range(s.address(), PROLOGUE_BYTES as u64)
+                .ok()??;
             Some((start, end.min(hi), sets_up_frame(first)))
         })
         .collect();
@@ -269,15 +265,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn prologues_and_ranges() {
-        assert!(sets_up_frame([0x55, 0x48, 0x89, 0xe5, 0, 0, 0, 0]));
-        assert!(sets_up_frame([
-            0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0x48, 0x89, 0xe5
-        ]));
-        assert!(
-            !sets_up_frame([0x48, 0x83, 0xec, 0x18, 0, 0, 0, 0]),
-            "sub rsp"
-        );
+    fn frame_pointer_ranges_merge_and_cut() {
         let r = fp_ranges(vec![
             (0x2c0, 0x300, true),
             (0x100, 0x140, true),
