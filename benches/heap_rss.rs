@@ -59,7 +59,10 @@ fn main() {
     let get = |m: &[(String, f64)], k: &str| m.iter().find(|(n, _)| n == k).map_or(0.0, |x| x.1);
     let mib = |b: f64| b / (1 << 20) as f64;
     println!("heap sampler RSS, {THREADS} threads x {REQUESTS} requests, glibc malloc");
-    println!("{:<28} {:>12} {:>12} {:>12}", "", "off MiB", "on MiB", "on-off MiB");
+    println!(
+        "{:<28} {:>12} {:>12} {:>12}",
+        "", "off MiB", "on MiB", "on-off MiB"
+    );
     for k in ["rss", "hwm", "malloc", "region", "sampled_live", "sites"] {
         let (a, b) = (get(&off, k), get(&on, k));
         if k == "sites" {
@@ -167,7 +170,13 @@ fn region_rss() -> u64 {
             }
         }
         if inside && line.starts_with("Rss:") {
-            total += line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024;
+            total += line
+                .split_whitespace()
+                .nth(1)
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+                * 1024;
         }
     }
     total
