@@ -15,12 +15,12 @@
 //!   number, its class, and one word: the link of its free list while free, the sampler's shadow while
 //!   live; the caller's bytes follow, aligned as asked. The caller's pointer and the alignment find the
 //!   header again.
-//! - A freed block larger than a page gives every page but its first (the header's) back to the kernel
-//!   (`MADV_DONTNEED`) before it can be reused, so a block waiting on a free list costs one page of memory
-//!   at most, whatever its class: the region's resident bytes are the live sampled blocks (rounded to
-//!   pages) plus a page per freed block. Sampled frees are rare (one per 512 KiB allocated at Go's rate),
-//!   so the call and the faults on reuse cost little; keeping freed pages instead cost an
-//!   allocation-heavy service ~8 MiB (benches/heap_rss.rs).
+//! - Freed blocks larger than a page keep their pages only up to [`KEEP_FREED`] bytes in all (so the
+//!   common free-then-reuse of a class costs no system call and no page faults); past that a freed block
+//!   gives every page but its first (the header's) back to the kernel (`MADV_DONTNEED`) before it can be
+//!   reused. The region's resident bytes are then the live blocks (rounded to pages), at most
+//!   [`KEEP_FREED`] of kept free blocks, and a page per other freed block; keeping every freed page
+//!   instead cost an allocation-heavy service ~8 MiB (benches/heap_rss.rs).
 //! - It never allocates, locks (the caller serialises every call: the sampler's site mutex) or gives its
 //!   address space back.
 //!   When the range cannot be reserved, or a block does not fit in what is left, [`Region::alloc`] says no
@@ -47,6 +47,10 @@ const COMMIT: usize = 1 << 20;
 /// while the block is free, the sampler's shadow pointer ([`set_shadow`]) while it is live.
 const MIN_HEADER: usize = 16;
 const CLASS_AT: usize = 2;
+/// A freed block's flag (at 3): 1 when it kept its pages (counted in `Region::kept`).
+const KEPT_AT: usize = 3;
+/// Most bytes of freed blocks (larger than a page) that keep their pages for reuse: 256 KiB.
+pub const KEEP_FREED: usize = 256 << 10;
 const LINK_AT: usize = 8;
 const SHADOW_AT: usize = LINK_AT;
 
@@ -251,6 +255,8 @@ pub(crate) struct Region {
     frontier: usize,
     /// Offset up to which the range is writable.
     committed: usize,
+    /// Bytes of the freed blocks that kept their pages (at most [`KEEP_FREED`]).
+    kept: usize,
 }
 
 impl Region {
@@ -262,6 +268,7 @@ impl Region {
             free: [0; CLASSES],
             frontier: 0,
             committed: 0,
+            kept: 0,
         }
     }
 
@@ -275,9 +282,20 @@ impl Region {
         }
         let c = (class_log2 - MIN_CLASS_LOG2) as usize;
         let reused = self.free[c];
+        let class = 1usize << class_log2;
+        let mut dirty_end = 0;
         let block = if reused != 0 {
-            // SAFETY: a free block of ours holds the next free block's address in its header.
-            self.free[c] = unsafe { ((reused + LINK_AT) as *const usize).read() };
+            // SAFETY: a free block of ours holds the next free block's address and its kept flag in its
+            // header.
+            unsafe {
+                self.free[c] = ((reused + LINK_AT) as *const usize).read();
+                let kept = class > page_size() && ((reused + KEPT_AT) as *const u8).read() == 1;
+                if kept {
+                    self.kept -= class;
+                }
+                // A released block is zero past its first page; a kept one may be dirty throughout.
+                dirty_end = reused + if kept { class } else { class.min(page_size()) };
+            }
             reused
         } else {
             self.carve(class_log2)?
@@ -287,9 +305,9 @@ impl Region {
         unsafe {
             ((block + CLASS_AT) as *mut u8).write(class_log2 as u8);
             ((block + SHADOW_AT) as *mut usize).write(0);
+            ((block + KEPT_AT) as *mut u8).write(0);
             if zeroed && reused != 0 {
-                // A fresh block was never written; a released one is zero past its first page.
-                let dirty_end = block + (1usize << class_log2).min(page_size());
+                // A fresh block was never written.
                 let len = (ptr as usize + size)
                     .min(dirty_end)
                     .saturating_sub(ptr as usize);
@@ -311,7 +329,10 @@ impl Region {
             let site = (block as *const u16).read();
             let class_log2 = u32::from(((block + CLASS_AT) as *const u8).read());
             let (class, page) = (1usize << class_log2, page_size());
-            if class > page {
+            let keep = class > page && self.kept + class <= KEEP_FREED;
+            if keep {
+                self.kept += class;
+            } else if class > page {
                 // A block larger than a page starts on a page (it is aligned to its class).
                 libc::madvise(
                     (block + page) as *mut libc::c_void,
@@ -319,6 +340,7 @@ impl Region {
                     libc::MADV_DONTNEED,
                 );
             }
+            ((block + KEPT_AT) as *mut u8).write(u8::from(keep));
             self.push(block, class_log2);
             site
         }
@@ -625,6 +647,16 @@ mod tests {
     fn a_freed_block_keeps_only_its_header_page_resident() {
         let mut r = private_region(1 << 30);
         let page = page_size();
+        // Within the budget a freed block keeps its pages, for the next block of its class.
+        let kept = r.alloc(60 << 10, 8, false).unwrap();
+        // SAFETY: live for 60 KiB; then freed and not used.
+        unsafe {
+            std::ptr::write_bytes(kept, 1, 60 << 10);
+            r.free(kept, 8);
+        }
+        assert!(resident_pages(block_of(kept, 8), 64 << 10) > 1);
+        assert_eq!(r.kept, 64 << 10);
+        // Past it, only the header's page.
         for size in [2 * page, 60 << 10, 200 << 10, 1 << 20, (4 << 20) - 64] {
             let p = r.alloc(size, 8, false).unwrap();
             let block = block_of(p, 8);
@@ -633,6 +665,7 @@ mod tests {
             unsafe {
                 std::ptr::write_bytes(p, 0x5a, size);
                 assert!(resident_pages(block, class) >= size / page);
+                r.kept = KEEP_FREED;
                 r.free(p, 8);
             }
             assert_eq!(
