@@ -216,6 +216,18 @@ else
   else fail "$embed_line did not start: $(cat "$OUT/embed.err")"; fi
 fi
 
+# --- the push crate's example (README "Layout"): pushes to the double (for 127.0.0.1:4040) and says so
+push_embed_line=$(readme_commands 'cargo run -p nl6-push --example push_embed -- ' | head -1)
+if [ -z "$push_embed_line" ]; then
+  fail "no 'cargo run -p nl6-push --example push_embed' line in $README"
+else
+  cargo build --quiet -p nl6-push --example push_embed
+  run push-embed "$push_embed_line"
+  grep -qE '^push: flushed=true uploads=[1-9][0-9]* sdk_errors=0 last_error=None$' "$OUT/push-embed.out" &&
+    pass "$push_embed_line: every upload accepted" ||
+    fail "$push_embed_line: $(cat "$OUT/push-embed.out")"
+fi
+
 # --- booting with -profiling-pyroscope prints the line the README quotes
 prose=$(tr '\n' ' ' <"$README")
 push_flag=$(grep -oE 'Add `-profiling-pyroscope [^`]*`' <<<"$prose" | head -1 | sed 's/^Add `//; s/`$//' || true)

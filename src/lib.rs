@@ -26,11 +26,12 @@ pub mod goflag;
 pub mod http;
 pub mod jsonbody;
 pub mod lab;
-pub mod logtext;
 pub mod netsys;
 pub mod probe;
 pub mod push;
 pub mod ready;
 pub mod report;
 pub mod timefmt;
-pub mod urlsplit;
+
+// Shared with the push crate, which needs them too (the push address and remote error text).
+pub use nl6_push::{logtext, urlsplit};

@@ -19,7 +19,7 @@ use crate::console::{self, CpuSlot, CpuSource};
 use crate::gate::control::{Gate, PostError};
 use crate::gate::state::{AddressField, PostRequest, Startup};
 use crate::http::server::{Handler, Server, ServerConfig};
-use crate::push::{PushConfig, PyroscopePusher};
+use crate::push::PyroscopePusher;
 use nl6_profile::labels::Subsystem;
 use std::hint::black_box;
 use std::net::SocketAddr;
@@ -89,7 +89,7 @@ impl Probe {
         );
         let flame = Arc::new(CpuSlot::new());
         let push_hook = console::cpu_hook(Arc::clone(&flame), CpuSource::Push);
-        let push = PushConfig::default().with_cpu_hook(Arc::from(push_hook));
+        let push = crate::push::config().with_cpu_hook(Arc::from(push_hook));
         let gate = Gate::new(startup, Box::new(PyroscopePusher::new(push)));
         let api = Arc::new(console::mount(Api::new(gate.clone()), &flame));
         let handler: Arc<Handler> = Arc::new(move |req| api.handle(req));

@@ -6,7 +6,7 @@ mod common;
 mod push_support;
 
 use nl6::gate::port::Pusher;
-use nl6::push::{PushConfig, PyroscopePusher};
+use nl6::push::PyroscopePusher;
 use nl6_profile::heap::SamplingAllocator;
 use nl6_profile::labels::{self, Subsystem};
 use push_support::*;
@@ -40,7 +40,7 @@ fn burn(stop: Arc<AtomicBool>) {
 fn the_real_engine_lands_every_type_under_nl6() {
     let server = StandIn::start(&[]);
     let logs = Logs::default();
-    let config = PushConfig::default()
+    let config = nl6::push::config()
         .with_upload_timeout(Duration::from_secs(3))
         .with_log(logs.sink());
     let pusher = PyroscopePusher::new(config);

@@ -1,6 +1,6 @@
 //! The profiling engine never opens a listener or a socket (its dependency tree holds no HTTP or TLS crate;
 //! this scan also keeps std::net and libc socket calls out): every source file under crates/nl6-profile/src/ is
-//! scanned (comments stripped) for the APIs that would. The push's outbound client lives in src/push/,
+//! scanned (comments stripped) for the APIs that would. The push's outbound client lives in crates/nl6-push,
 //! outside this set.
 use std::path::{Path, PathBuf};
 

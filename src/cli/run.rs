@@ -14,7 +14,7 @@ use crate::gate::port::Pusher;
 use crate::http::server::{plain_refusal, Handler, Refusal, Server, ServerConfig};
 use crate::http::sys;
 use crate::http::Response;
-use crate::push::{PushConfig, PyroscopePusher};
+use crate::push::PyroscopePusher;
 use std::sync::Arc;
 
 /// The server's limits for the binary: no route accepts a body over [`crate::api::rest::MAX_BODY`]
@@ -40,7 +40,7 @@ fn refusal(r: &Refusal) -> Response {
 fn pusher(flame: &Arc<CpuSlot>) -> Box<dyn Pusher> {
     let hook = console::cpu_hook(Arc::clone(flame), CpuSource::Push);
     Box::new(PyroscopePusher::new(
-        PushConfig::default().with_cpu_hook(Arc::from(hook)),
+        crate::push::config().with_cpu_hook(Arc::from(hook)),
     ))
 }
 

@@ -52,7 +52,7 @@ impl Logs {
 }
 
 pub fn config(logs: &Logs, upload_timeout: Duration) -> PushConfig {
-    PushConfig::default()
+    nl6::push::config()
         .with_upload_timeout(upload_timeout)
         .with_hostname(Hostname::Fixed("test-host".into()))
         .with_version("9.9.9-test")

@@ -10,8 +10,9 @@
 //!
 //! Invariants:
 //! - Every sampled block, whatever its size or alignment, lives in the `region` with its site number in
-//!   its header, and no other block does: a free is a sampled block's exactly when `region::owns` its
-//!   pointer, and a sampled block never reaches the inner allocator (on musl one under [`SHADOW_BELOW`] leaves
+//!   its header, and the only other blocks there are the unsampled `realloc`s of sampled blocks (kept in
+//!   the region so a growing buffer is never copied out of it; their header says no site): a free is a
+//!   region block's exactly when `region::owns` its pointer, and a sampled block never reaches the inner allocator (on musl one under [`SHADOW_BELOW`] leaves
 //!   an untouched shadow there, freed with it). When the region cannot hold a block the allocation is simply
 //!   not sampled (counted in [`lost_counts`]), so every recorded allocation's free is seen and `inuse` is
 //!   never overstated.
@@ -220,6 +221,71 @@ impl<A: GlobalAlloc> SamplingAllocator<A> {
     }
 }
 
+impl<A: GlobalAlloc> SamplingAllocator<A> {
+    /// The `realloc` of a sampled block: counted as its free plus a new allocation (sampled by the
+    /// countdown, as any other), and kept in the region either way, so a growing buffer is grown in place
+    /// or has its pages moved, never copied (`sites::replace`; a block the countdown did not sample stays
+    /// uncounted there). Only when the region has no room does the new block come from the inner allocator,
+    /// by copy.
+    ///
+    /// # Safety
+    /// The caller's `GlobalAlloc::realloc` arguments, for a block the region owns.
+    #[cold]
+    #[inline(never)]
+    unsafe fn realloc_sampled(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let align = layout.align();
+        // SAFETY: the caller guarantees `new_size` with `align` forms a valid layout.
+        let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, align) };
+        let mut frames = [0u64; MAX_DEPTH];
+        let depth = match countdown(new_size) {
+            true => begin_sample(new_size, &mut frames),
+            false => None,
+        };
+        // SAFETY: the region owns `ptr`, a live block at `align` valid for `layout.size()` bytes; its
+        // shadow, if any, came from the inner allocator with `layout` and goes back once the block has
+        // moved; the new block gets a shadow of its own layout (or none).
+        let moved = unsafe {
+            let old_shadow = region::shadow_of(ptr, align);
+            let moved = sites::replace(
+                ptr,
+                align,
+                layout.size(),
+                new_size,
+                depth.map(|d| &frames[..d]),
+            );
+            if let Some(p) = moved {
+                if !old_shadow.is_null() {
+                    self.inner.dealloc(old_shadow, layout);
+                }
+                let shadow = match SHADOWS && new_size < SHADOW_BELOW {
+                    true => self.inner.alloc(new_layout),
+                    false => std::ptr::null_mut(),
+                };
+                region::set_shadow(p, align, shadow);
+            }
+            moved
+        };
+        if depth.is_some() {
+            BUSY.with(|b| b.set(false));
+        }
+        if let Some(p) = moved {
+            return p;
+        }
+        // No room in the region (counted as unplaced): the new block from the inner allocator, by copy.
+        // SAFETY: new_layout has a nonzero size (GlobalAlloc::realloc's contract).
+        let new = unsafe { self.inner.alloc(new_layout) };
+        if !new.is_null() {
+            // SAFETY: both blocks are valid for the smaller size and do not overlap; `ptr` was allocated
+            // by this allocator with `layout`.
+            unsafe {
+                std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
+                self.dealloc(ptr, layout);
+            }
+        }
+        new
+    }
+}
+
 /// Decides whether this allocation (the countdown ran out) is sampled, drawing the next gap; if it is, sets
 /// `BUSY` and writes the stack into `frames`, returning its depth.
 #[inline(always)]
@@ -294,19 +360,8 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for SamplingAllocator<A> {
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         if region::owns(ptr as usize) {
-            // A sampled block: alloc + free, so its counters stay exact (and a region block never reaches
-            // the inner allocator).
-            // SAFETY: the caller guarantees `new_size` with `layout.align()` forms a valid layout.
-            let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
-            // SAFETY: new_layout has a nonzero size (GlobalAlloc::realloc's contract).
-            let new = unsafe { self.alloc(new_layout) };
-            if !new.is_null() {
-                // SAFETY: both blocks are valid for the smaller size and do not overlap.
-                unsafe { std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size)) };
-                // SAFETY: ptr was allocated by this allocator with `layout`.
-                unsafe { self.dealloc(ptr, layout) };
-            }
-            return new;
+            // SAFETY: the caller's realloc arguments, for a block the region owns.
+            return unsafe { self.realloc_sampled(ptr, layout, new_size) };
         }
         if countdown(new_size) {
             // SAFETY: the caller guarantees `new_size` with `layout.align()` forms a valid layout.

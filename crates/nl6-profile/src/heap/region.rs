@@ -15,9 +15,12 @@
 //!   number, its class, and one word: the link of its free list while free, the sampler's shadow while
 //!   live; the caller's bytes follow, aligned as asked. The caller's pointer and the alignment find the
 //!   header again.
-//! - A freed block of [`RELEASE`] bytes or more gives its pages beyond the first [`KEEP`] bytes back to the
-//!   kernel (`MADV_DONTNEED`) before it can be reused: smaller classes keep at most the program's own peak
-//!   of sampled blocks under 128 KiB, larger ones no more than [`KEEP`] each.
+//! - Freed blocks larger than a page keep their pages only up to [`KEEP_FREED`] bytes in all (so the
+//!   common free-then-reuse of a class costs no system call and no page faults); past that a freed block
+//!   gives every page but its first (the header's) back to the kernel (`MADV_DONTNEED`) before it can be
+//!   reused. The region's resident bytes are then the live blocks (rounded to pages), at most
+//!   [`KEEP_FREED`] of kept free blocks, and a page per other freed block; keeping every freed page
+//!   instead cost an allocation-heavy service ~8 MiB (benches/heap_rss.rs).
 //! - It never allocates, locks (the caller serialises every call: the sampler's site mutex) or gives its
 //!   address space back.
 //!   When the range cannot be reserved, or a block does not fit in what is left, [`Region::alloc`] says no
@@ -40,15 +43,14 @@ const MIN_CLASS_LOG2: u32 = 5;
 const CLASSES: usize = (RANGE_LOG2[0] - MIN_CLASS_LOG2 + 1) as usize;
 /// Least made writable at a time (one `mprotect` per this many bytes of frontier).
 const COMMIT: usize = 1 << 20;
-/// Blocks of this class or larger (a caller's block over 128 KiB, which allocators map one by one) give
-/// their pages back when freed: 256 KiB.
-pub const RELEASE: usize = 1 << 18;
-/// What a released block keeps: its first 64 KiB (the header's page, whatever the page size).
-pub const KEEP: usize = 1 << 16;
 /// The smallest header: the site number (at 0), the class (at 2), and one word (at 8): the free-list link
 /// while the block is free, the sampler's shadow pointer ([`set_shadow`]) while it is live.
 const MIN_HEADER: usize = 16;
 const CLASS_AT: usize = 2;
+/// A freed block's flag (at 3): 1 when it kept its pages (counted in `Region::kept`).
+const KEPT_AT: usize = 3;
+/// Most bytes of freed blocks (larger than a page) that keep their pages for reuse: 256 KiB.
+pub const KEEP_FREED: usize = 256 << 10;
 const LINK_AT: usize = 8;
 const SHADOW_AT: usize = LINK_AT;
 
@@ -140,6 +142,15 @@ fn class_log2(size: usize, align: usize) -> Option<u32> {
     Some(bytes.trailing_zeros().max(MIN_CLASS_LOG2))
 }
 
+/// The site number in the header of the block at `ptr`.
+///
+/// # Safety
+/// `ptr` came from [`Region::alloc`] with `align`, and the block is live.
+pub unsafe fn site_of(ptr: *mut u8, align: usize) -> u16 {
+    // SAFETY: the caller's guarantee; the site is the header's first two bytes.
+    unsafe { (block_of(ptr, align) as *const u16).read() }
+}
+
 /// The block whose caller's pointer is `ptr` for a block allocated at `align`.
 #[inline(always)]
 fn block_of(ptr: *mut u8, align: usize) -> usize {
@@ -173,6 +184,57 @@ pub unsafe fn shadow_of(ptr: *mut u8, align: usize) -> *mut u8 {
     unsafe { ((block_of(ptr, align) + SHADOW_AT) as *const *mut u8).read() }
 }
 
+/// The bytes the block at `ptr` (allocated at `align`) has for its caller: its class less its header.
+///
+/// # Safety
+/// `ptr` came from [`Region::alloc`] with `align`, and the block is live.
+pub unsafe fn room(ptr: *mut u8, align: usize) -> usize {
+    // SAFETY: the caller's guarantee; the class byte is in the header.
+    let class_log2 = unsafe { ((block_of(ptr, align) + CLASS_AT) as *const u8).read() };
+    (1usize << class_log2) - header_len(align)
+}
+
+/// Least bytes moved by remapping pages instead of copying them: below this a copy is cheaper than the
+/// system call and the page-table work.
+const REMAP_AT_LEAST: usize = 1 << 16;
+
+/// Moves the first `len` bytes of the block at `from` into the block at `to` (both allocated at
+/// `align`): large blocks by moving their pages (`mremap` with `MREMAP_DONTUNMAP`, no copy: `from` is
+/// left zero past its header), others, or when the kernel refuses, by copying. Both headers are kept.
+///
+/// # Safety
+/// `from` and `to` came from [`Region::alloc`] with `align`, are live, distinct, and each has room for
+/// `len` bytes.
+pub unsafe fn move_contents(from: *mut u8, to: *mut u8, align: usize, len: usize) {
+    let (a, b) = (block_of(from, align), block_of(to, align));
+    let page = page_size();
+    let span = (header_len(align) + len).next_multiple_of(page);
+    if len >= REMAP_AT_LEAST && a % page == 0 && b % page == 0 {
+        let (mut head_a, mut head_b) = ([0u8; MIN_HEADER], [0u8; MIN_HEADER]);
+        // SAFETY: both blocks are live and ours for `span` bytes (their classes, multiples of a page, hold
+        // the header and `len` bytes); the pages move within our own reservation, so nothing else is
+        // touched; the headers are put back where they were.
+        unsafe {
+            std::ptr::copy_nonoverlapping(a as *const u8, head_a.as_mut_ptr(), MIN_HEADER);
+            std::ptr::copy_nonoverlapping(b as *const u8, head_b.as_mut_ptr(), MIN_HEADER);
+            let moved = libc::mremap(
+                a as *mut libc::c_void,
+                span,
+                span,
+                libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED | libc::MREMAP_DONTUNMAP,
+                b as *mut libc::c_void,
+            );
+            if moved != libc::MAP_FAILED {
+                std::ptr::copy_nonoverlapping(head_a.as_ptr(), a as *mut u8, MIN_HEADER);
+                std::ptr::copy_nonoverlapping(head_b.as_ptr(), b as *mut u8, MIN_HEADER);
+                return;
+            }
+        }
+    }
+    // SAFETY: the caller's guarantee: both valid for `len` bytes, distinct blocks.
+    unsafe { std::ptr::copy_nonoverlapping(from, to, len) };
+}
+
 /// Where the range stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -193,6 +255,8 @@ pub(crate) struct Region {
     frontier: usize,
     /// Offset up to which the range is writable.
     committed: usize,
+    /// Bytes of the freed blocks that kept their pages (at most [`KEEP_FREED`]).
+    kept: usize,
 }
 
 impl Region {
@@ -204,6 +268,7 @@ impl Region {
             free: [0; CLASSES],
             frontier: 0,
             committed: 0,
+            kept: 0,
         }
     }
 
@@ -217,9 +282,20 @@ impl Region {
         }
         let c = (class_log2 - MIN_CLASS_LOG2) as usize;
         let reused = self.free[c];
+        let class = 1usize << class_log2;
+        let mut dirty_end = 0;
         let block = if reused != 0 {
-            // SAFETY: a free block of ours holds the next free block's address in its header.
-            self.free[c] = unsafe { ((reused + LINK_AT) as *const usize).read() };
+            // SAFETY: a free block of ours holds the next free block's address and its kept flag in its
+            // header.
+            unsafe {
+                self.free[c] = ((reused + LINK_AT) as *const usize).read();
+                let kept = class > page_size() && ((reused + KEPT_AT) as *const u8).read() == 1;
+                if kept {
+                    self.kept -= class;
+                }
+                // A released block is zero past its first page; a kept one may be dirty throughout.
+                dirty_end = reused + if kept { class } else { class.min(page_size()) };
+            }
             reused
         } else {
             self.carve(class_log2)?
@@ -229,13 +305,9 @@ impl Region {
         unsafe {
             ((block + CLASS_AT) as *mut u8).write(class_log2 as u8);
             ((block + SHADOW_AT) as *mut usize).write(0);
+            ((block + KEPT_AT) as *mut u8).write(0);
             if zeroed && reused != 0 {
-                // A fresh block was never written; a released one is zero past its first KEEP bytes.
-                let dirty_end = if 1 << class_log2 >= RELEASE {
-                    block + KEEP
-                } else {
-                    block + (1 << class_log2)
-                };
+                // A fresh block was never written.
                 let len = (ptr as usize + size)
                     .min(dirty_end)
                     .saturating_sub(ptr as usize);
@@ -246,7 +318,7 @@ impl Region {
     }
 
     /// Returns the block whose caller's pointer is `ptr` (allocated at `align`) to its class's free list,
-    /// its pages given back first if it is large; its site number.
+    /// every page but its first given back first; its site number.
     ///
     /// # Safety
     /// `ptr` came from [`Region::alloc`] on this region with `align`, is live, and is not used after this.
@@ -256,13 +328,19 @@ impl Region {
         unsafe {
             let site = (block as *const u16).read();
             let class_log2 = u32::from(((block + CLASS_AT) as *const u8).read());
-            if 1 << class_log2 >= RELEASE {
+            let (class, page) = (1usize << class_log2, page_size());
+            let keep = class > page && self.kept + class <= KEEP_FREED;
+            if keep {
+                self.kept += class;
+            } else if class > page {
+                // A block larger than a page starts on a page (it is aligned to its class).
                 libc::madvise(
-                    (block + KEEP) as *mut libc::c_void,
-                    (1 << class_log2) - KEEP,
+                    (block + page) as *mut libc::c_void,
+                    class - page,
                     libc::MADV_DONTNEED,
                 );
             }
+            ((block + KEPT_AT) as *mut u8).write(u8::from(keep));
             self.push(block, class_log2);
             site
         }
@@ -365,6 +443,23 @@ pub fn address_space_limit() -> Option<usize> {
     let ok = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } == 0;
     (ok && lim.rlim_cur != libc::RLIM_INFINITY)
         .then(|| usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX))
+}
+
+/// The kernel's page size, asked once (`sysconf` allocates nothing); 4 KiB if it does not say.
+fn page_size() -> usize {
+    static PAGE: AtomicUsize = AtomicUsize::new(0);
+    match PAGE.load(Ordering::Relaxed) {
+        0 => {
+            // SAFETY: sysconf reads a constant of the process.
+            let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+                .ok()
+                .filter(|p| p.is_power_of_two())
+                .unwrap_or(4096);
+            PAGE.store(page, Ordering::Relaxed);
+            page
+        }
+        page => page,
+    }
 }
 
 /// How a range of `len` bytes is aligned: to 1 GiB, or to its own length when smaller.
@@ -537,6 +632,49 @@ mod tests {
             bytes.iter().all(|&x| x == 0),
             "a reused large block, zeroed"
         );
+    }
+
+    /// Resident pages of `[start, start + len)` (`mincore`).
+    fn resident_pages(start: usize, len: usize) -> usize {
+        let page = page_size();
+        let mut vec = vec![0u8; len.div_ceil(page)];
+        // SAFETY: the range is page-aligned and mapped (ours); `vec` has one byte per page.
+        let rc = unsafe { libc::mincore(start as *mut libc::c_void, len, vec.as_mut_ptr()) };
+        assert_eq!(rc, 0, "mincore: {}", std::io::Error::last_os_error());
+        vec.iter().filter(|&&b| b & 1 != 0).count()
+    }
+
+    #[test]
+    fn a_freed_block_keeps_only_its_header_page_resident() {
+        let mut r = private_region(1 << 30);
+        let page = page_size();
+        // Within the budget a freed block keeps its pages, for the next block of its class.
+        let kept = r.alloc(60 << 10, 8, false).unwrap();
+        // SAFETY: live for 60 KiB; then freed and not used.
+        unsafe {
+            std::ptr::write_bytes(kept, 1, 60 << 10);
+            r.free(kept, 8);
+        }
+        assert!(resident_pages(block_of(kept, 8), 64 << 10) > 1);
+        assert_eq!(r.kept, 64 << 10);
+        // Past it, only the header's page.
+        for size in [2 * page, 60 << 10, 200 << 10, 1 << 20, (4 << 20) - 64] {
+            let p = r.alloc(size, 8, false).unwrap();
+            let block = block_of(p, 8);
+            let class = size.checked_add(16).unwrap().next_power_of_two();
+            // SAFETY: live for `size` bytes; then freed and not used.
+            unsafe {
+                std::ptr::write_bytes(p, 0x5a, size);
+                assert!(resident_pages(block, class) >= size / page);
+                r.kept = KEEP_FREED;
+                r.free(p, 8);
+            }
+            assert_eq!(
+                resident_pages(block, class),
+                1,
+                "a freed {size}-byte block (class {class}) keeps its header's page only"
+            );
+        }
     }
 
     #[test]

@@ -224,6 +224,67 @@ pub(super) unsafe fn free(ptr: *mut u8, align: usize) {
     sites.count_free(site);
 }
 
+/// The site number of a region block no site counts: a sampled block's `realloc` the countdown did not
+/// sample stays in the region (moving it out would copy it), uncounted; its free counts nothing. No real
+/// site has it ([`MAX_SITES`] numbers are 0..65534).
+pub(super) const UNRECORDED: u16 = u16::MAX;
+
+/// A `realloc` of the sampled block at `ptr` (allocated at `align`) to `size` bytes, kept in the region:
+/// the old block's free is counted, and the new one is counted at the site of (`stack`, `size`) when the
+/// countdown sampled it (`stack` is `Some`), else left [`UNRECORDED`]. In place when the block has room,
+/// else a new region block gets the contents (its pages moved, see `region::move_contents`) and the old
+/// one is freed. `None` (no room in the region) changes nothing: the caller reallocates the old way.
+///
+/// # Safety
+/// `ptr` is a live block [`place`] (or this function) returned for `align`, valid for `old_size` bytes;
+/// on `Some` it is not used again unless it is the pointer returned.
+pub(super) unsafe fn replace(
+    ptr: *mut u8,
+    align: usize,
+    old_size: usize,
+    size: usize,
+    stack: Option<&[u64]>,
+) -> Option<*mut u8> {
+    let mut sites = lock();
+    // SAFETY: the caller's guarantee: a live block of the region at `align`.
+    let room = unsafe { region::room(ptr, align) };
+    // In place unless it would leave most of the block unused (a shrink moves to a smaller class).
+    let fits = size <= room && size >= room / 4;
+    let to = if fits {
+        ptr
+    } else {
+        let Some(to) = sites.region.alloc(size, align, false) else {
+            UNPLACED.fetch_add(1, Ordering::Relaxed);
+            return None;
+        };
+        to
+    };
+    let site = match stack.map(|stack| sites.site(stack, size as u64)) {
+        Some(Some((site, slot))) => {
+            sites.index[slot].allocs += 1;
+            site
+        }
+        Some(None) => {
+            DROPPED.fetch_add(1, Ordering::Relaxed);
+            UNRECORDED
+        }
+        None => UNRECORDED,
+    };
+    // SAFETY: `ptr` is live (the caller's guarantee) and `to` is live, ours, with room for `size` bytes;
+    // the old block is given back only after its contents moved, and its site read from its own header.
+    unsafe {
+        if fits {
+            sites.count_free(region::site_of(ptr, align));
+        } else {
+            region::move_contents(ptr, to, align, old_size.min(size));
+            let old_site = sites.region.free(ptr, align);
+            sites.count_free(old_site);
+        }
+        region::set_site(to, align, site);
+    }
+    Some(to)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

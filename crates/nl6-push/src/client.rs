@@ -28,10 +28,10 @@
 //!   `nl6-push`.
 #![forbid(unsafe_code)]
 
-use super::ingest_url::{AddressError, IngestParams, ServerAddress};
-use super::multipart;
-use super::source::EncodedProfile;
-use crate::gate::port::PushTarget;
+use crate::config::Target as PushTarget;
+use crate::ingest_url::{AddressError, IngestParams, ServerAddress};
+use crate::multipart;
+use crate::source::EncodedProfile;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use std::fmt;
@@ -64,7 +64,7 @@ impl Client {
     pub fn new(
         target: &PushTarget,
         name: String,
-        version: &str,
+        user_agent: &str,
         upload_timeout: Duration,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Client, PushError> {
@@ -99,7 +99,7 @@ impl Client {
             .http_status_as_error(false)
             .max_redirects(0)
             .timeout_global(Some(upload_timeout))
-            .user_agent(format!("nl6/{version}"))
+            .user_agent(user_agent)
             .proxy(proxy)
             // Uploads come in bursts of three per interval; an idle connection older than this is not
             // reused, so a server that closed it in the meantime cannot fail the next upload.
@@ -109,7 +109,7 @@ impl Client {
         let connector =
             ().chain(ConnectProxyConnector::default())
                 .chain(TcpConnector::default())
-                .chain(super::tls::LabTlsConnector::default());
+                .chain(crate::tls::LabTlsConnector::default());
         let agent = ureq::Agent::with_parts(config, connector, PushResolver::default());
         Ok(Client {
             agent,

@@ -188,9 +188,20 @@ fn der_time(input: &[u8]) -> Option<(u64, &[u8])> {
     }
     let at = year_digits;
     let (month, day) = (num(at, 2)? as u32, num(at + 2, 2)? as u32);
-    let days = crate::timefmt::days_from_civil(year, month, day);
+    let days = days_from_civil(year, month, day);
     let secs = days * 86_400 + num(at + 4, 2)? * 3600 + num(at + 6, 2)? * 60 + num(at + 8, 2)?;
     Some((u64::try_from(secs).ok()?, rest))
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m as i64 + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d as i64 - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
 }
 
 /// The validity period (notBefore, notAfter) of a DER certificate (RFC 5280 §4.1).

@@ -3,15 +3,12 @@
 //! address's own query kept, and the upload's parameters (`name`, `from`, `until`, `spyName`, `sampleRate`,
 //! `units`, `aggregationType`; never `format`) set, keys sorted as Go's `url.Values.Encode` does.
 //!
-//! Also the series `name` (`nl6{hostname=…,version=…}`, values sanitised). Plain values only: this module
+//! Also the series `name` (`<application>{hostname=…,version=…}`, parts sanitised). Plain values only: this module
 //! never resolves, connects or reads the environment.
 #![forbid(unsafe_code)]
 
 use std::fmt;
 use std::time::{SystemTime, UNIX_EPOCH};
-
-/// The service name every push uses (`service_name="nl6"` on the server).
-pub const SERVICE_NAME: &str = "nl6";
 
 /// The spy name the server stores as `pyroscope_spy`.
 pub const SPY_NAME: &str = "nl6";
@@ -141,11 +138,13 @@ pub fn unix_nanos(t: SystemTime) -> u128 {
         .unwrap_or(0)
 }
 
-/// `nl6{hostname=<h>,version=<v>}`: keys sorted, no suffix, each value sanitised (the server's label-set
-/// parser has no escaping, so `,` `{` `}` `=` and whitespace become `_`; an empty value becomes `unknown`).
-pub fn series_name(hostname: &str, version: &str) -> String {
+/// `<application>{hostname=<h>,version=<v>}`: keys sorted, no suffix, each part sanitised (the server's
+/// label-set parser has no escaping, so `,` `{` `}` `=` and whitespace become `_`; an empty value becomes
+/// `unknown`).
+pub fn series_name(application: &str, hostname: &str, version: &str) -> String {
     format!(
-        "{SERVICE_NAME}{{hostname={},version={}}}",
+        "{}{{hostname={},version={}}}",
+        sanitize_label_value(application),
         sanitize_label_value(hostname),
         sanitize_label_value(version)
     )
@@ -233,7 +232,7 @@ mod tests {
 
     fn params() -> IngestParams {
         IngestParams {
-            name: series_name("lab-vm", "0.1.0"),
+            name: series_name("nl6", "lab-vm", "0.1.0"),
             from: UNIX_EPOCH + Duration::from_secs(1_700_000_000),
             until: UNIX_EPOCH + Duration::from_secs(1_700_000_015),
             sample_rate: 100,
@@ -310,16 +309,20 @@ mod tests {
     #[test]
     fn name_sorts_keys_and_sanitises_values() {
         assert_eq!(
-            series_name("vm1", "0.1.0"),
+            series_name("nl6", "vm1", "0.1.0"),
             "nl6{hostname=vm1,version=0.1.0}"
         );
         assert_eq!(
-            series_name("a,b{c}=d e", "1.0=x"),
+            series_name("nl6", "a,b{c}=d e", "1.0=x"),
             "nl6{hostname=a_b_c__d_e,version=1.0_x}"
         );
         assert_eq!(
-            series_name("  ", ""),
+            series_name("nl6", "  ", ""),
             "nl6{hostname=unknown,version=unknown}"
+        );
+        assert_eq!(
+            series_name("my svc{x}", "h", "1"),
+            "my_svc_x_{hostname=h,version=1}"
         );
     }
 

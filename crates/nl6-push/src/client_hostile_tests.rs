@@ -59,7 +59,7 @@ fn upload_error_within(address: String, timeout: Duration) -> String {
     )
     .unwrap();
     let profile = EncodedProfile {
-        kind: crate::push::ProfileKind::Cpu,
+        kind: crate::ProfileKind::Cpu,
         pprof_gz: vec![0x1f, 0x8b],
         from: std::time::SystemTime::now(),
         until: std::time::SystemTime::now(),

@@ -9,7 +9,7 @@
 //! uploads, errors and flush are tested without the engine. A source never does network I/O.
 #![forbid(unsafe_code)]
 
-use super::multipart::{HEAP_SAMPLE_TYPE_CONFIG, THREADS_SAMPLE_TYPE_CONFIG};
+use crate::multipart::{HEAP_SAMPLE_TYPE_CONFIG, THREADS_SAMPLE_TYPE_CONFIG};
 use nl6_profile::cpu::{self, CpuError};
 use nl6_profile::delta::HeapDelta;
 use nl6_profile::{encode, heap, threads};
@@ -115,7 +115,7 @@ const THREAD_CAPTURE_TIMEOUT: Duration = Duration::from_millis(500);
 pub struct EngineSource {
     session: Option<cpu::CpuSession>,
     heap_delta: HeapDelta,
-    cpu_hook: Option<super::CpuHook>,
+    cpu_hook: Option<crate::CpuHook>,
 }
 
 impl EngineSource {
@@ -124,7 +124,7 @@ impl EngineSource {
     }
 
     /// Hands each CPU window it encodes to `hook` (none: nobody is told).
-    pub fn with_cpu_hook(mut self, hook: Option<super::CpuHook>) -> Self {
+    pub fn with_cpu_hook(mut self, hook: Option<crate::CpuHook>) -> Self {
         self.cpu_hook = hook;
         self
     }
@@ -195,8 +195,7 @@ mod tests {
     fn every_cpu_window_reaches_the_hook() {
         let seen: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
         let sink = Arc::clone(&seen);
-        let hook: super::super::CpuHook =
-            Arc::new(move |p: &[u8]| sink.lock().unwrap().push(p.to_vec()));
+        let hook: crate::CpuHook = Arc::new(move |p: &[u8]| sink.lock().unwrap().push(p.to_vec()));
         let mut source = EngineSource::new().with_cpu_hook(Some(hook));
         // The sampler is one per process: wait (bounded) for any other test's profile to end.
         let deadline = std::time::Instant::now() + Duration::from_secs(20);

@@ -1,5 +1,5 @@
-//! The continuous push to Grafana Pyroscope: [`PyroscopePusher`] implements the gate's
-//! [`Pusher`](crate::gate::port::Pusher) port.
+//! The running push: [`Pusher`] starts one, [`Push`] is its handle, and its `nl6-push` thread collects
+//! and uploads.
 //!
 //! A running push is **one thread**, `nl6-push`, that both collects and uploads. Every interval it takes
 //! the CPU window from the engine's sampler (started at push start; when the sampler is busy with a pull
@@ -7,7 +7,7 @@
 //! heap profile (`alloc_*` as deltas since the previous upload, `inuse_*` absolute) and every thread's
 //! stack, and queues three upload jobs on a bounded queue (full: the oldest job is dropped and counted).
 //! Between collections the same thread drains the queue, one `POST /ingest` at a time, each bounded by
-//! the upload timeout ([`client`] holds the only outbound HTTP code). Collection never waits behind
+//! the upload timeout ([`crate::client`] holds the only HTTP code). Collection never waits behind
 //! uploads for long: an upload lasts at most the upload timeout, and the sampler keeps sampling meanwhile,
 //! so windows stay contiguous.
 //!
@@ -16,22 +16,13 @@
 //! `[profiling] push to <address> failing: <error>`. Stopping flushes: a final CPU window and heap
 //! profile, then the queue, all before the deadline; past it the rest is abandoned with one log line, and
 //! the thread is joined, so nothing is left running. `start` never touches the network.
-//!
-//! Submodules: [`ingest_url`] (URL joining, query, series name), [`multipart`] (the body),
-//! [`source`] (the [`ProfileSource`] seam: engine-backed by default, fakes in tests). The whole stack
-//! embedded with a labelled CPU burn is `crate::probe`, above this module.
 #![forbid(unsafe_code)]
 
-pub mod client;
-pub mod ingest_url;
-pub mod multipart;
-pub mod source;
-pub mod tls;
-
-pub use source::{EncodedProfile, EngineSource, ProfileKind, ProfileSource, SourceError};
-
-use crate::gate::port::{PushRun, PushStatus, PushTarget, Pusher};
-use client::Client;
+use crate::client::Client;
+use crate::config::{LogSink, PushConfig, Target};
+use crate::ingest_url;
+use crate::source::{EncodedProfile, EngineSource, ProfileSource, SourceError};
+use crate::StartError;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{self, RecvTimeoutError, TryRecvError};
@@ -39,117 +30,26 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-/// Where log lines go (one line per call, no trailing newline). Defaults to stderr.
-pub type LogSink = Arc<dyn Fn(&str) + Send + Sync>;
+/// The name of the push's one thread.
+pub const THREAD_NAME: &str = "nl6-push";
 
-/// The `hostname` label's source.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Hostname {
-    /// The kernel's hostname (`/proc/sys/kernel/hostname`), read at each push start.
-    Os,
-    /// A fixed value (tests, or an operator's override).
-    Fixed(String),
-}
-
-impl Hostname {
-    fn resolve(&self) -> String {
-        match self {
-            Hostname::Fixed(h) => h.clone(),
-            Hostname::Os => std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .map(|s| s.trim().to_string())
-                .ok()
-                .filter(|s| !s.is_empty())
-                .or_else(|| std::env::var("HOSTNAME").ok())
-                .unwrap_or_else(|| "unknown".to_string()),
-        }
-    }
-}
-
-/// How pushes run. Fields are private; each `with_*` documents its default.
-#[derive(Clone)]
-pub struct PushConfig {
-    upload_timeout: Duration,
-    queue_capacity: usize,
-    hostname: Hostname,
-    version: String,
-    log: LogSink,
-    cpu_hook: Option<CpuHook>,
-}
-
-/// What is told of each CPU window the push encodes (the console keeps the last one).
-pub type CpuHook = Arc<dyn Fn(&[u8]) + Send + Sync>;
-
-impl Default for PushConfig {
-    fn default() -> Self {
-        PushConfig {
-            upload_timeout: Duration::from_secs(10),
-            queue_capacity: 20,
-            hostname: Hostname::Os,
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            log: Arc::new(|line: &str| eprintln!("{line}")),
-            cpu_hook: None,
-        }
-    }
-}
-
-impl std::fmt::Debug for PushConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PushConfig")
-            .field("upload_timeout", &self.upload_timeout)
-            .field("queue_capacity", &self.queue_capacity)
-            .field("hostname", &self.hostname)
-            .field("version", &self.version)
-            .finish_non_exhaustive()
-    }
-}
-
-impl PushConfig {
-    /// The whole-upload bound (resolve, connect, TLS, send, answer). Defaults to 10 s.
-    pub fn with_upload_timeout(mut self, t: Duration) -> Self {
-        self.upload_timeout = t;
-        self
-    }
-    /// Upload jobs waiting at most (at least 1). Defaults to 20.
-    pub fn with_queue_capacity(mut self, n: usize) -> Self {
-        self.queue_capacity = n.max(1);
-        self
-    }
-    /// The `hostname` label. Defaults to [`Hostname::Os`].
-    pub fn with_hostname(mut self, h: Hostname) -> Self {
-        self.hostname = h;
-        self
-    }
-    /// The `version` label and `User-Agent: nl6/<version>`. Defaults to the crate version.
-    pub fn with_version(mut self, v: impl Into<String>) -> Self {
-        self.version = v.into();
-        self
-    }
-    /// Hands each CPU window encoded (gzip'd pprof) to `hook`. Defaults to none.
-    pub fn with_cpu_hook(mut self, hook: CpuHook) -> Self {
-        self.cpu_hook = Some(hook);
-        self
-    }
-    /// Where log lines go. Defaults to stderr.
-    pub fn with_log(mut self, log: LogSink) -> Self {
-        self.log = log;
-        self
-    }
-    pub fn upload_timeout(&self) -> Duration {
-        self.upload_timeout
-    }
-    pub fn queue_capacity(&self) -> usize {
-        self.queue_capacity
-    }
-}
-
-/// The gate's pusher: starts one `nl6-push` thread per push.
-pub struct PyroscopePusher {
+/// Starts pushes: one `nl6-push` thread per [`Pusher::start`]. Holds the profile source across pushes
+/// (its heap delta carries over a re-target, so no allocation is uploaded twice).
+pub struct Pusher {
     config: PushConfig,
     source: Arc<Mutex<Box<dyn ProfileSource>>>,
 }
 
-impl PyroscopePusher {
-    /// A pusher over the real engine.
+impl std::fmt::Debug for Pusher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pusher")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Pusher {
+    /// A pusher over the real engine (`nl6_profile`'s CPU sampler, sampling allocator and threads).
     pub fn new(config: PushConfig) -> Self {
         let source = EngineSource::new().with_cpu_hook(config.cpu_hook.clone());
         Self::with_source(config, Box::new(source))
@@ -158,37 +58,45 @@ impl PyroscopePusher {
     /// A pusher over any source (tests pass fakes). The source outlives pushes: its heap delta state
     /// carries over a re-target.
     pub fn with_source(config: PushConfig, source: Box<dyn ProfileSource>) -> Self {
-        PyroscopePusher {
+        Pusher {
             config,
             source: Arc::new(Mutex::new(source)),
         }
     }
-}
 
-impl Pusher for PyroscopePusher {
-    fn start(&self, target: PushTarget) -> Result<Box<dyn PushRun>, String> {
+    /// The config every push of this pusher runs with.
+    pub fn config(&self) -> &PushConfig {
+        &self.config
+    }
+
+    /// Starts pushing to `target`; never touches the network before returning (the first upload is one
+    /// interval later). `Err` when the interval is zero, the address or the environment's proxy cannot
+    /// be used, or the thread cannot start.
+    pub fn start(&self, target: Target) -> Result<Push, StartError> {
         if target.interval.is_zero() {
-            return Err("push interval must be positive".to_string());
+            return Err(StartError::Interval);
         }
-        let name = ingest_url::series_name(&self.config.hostname.resolve(), &self.config.version);
-        let client = Client::new(
-            &target,
-            name,
-            &self.config.version,
-            self.config.upload_timeout,
-            &|k| std::env::var(k).ok(),
-        )
-        .map_err(|e| e.to_string())?;
+        let c = &self.config;
+        let name = ingest_url::series_name(&c.application, &c.hostname.resolve(), &c.version);
+        let user_agent = format!(
+            "{}/{}",
+            ingest_url::sanitize_label_value(&c.application),
+            c.version
+        );
+        let client = Client::new(&target, name, &user_agent, c.upload_timeout, &|k| {
+            std::env::var(k).ok()
+        })
+        .map_err(StartError::Client)?;
         let address = client.display_address();
         if let Some(proxy) = client.proxy() {
-            (self.config.log)(&format!(
+            (c.log)(&format!(
                 "[profiling] push to {address} goes through proxy {proxy}"
             ));
         }
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             address,
-            log: self.config.log.clone(),
+            log: c.log.clone(),
         });
         let (tx, rx) = mpsc::channel();
         let worker = Worker {
@@ -197,19 +105,33 @@ impl Pusher for PyroscopePusher {
             rx,
             shared: shared.clone(),
             interval: target.interval,
-            upload_timeout: self.config.upload_timeout,
-            capacity: self.config.queue_capacity,
+            upload_timeout: c.upload_timeout,
+            capacity: c.queue_capacity,
             queue: VecDeque::new(),
             cpu_running: false,
         };
-        let handle = nl6_profile::threads::spawn_recorded("nl6-push", move || worker.run())
-            .map_err(|e| format!("starting the push thread: {e}"))?;
-        Ok(Box::new(PushHandle {
+        let handle = nl6_profile::threads::spawn_recorded(THREAD_NAME, move || worker.run())
+            .map_err(StartError::Thread)?;
+        Ok(Push {
             tx,
             handle: Some(handle),
             shared,
-        }))
+        })
     }
+}
+
+/// What a running push reports: counters and the newest error, read without waiting behind uploads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Status {
+    /// Failures since this push started (uploads, refused CPU windows, full queue, source errors).
+    pub sdk_errors: u64,
+    /// The newest failure, never containing credentials.
+    pub last_error: Option<String>,
+    /// Successful uploads since this push started.
+    pub uploads: u64,
+    /// When the newest successful upload finished.
+    pub last_upload_at: Option<SystemTime>,
 }
 
 enum Control {
@@ -219,7 +141,7 @@ enum Control {
 
 #[derive(Default)]
 struct State {
-    status: PushStatus,
+    status: Status,
     failure_logged: bool,
 }
 
@@ -257,14 +179,42 @@ impl Shared {
     }
 }
 
-/// The running push as the gate holds it.
-struct PushHandle {
+/// A running push. [`Push::stop`] flushes and joins its thread; dropping it without `stop` ends the
+/// thread at once (no flush) and still joins it, so nothing is left running either way.
+pub struct Push {
     tx: mpsc::Sender<Control>,
     handle: Option<JoinHandle<bool>>,
     shared: Arc<Shared>,
 }
 
-impl PushHandle {
+impl std::fmt::Debug for Push {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Push")
+            .field("address", &self.shared.address)
+            .field("status", &self.status())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Push {
+    /// Counters and the newest error, read without waiting behind uploads.
+    pub fn status(&self) -> Status {
+        self.shared.lock().status.clone()
+    }
+
+    /// Flushes (a final CPU window and heap profile, then the queue) within `budget`, then joins the
+    /// thread. `false` when the flush was abandoned at the deadline (one log line says how many uploads
+    /// were dropped).
+    pub fn stop(mut self, budget: Duration) -> bool {
+        self.finish(Instant::now() + budget)
+    }
+
+    /// [`Push::stop`], and the figures as the push ended (after the flush's uploads).
+    pub fn stop_with_status(mut self, budget: Duration) -> (bool, Status) {
+        let flushed = self.finish(Instant::now() + budget);
+        (flushed, self.status())
+    }
+
     fn finish(&mut self, deadline: Instant) -> bool {
         let Some(handle) = self.handle.take() else {
             return true;
@@ -284,22 +234,7 @@ impl PushHandle {
     }
 }
 
-impl PushRun for PushHandle {
-    fn status(&self) -> PushStatus {
-        self.shared.lock().status.clone()
-    }
-
-    fn stop(mut self: Box<Self>, budget: Duration) -> bool {
-        self.finish(Instant::now() + budget)
-    }
-
-    fn stop_with_status(mut self: Box<Self>, budget: Duration) -> (bool, PushStatus) {
-        let flushed = self.finish(Instant::now() + budget);
-        (flushed, self.status())
-    }
-}
-
-impl Drop for PushHandle {
+impl Drop for Push {
     // A push dropped without `stop` ends at once (no flush), and its thread is still joined.
     fn drop(&mut self) {
         self.finish(Instant::now());
