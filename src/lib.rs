@@ -25,6 +25,7 @@ pub mod goflag;
 pub mod http;
 pub mod jsonbody;
 pub mod lab;
+pub mod labels;
 pub mod logtext;
 pub mod netsys;
 pub mod probe;

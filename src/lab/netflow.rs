@@ -9,7 +9,7 @@
 #![forbid(unsafe_code)]
 
 use super::device::{Device, DeviceCounters, INTERFACES_PER_DEVICE};
-use nl6_profile::labels::{self, Subsystem};
+use crate::labels::{self, Subsystem};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::Ordering;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};

@@ -9,8 +9,8 @@
 #![forbid(unsafe_code)]
 
 use super::device::{Device, DeviceCounters};
+use crate::labels::{self, Subsystem};
 use crate::timefmt::Timestamp;
-use nl6_profile::labels::{self, Subsystem};
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};

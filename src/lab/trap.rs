@@ -11,7 +11,7 @@ use super::ber::{Oid, Value};
 use super::device::{Device, DeviceCounters};
 use super::mib::{IF_TABLE, SYS_UPTIME_0};
 use super::snmp::{pdu, send_as, Message, VERSION_2C};
-use nl6_profile::labels::{self, Subsystem};
+use crate::labels::{self, Subsystem};
 use std::collections::HashMap;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};

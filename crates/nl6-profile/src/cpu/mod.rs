@@ -1,4 +1,4 @@
-//! The CPU sampler: SIGPROF from per-thread CPU-time timers, frame-pointer stacks, the subsystem label read
+//! The CPU sampler: SIGPROF from per-thread CPU-time timers, frame-pointer stacks, the label set read
 //! at sample time, aggregated by a collector thread.
 //!
 //! How it works: [`start`] installs the handler and arms, for every thread in `/proc/self/task`, a POSIX
@@ -85,13 +85,13 @@ impl std::fmt::Display for CpuError {
 }
 impl std::error::Error for CpuError {}
 
-/// One aggregated CPU sample: a stack, the subsystem label index at sample time (0 = none), and how many
+/// One aggregated CPU sample: a stack, the label-set index at sample time (0 = none), and how many
 /// signals landed on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CpuSample {
     /// Return addresses, leaf first.
     pub stack: Stack,
-    /// Subsystem label index at sample time (0 = none).
+    /// Label-set index at sample time (0 = none; [`crate::labels::LabelSet::from_index`]).
     pub label: u16,
     /// Timer periods credited to this stack and label (one per signal plus its `si_overrun`).
     pub count: u64,
