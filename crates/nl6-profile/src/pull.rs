@@ -51,10 +51,12 @@
 #![forbid(unsafe_code)]
 
 mod profiles;
+mod task;
 
 use crate::delta::{ContentionDelta, HeapDelta};
 use crate::heap;
 pub(crate) use profiles::Kind;
+pub use task::PullFuture;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
