@@ -7,6 +7,7 @@
 mod common;
 // Both supports include the engine crate's tests/support/go_pprof.rs.
 #[allow(clippy::duplicate_mod)]
+#[path = "../crates/nl6-profile/tests/support/encode_check.rs"]
 mod engine_encode_support;
 
 use common::{boot, header, json, Nl6};

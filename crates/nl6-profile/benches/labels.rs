@@ -53,7 +53,10 @@ fn run(n: u64, mut f: impl FnMut(u64) -> u64) -> (Duration, u64) {
 
 fn report(what: &str, n: u64, (d, allocs): (Duration, u64), bare: Duration) -> f64 {
     let ns = (d.as_nanos() as f64 - bare.as_nanos() as f64) / n as f64;
-    println!("  {what}: {ns:.2} ns per op (loop alone {:.2} ns), {allocs} allocations in {n}", bare.as_nanos() as f64 / n as f64);
+    println!(
+        "  {what}: {ns:.2} ns per op (loop alone {:.2} ns), {allocs} allocations in {n}",
+        bare.as_nanos() as f64 / n as f64
+    );
     ns
 }
 
@@ -98,7 +101,12 @@ fn main() {
             }
         })
     });
-    report("Labelled poll, over a bare poll", n, poll_labelled, poll_bare.0);
+    report(
+        "Labelled poll, over a bare poll",
+        n,
+        poll_labelled,
+        poll_bare.0,
+    );
 
     let m = 2_000_000u64;
     let (bare_m, _) = best(&mut || run(m, |i| black_box(i)));
@@ -109,7 +117,12 @@ fn main() {
             LabelSet::new([("tenant", black_box(t)), ("route", black_box(v))]).index() as u64
         })
     });
-    report("LabelSet::new of a set already held (2 pairs)", m, build, bare_m);
+    report(
+        "LabelSet::new of a set already held (2 pairs)",
+        m,
+        build,
+        bare_m,
+    );
     if with.1 != 0 || enter.1 != 0 || poll_labelled.1 != 0 {
         eprintln!("labels: FAIL entering a prebuilt set allocated");
         std::process::exit(1);

@@ -38,6 +38,7 @@ use thread_state::thread_state;
 
 /// heap (no default sample type) or allocs (default alloc_space): same data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum HeapView {
     /// The `heap` profile: no default sample type (pprof shows `inuse_space`).
     Heap,

@@ -91,6 +91,14 @@ pub struct SamplingAllocator<A = System> {
     inner: A,
 }
 
+impl<A> std::fmt::Debug for SamplingAllocator<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SamplingAllocator")
+            .field("rate", &rate())
+            .finish_non_exhaustive()
+    }
+}
+
 impl SamplingAllocator<System> {
     /// The sampler around the system allocator (`std::alloc::System`).
     pub const fn system() -> Self {

@@ -20,10 +20,21 @@ fn a_full_table_refuses_with_a_reason_and_the_profiles_say_so() {
         }
         assert!(built <= MAX_TEXT_BYTES / 1024, "text limit never reached");
     };
-    assert_eq!(text_error, LabelError::TooMuchText { max: MAX_TEXT_BYTES });
-    assert!(text_error.to_string().contains("bytes of keys and values"), "{text_error}");
+    assert_eq!(
+        text_error,
+        LabelError::TooMuchText {
+            max: MAX_TEXT_BYTES
+        }
+    );
+    assert!(
+        text_error.to_string().contains("bytes of keys and values"),
+        "{text_error}"
+    );
     // A set already held is still found (no new text), and the overflow set is what `new` returns.
-    assert_eq!(LabelSet::new([("blob", big(0))]).get("blob").map(str::len), Some(1024));
+    assert_eq!(
+        LabelSet::new([("blob", big(0))]).get("blob").map(str::len),
+        Some(1024)
+    );
     assert_eq!(LabelSet::new([("blob", big(built))]), LabelSet::OVERFLOW);
     // Sets made of strings already held need no text, so they fit until the set count runs out.
     let mut i = 0;
@@ -52,14 +63,25 @@ fn a_full_table_refuses_with_a_reason_and_the_profiles_say_so() {
     let stacks = threads::capture_all(Duration::from_secs(2));
     drop(tx);
     t.join().unwrap();
-    let mine = stacks.iter().find(|t| t.name == "overflowed").unwrap_or_else(|| panic!("not listed: {stacks:?}"));
+    let mine = stacks
+        .iter()
+        .find(|t| t.name == "overflowed")
+        .unwrap_or_else(|| panic!("not listed: {stacks:?}"));
     assert_eq!(mine.label, LabelSet::OVERFLOW.index(), "{mine:?}");
     let mut raw = Vec::new();
-    flate2::read::GzDecoder::new(&encode::goroutine(&stacks)[..]).read_to_end(&mut raw).unwrap();
+    flate2::read::GzDecoder::new(&encode::goroutine(&stacks)[..])
+        .read_to_end(&mut raw)
+        .unwrap();
     let p = proto::Profile::decode(&raw[..]).unwrap();
-    let comments: Vec<&str> = p.comment.iter().map(|&i| p.string_table[i as usize].as_str()).collect();
+    let comments: Vec<&str> = p
+        .comment
+        .iter()
+        .map(|&i| p.string_table[i as usize].as_str())
+        .collect();
     assert!(
-        comments.iter().any(|c| c.contains("4 label set(s) refused")),
+        comments
+            .iter()
+            .any(|c| c.contains("4 label set(s) refused")),
         "comments: {comments:?}"
     );
     assert!(p.string_table.iter().any(|s| s == "label_overflow"));

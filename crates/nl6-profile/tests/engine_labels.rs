@@ -56,9 +56,19 @@ fn cpu_samples_carry_every_pair_of_their_set_in_go_tool_pprof() {
     }
     let profile = session.stop();
     let count = |set: LabelSet| -> u64 {
-        profile.samples.iter().filter(|s| s.label == set.index()).map(|s| s.count).sum()
+        profile
+            .samples
+            .iter()
+            .filter(|s| s.label == set.index())
+            .map(|s| s.count)
+            .sum()
     };
-    assert!(count(a) >= 50 && count(b) >= 50, "a: {}, b: {}", count(a), count(b));
+    assert!(
+        count(a) >= 50 && count(b) >= 50,
+        "a: {}, b: {}",
+        count(a),
+        count(b)
+    );
     let dir = work_dir("labels-cpu");
     let file = dir.join("cpu.pb.gz");
     std::fs::write(&file, encode::cpu(&profile)).unwrap();
@@ -66,17 +76,30 @@ fn cpu_samples_carry_every_pair_of_their_set_in_go_tool_pprof() {
     eprintln!("{out}");
     // pprof prints each key once, then its values with their share of samples.
     for key in ["tenant:", "route:", "region:"] {
-        assert!(out.contains(key), "`{key}` missing from go tool pprof -tags:\n{out}");
+        assert!(
+            out.contains(key),
+            "`{key}` missing from go tool pprof -tags:\n{out}"
+        );
     }
     for value in ["acme", "globex", "/orders", "/users", "eu"] {
-        assert!(out.contains(value), "value {value} missing from go tool pprof -tags:\n{out}");
+        assert!(
+            out.contains(value),
+            "value {value} missing from go tool pprof -tags:\n{out}"
+        );
     }
     // Only the samples of `a` carry a region: pprof's `-tagfocus` keeps exactly those.
     let region_only = go_pprof_support::go_pprof_ok(
-        &["-tags".as_ref(), "-tagfocus=region=eu".as_ref(), file.as_os_str()],
+        &[
+            "-tags".as_ref(),
+            "-tagfocus=region=eu".as_ref(),
+            file.as_os_str(),
+        ],
         &dir,
     );
-    assert!(region_only.contains("acme") && !region_only.contains("globex"), "{region_only}");
+    assert!(
+        region_only.contains("acme") && !region_only.contains("globex"),
+        "{region_only}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -96,14 +119,27 @@ fn goroutine_samples_carry_the_set_and_the_thread_name() {
     let stacks = threads::capture_all(Duration::from_secs(2));
     stop.store(true, Ordering::Relaxed);
     worker.join().unwrap();
-    let mine = stacks.iter().find(|t| t.name == "shard-seven").expect("the worker is listed");
+    let mine = stacks
+        .iter()
+        .find(|t| t.name == "shard-seven")
+        .expect("the worker is listed");
     assert_eq!(LabelSet::from_index(mine.label), Some(set));
     let dir = work_dir("labels-goroutine");
     let file = dir.join("goroutine.pb.gz");
     std::fs::write(&file, encode::goroutine(&stacks)).unwrap();
     let out = tags(&file, &dir);
-    for want in ["pool:", "ingest", "shard:", "7", "thread_name:", "shard-seven"] {
-        assert!(out.contains(want), "{want} missing from go tool pprof -tags:\n{out}");
+    for want in [
+        "pool:",
+        "ingest",
+        "shard:",
+        "7",
+        "thread_name:",
+        "shard-seven",
+    ] {
+        assert!(
+            out.contains(want),
+            "{want} missing from go tool pprof -tags:\n{out}"
+        );
     }
     let text = encode::goroutine_text(&stacks, 2);
     assert!(

@@ -68,6 +68,7 @@ pub const MAX_HZ: u32 = 250;
 const RESCAN_EVERY: Duration = Duration::from_millis(100);
 /// Why a CPU profile could not start.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CpuError {
     /// Another CPU profile is running (Display: "cpu profiling already in use").
     Busy,
@@ -352,6 +353,14 @@ pub struct CpuSession {
     shared: Arc<Shared>,
     collector: Option<std::thread::JoinHandle<()>>,
     period_ns: u64,
+}
+
+impl std::fmt::Debug for CpuSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuSession")
+            .field("period_ns", &self.period_ns)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Starts sampling every thread at `hz` (0 = [`DEFAULT_HZ`], capped at [`MAX_HZ`]). Returns

@@ -73,7 +73,12 @@ impl PullSurface {
                 query,
                 body,
             };
-            let watch = || theirs.dropped.load(Ordering::Relaxed).then(super::client_gone);
+            let watch = || {
+                theirs
+                    .dropped
+                    .load(Ordering::Relaxed)
+                    .then(super::client_gone)
+            };
             let answer = surface.handle(&req, &watch);
             let mut state = theirs.state.lock().unwrap_or_else(|e| e.into_inner());
             state.0 = Some(answer);
@@ -117,7 +122,11 @@ mod tests {
         let mut f = surface.handle_async(&PullRequest::get("goroutine", "seconds=1"));
         // A 1-second delta: the first poll returns at once.
         assert!(Pin::new(&mut f).poll(&mut cx).is_pending());
-        assert!(t0.elapsed() < Duration::from_millis(500), "{:?}", t0.elapsed());
+        assert!(
+            t0.elapsed() < Duration::from_millis(500),
+            "{:?}",
+            t0.elapsed()
+        );
         rx.recv_timeout(Duration::from_secs(10)).expect("woken");
         match Pin::new(&mut f).poll(&mut cx) {
             Poll::Ready(answer) => {
@@ -134,11 +143,18 @@ mod tests {
         let surface = Arc::new(PullSurface::new());
         let f = surface.handle_async(&PullRequest::get("goroutine", "seconds=60"));
         std::thread::sleep(Duration::from_millis(200));
-        assert_eq!(Arc::strong_count(&surface), 2, "the request's thread holds the surface");
+        assert_eq!(
+            Arc::strong_count(&surface),
+            2,
+            "the request's thread holds the surface"
+        );
         drop(f);
         let t0 = Instant::now();
         while Arc::strong_count(&surface) > 1 {
-            assert!(t0.elapsed() < Duration::from_secs(5), "the request did not end");
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "the request did not end"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
