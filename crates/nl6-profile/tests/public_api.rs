@@ -1,12 +1,17 @@
 //! The crate's public API is a checked-in list (`tests/public_api.txt`), so a change to it is
 //! deliberate: this test compares the list with every `pub` declaration in the sources (items, fields,
-//! re-exports and trait methods, by file, with their signature up to the body), skipping unit-test code.
+//! re-exports and trait methods, by file, with their signature up to the body), skipping unit-test code and the modules
+//! the crate root declares `pub(crate)`. It reads declarations, not rustdoc's view: a `pub` item in a
+//! private submodule that is not re-exported is listed too (the list errs on the side of showing more).
 //! A mismatch prints the difference; after a deliberate change, regenerate the list with
 //!
 //!   NL6_PROFILE_API_UPDATE=1 cargo test -p nl6-profile --test public_api
 //!
 //! and say why in the commit. The crate README's "Public API" section is this list, grouped by module.
 use std::path::{Path, PathBuf};
+
+const API_START: &str = "<!-- public-api -->\n";
+const API_END: &str = "<!-- /public-api -->";
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
@@ -64,6 +69,13 @@ fn the_public_api_is_the_checked_in_list() {
     let mut files = Vec::new();
     rust_files(&root.join("src"), &mut files);
     files.sort();
+    // Modules the crate root keeps private hold no public API, whatever they declare `pub`.
+    let lib = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
+    let private: Vec<String> = lib
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub(crate) mod "))
+        .map(|m| m.trim_end_matches(';').to_string())
+        .collect();
     let mut now = Vec::new();
     for f in files {
         let rel = f
@@ -71,7 +83,10 @@ fn the_public_api_is_the_checked_in_list() {
             .unwrap()
             .to_string_lossy()
             .replace('\\', "/");
-        if rel.ends_with("/tests.rs") {
+        let hidden = private
+            .iter()
+            .any(|m| rel == format!("src/{m}.rs") || rel.starts_with(&format!("src/{m}/")));
+        if rel.ends_with("/tests.rs") || hidden {
             continue;
         }
         now.extend(declarations(&rel, &std::fs::read_to_string(&f).unwrap()));
@@ -80,6 +95,23 @@ fn the_public_api_is_the_checked_in_list() {
     let text = now.join("\n") + "\n";
     if std::env::var_os("NL6_PROFILE_API_UPDATE").is_some() {
         std::fs::write(&listed_path, &text).unwrap();
+    }
+    let readme_path = root.join("README.md");
+    let readme = std::fs::read_to_string(&readme_path).unwrap();
+    let (head, rest) = readme
+        .split_once(API_START)
+        .expect("README has the public API section");
+    let (_, tail) = rest
+        .split_once(API_END)
+        .expect("README's public API section ends");
+    let section = format!("{API_START}```text\n{text}```\n{API_END}");
+    if std::env::var_os("NL6_PROFILE_API_UPDATE").is_some() {
+        std::fs::write(&readme_path, format!("{head}{section}{tail}")).unwrap();
+    } else {
+        assert!(
+            readme.contains(&section),
+            "README's public API section is not tests/public_api.txt (regenerate both)"
+        );
     }
     let listed = std::fs::read_to_string(&listed_path).unwrap_or_default();
     let listed: Vec<&str> = listed.lines().collect();
