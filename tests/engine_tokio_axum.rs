@@ -38,7 +38,7 @@ fn build_service(crate_dir: &Path) -> PathBuf {
         .unwrap()
         .replace("@ENGINE@", engine.to_str().unwrap());
     std::fs::write(crate_dir.join("Cargo.toml"), manifest).unwrap();
-    std::fs::copy(support.join("main.rs"), crate_dir.join("src/main.rs")).unwrap();
+    std::fs::copy(support.join("service.rs"), crate_dir.join("src/main.rs")).unwrap();
     let target_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tokio-axum-target");
     let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .current_dir(crate_dir)

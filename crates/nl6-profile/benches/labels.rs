@@ -109,7 +109,7 @@ fn main() {
     );
 
     let m = 2_000_000u64;
-    let (bare_m, _) = best(&mut || run(m, |i| black_box(i)));
+    let (bare_m, _) = best(&mut || run(m, black_box));
     let build = best(&mut || {
         run(m, |i| {
             let v = if i & 1 == 0 { "/orders" } else { "/users" };
