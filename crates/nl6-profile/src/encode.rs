@@ -22,7 +22,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::time::SystemTime;
 
 use super::builder::{LabelValue, LeafKind, ProfileBuilder};
 use super::cpu::CpuProfile;
@@ -557,11 +556,6 @@ pub fn heap_text(snapshot: &HeapSnapshot) -> String {
         snapshot.rate
     );
     out
-}
-
-/// Time helper for callers that stamp profiles.
-pub fn now() -> SystemTime {
-    SystemTime::now()
 }
 
 #[cfg(test)]
