@@ -9,8 +9,8 @@
 //! - RSS added by a running sampler (VmRSS before start vs after 2 s of sampling; target ≤ 4 MB);
 //! - label scope cost: ns per `labels::with` enter+exit and heap allocations per scope, counted by this
 //!   binary's global allocator (target ≤ 10 ns, 0 allocations).
+use nl6::labels::{self, Subsystem};
 use nl6_profile::cpu;
-use nl6_profile::labels::{self, Subsystem};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -5,7 +5,7 @@
 use nl6::lab::device::Device;
 use nl6::lab::netflow::FlowExporter;
 use nl6::lab::syslog::{SyslogExporter, SEVERITY_INFO};
-use nl6_profile::labels::{self, Subsystem};
+use nl6::labels::{self, Subsystem};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -17,8 +17,8 @@
 //! filled during warm-up) and allocator fragmentation. A leak per sample, window, capture or thread
 //! would pass that within the run (250 Hz × 5 threads × 50 s is over 60 000 samples; ~1 000 threads are
 //! spawned).
+use nl6::labels::Subsystem;
 use nl6_profile::heap::{self, SamplingAllocator};
-use nl6_profile::labels::Subsystem;
 use nl6_profile::{cpu, threads};
 use std::hint::black_box;
 use std::io::{ErrorKind, Read, Write};

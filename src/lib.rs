@@ -26,6 +26,7 @@ pub mod goflag;
 pub mod http;
 pub mod jsonbody;
 pub mod lab;
+pub mod labels;
 pub mod netsys;
 pub mod probe;
 pub mod push;

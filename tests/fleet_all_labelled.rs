@@ -7,7 +7,7 @@ mod fleet_common;
 use fleet_common::run;
 use nl6::lab::syslog::Transport;
 use nl6::lab::{api, Fleet, FleetConfig};
-use nl6_profile::labels::Subsystem;
+use nl6::labels::Subsystem;
 use nl6_profile::symbols::symbolize;
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, Ordering};

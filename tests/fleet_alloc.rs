@@ -3,7 +3,7 @@
 //! allocator that counts calls and bytes only on the measuring thread).
 use nl6::lab::device::Device;
 use nl6::lab::netflow::FlowExporter;
-use nl6_profile::labels::{self, Subsystem};
+use nl6::labels::{self, Subsystem};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::net::UdpSocket;

@@ -3,7 +3,7 @@
 //! carry `scenario` (the nesting rule, seen by the sampler itself).
 use nl6::lab::device::Device;
 use nl6::lab::syslog::{SyslogExporter, SEVERITY_INFO};
-use nl6_profile::labels::Subsystem;
+use nl6::labels::Subsystem;
 use nl6_profile::symbols::symbolize;
 use std::net::UdpSocket;
 use std::time::{Duration, Instant, SystemTime};

@@ -6,7 +6,7 @@ mod fleet_common;
 use common::wait_for;
 use nl6::lab::syslog::Transport;
 use nl6::lab::{Fleet, FleetConfig};
-use nl6_profile::labels::Subsystem;
+use nl6::labels::Subsystem;
 use nl6_profile::symbols::symbolize;
 use nl6_profile::threads::{capture_all, ThreadStack};
 use std::net::{TcpListener, UdpSocket};

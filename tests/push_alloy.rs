@@ -5,8 +5,9 @@
 //! checks the example config's shape as text.
 
 mod common;
-// Both supports include tests/support/go_pprof.rs (the engine crate's tests reach it only that way).
+// Both supports include the engine crate's tests/support/go_pprof.rs.
 #[allow(clippy::duplicate_mod)]
+#[path = "../crates/nl6-profile/tests/support/encode_check.rs"]
 mod engine_encode_support;
 
 use common::{boot, header, json, Nl6};

@@ -6,9 +6,9 @@ mod common;
 mod push_support;
 
 use nl6::gate::port::Pusher;
+use nl6::labels::{self, Subsystem};
 use nl6::push::PyroscopePusher;
 use nl6_profile::heap::SamplingAllocator;
-use nl6_profile::labels::{self, Subsystem};
 use push_support::*;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};

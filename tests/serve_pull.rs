@@ -76,12 +76,7 @@ fn go_error_wording_and_methods_with_the_gate_open() {
     let n = boot().start();
     n.open_pull_only();
     let rows: &[(&str, &str, u16, &str)] = &[
-        (
-            "GET",
-            "/debug/pprof/trace",
-            404,
-            "nl6 has no execution tracer",
-        ),
+        ("GET", "/debug/pprof/trace", 404, "no execution tracer here"),
         ("GET", "/debug/pprof/nope", 404, "Unknown profile"),
         ("GET", "/debug/pprof/heap/extra", 404, "Unknown profile"),
         (

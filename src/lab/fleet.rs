@@ -24,7 +24,7 @@ use super::snmp::serve::{self, Listener, Serving, Waker};
 use super::syslog::{self, SendQueue, SyslogExporter, Transport};
 use super::traffic::DiscardSink;
 use super::trap::{TrapOptions, TrapSender};
-use nl6_profile::labels::{self, Subsystem};
+use crate::labels::{self, Subsystem};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};

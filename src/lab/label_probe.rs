@@ -1,5 +1,5 @@
 //! Test-only: which labels each named point in the lab ran under (see the `probe!` macro).
-use nl6_profile::labels::{self, Subsystem};
+use crate::labels::{self, Subsystem};
 use std::collections::HashMap;
 use std::sync::Mutex;
 

@@ -5,7 +5,7 @@ use super::label_probe::seen;
 use super::netflow::FlowExporter;
 use super::syslog::Transport;
 use super::{Fleet, FleetConfig};
-use nl6_profile::labels::{self, Subsystem};
+use crate::labels::{self, Subsystem};
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::time::{Duration, Instant};
 

@@ -15,8 +15,8 @@
 use super::device::Device;
 use super::netflow::FlowExporter;
 use super::syslog;
+use crate::labels::{self, Subsystem};
 use crate::timefmt::{format_go_duration as format_duration, parse_rfc3339, Timestamp};
-use nl6_profile::labels::{self, Subsystem};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};

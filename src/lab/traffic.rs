@@ -108,7 +108,7 @@ pub(crate) fn spawn<H: Host>(
     };
     let sh = shared.clone();
     shared.spawn_labelled(
-        nl6_profile::labels::Subsystem::SCENARIO,
+        crate::labels::Subsystem::SCENARIO,
         "lab-traffic",
         Box::new(move || {
             let mut due = Instant::now();

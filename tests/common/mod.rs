@@ -466,7 +466,7 @@ pub fn wait_for(what: &str, secs: u64, cond: impl FnMut() -> bool) {
     );
 }
 
-#[path = "../support/go_pprof.rs"]
+#[path = "../../crates/nl6-profile/tests/support/go_pprof.rs"]
 mod go_pprof_support;
 #[allow(unused_imports)] // each test binary uses its own subset
 pub use go_pprof_support::{go_pprof, go_pprof_command, go_pprof_ok, go_pprof_ok_with};

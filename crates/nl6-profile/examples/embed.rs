@@ -9,12 +9,17 @@
 //! itself has no HTTP code); the surface itself is the engine's value-level handler,
 //! `nl6_profile::pull`.
 use nl6_profile::heap::SamplingAllocator;
-use nl6_profile::labels::Subsystem;
+use nl6_profile::labels::LabelSet;
 use nl6_profile::pull::{PullRequest, PullResponse, PullSurface};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// A one-pair label set, `{subsystem = name}` (the engine has no vocabulary of its own).
+fn label(name: &str) -> LabelSet {
+    LabelSet::new([("subsystem", name)])
+}
 
 #[global_allocator]
 static ALLOC: SamplingAllocator = SamplingAllocator::system();
@@ -42,7 +47,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    nl6_profile::threads::spawn_labelled(Subsystem::custom("example"), "busy", busy)
+    nl6_profile::threads::spawn_labelled(label("example"), "busy", busy)
         .expect("starting the busy thread");
     eprintln!(
         "embed: serving {MOUNT} on {}",

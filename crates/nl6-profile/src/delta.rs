@@ -30,6 +30,15 @@ pub struct HeapDelta {
     previous: Mutex<HashMap<SiteKey, u64>>,
 }
 
+impl std::fmt::Debug for HeapDelta {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sites = self.previous.lock().map(|m| m.len()).unwrap_or(0);
+        f.debug_struct("HeapDelta")
+            .field("previous_sites", &sites)
+            .finish()
+    }
+}
+
 impl HeapDelta {
     /// A state whose first [`HeapDelta::next`] returns cumulative values.
     pub fn new() -> HeapDelta {
@@ -63,8 +72,8 @@ impl HeapDelta {
     }
 }
 
-/// godeltaprof's block/mutex delta state. nl6 records no contention: every call is empty but valid.
-#[derive(Default)]
+/// godeltaprof's block/mutex delta state. The engine records no contention: every call is empty but valid.
+#[derive(Debug, Default)]
 pub struct ContentionDelta {
     calls: Mutex<u64>,
 }

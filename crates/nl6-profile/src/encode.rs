@@ -4,14 +4,15 @@
 //! type), Go's heap unbiasing ([`scale_heap_sample`]), which labels each kind carries, and which leading
 //! frames are the sampler's own (the allocator's frames are dropped from heap stacks, as Go drops
 //! `runtime.*` frames). Shapes follow runtime/pprof (see the pull surface's reference notes):
-//! - cpu: `samples/count`, `cpu/nanoseconds`; period `cpu/nanoseconds` = period_ns; `subsystem` labels;
+//! - cpu: `samples/count`, `cpu/nanoseconds`; period `cpu/nanoseconds` = period_ns; every pair of the sample's
+//!   label set as a string label;
 //!   `duration_nanos`; `stack[0]` is the interrupted instruction; a comment naming the threads the
 //!   sampler could not arm, when there are any.
 //! - heap / allocs: `alloc_objects/count`, `alloc_space/bytes`, `inuse_objects/count`, `inuse_space/bytes`;
 //!   period `space/bytes` = rate; numeric label `bytes` = block size; allocs defaults to `alloc_space`;
 //!   a comment when the sampler's region is smaller than asked or absent.
-//! - goroutine / threadcreate: `<name>/count`, period 1; goroutine samples carry `subsystem` and
-//!   `thread_name`.
+//! - goroutine / threadcreate: `<name>/count`, period 1; goroutine samples carry their label set's pairs
+//!   and `thread_name` (which wins over a label of that key).
 //! - block / mutex: `contentions/count`, `delay/nanoseconds`, period `contentions/count` = 1.
 //!
 //! What it never does: sample or read the process's state; callers pass snapshots in. One exception: the
@@ -21,12 +22,11 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::time::SystemTime;
 
 use super::builder::{LabelValue, LeafKind, ProfileBuilder};
 use super::cpu::CpuProfile;
 use super::heap::{HeapRecord, HeapSnapshot};
-use super::labels::Subsystem;
+use super::labels;
 use super::symbols::Symbolizer;
 use super::threads::ThreadStack;
 use super::Stack;
@@ -37,6 +37,7 @@ use thread_state::thread_state;
 
 /// heap (no default sample type) or allocs (default alloc_space): same data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum HeapView {
     /// The `heap` profile: no default sample type (pprof shows `inuse_space`).
     Heap,
@@ -60,7 +61,7 @@ pub const CONTENTION_SAMPLE_TYPES: [(&str, &str); 2] =
 pub const LOST_SAMPLES_FUNCTION: &str = "nl6_profile::lost_samples";
 
 /// gzip'd pprof of a CPU window: sample types samples/count + cpu/nanoseconds, period cpu/nanoseconds,
-/// `subsystem` string labels, duration_nanos.
+/// the label set's pairs as string labels, duration_nanos.
 pub fn cpu(profile: &CpuProfile) -> Vec<u8> {
     let mut b = ProfileBuilder::new(&[("samples", "count"), ("cpu", "nanoseconds")]);
     let period = profile.period_ns as i64;
@@ -70,10 +71,13 @@ pub fn cpu(profile: &CpuProfile) -> Vec<u8> {
     if let Some(note) = profile.coverage.note() {
         b.comment(&note);
     }
+    if let Some(note) = labels::overflow_note() {
+        b.comment(&note);
+    }
     for s in &profile.samples {
-        let labels: Vec<(&str, LabelValue)> = Subsystem::name_of(s.label)
-            .map(|n| ("subsystem", LabelValue::Str(n.to_string())))
-            .into_iter()
+        let labels: Vec<(&str, LabelValue)> = labels::pairs_of(s.label)
+            .iter()
+            .map(|(k, v)| (*k, LabelValue::Str(v.to_string())))
             .collect();
         let count = s.count as i64;
         b.sample(
@@ -240,7 +244,7 @@ fn missing_stacks_note(threads: &[ThreadStack]) -> Option<String> {
     ))
 }
 
-/// gzip'd goroutine/count profile, one sample per distinct (stack, subsystem, thread name); a comment
+/// gzip'd goroutine/count profile, one sample per distinct (stack, label set, thread name); a comment
 /// names the threads whose stack is missing and why.
 pub fn goroutine(threads: &[ThreadStack]) -> Vec<u8> {
     let mut groups: BTreeMap<(&Stack, u16, &str), i64> = BTreeMap::new();
@@ -254,11 +258,15 @@ pub fn goroutine(threads: &[ThreadStack]) -> Vec<u8> {
     if let Some(note) = missing_stacks_note(threads) {
         b.comment(&note);
     }
+    if let Some(note) = labels::overflow_note() {
+        b.comment(&note);
+    }
     for ((stack, label, name), count) in groups {
-        let mut labels = Vec::new();
-        if let Some(s) = Subsystem::name_of(label) {
-            labels.push(("subsystem", LabelValue::Str(s.to_string())));
-        }
+        let mut labels: Vec<(&str, LabelValue)> = labels::pairs_of(label)
+            .iter()
+            .filter(|(k, _)| *k != "thread_name")
+            .map(|(k, v)| (*k, LabelValue::Str(v.to_string())))
+            .collect();
         labels.push(("thread_name", LabelValue::Str(name.to_string())));
         b.sample(stack, LeafKind::ExactLeaf, vec![count], &labels);
     }
@@ -301,10 +309,11 @@ pub fn goroutine_text(threads: &[ThreadStack], debug: u32) -> String {
     }
     let mut groups: BTreeMap<(String, &Stack), i64> = BTreeMap::new();
     for t in threads {
-        let mut labels = Vec::new();
-        if let Some(s) = Subsystem::name_of(t.label) {
-            labels.push(("subsystem", s));
-        }
+        let mut labels: Vec<(&str, &str)> = labels::pairs_of(t.label)
+            .iter()
+            .filter(|(k, _)| *k != "thread_name")
+            .copied()
+            .collect();
         labels.push(("thread_name", t.name.as_str()));
         *groups.entry((label_string(&labels), &t.stack)).or_default() += 1;
     }
@@ -447,18 +456,21 @@ fn goroutine_dump(threads: &[ThreadStack]) -> String {
         let wchan = wchan
             .map(|w| format!(", wchan \"{w}\""))
             .unwrap_or_default();
-        let _ = match Subsystem::name_of(t.label) {
-            Some(s) => writeln!(
-                out,
-                "goroutine {} [{state}, thread \"{name}\", subsystem \"{s}\"{wchan}]:",
-                t.tid
-            ),
-            None => writeln!(
-                out,
-                "goroutine {} [{state}, thread \"{name}\"{wchan}]:",
-                t.tid
-            ),
-        };
+        let pairs: String = labels::pairs_of(t.label)
+            .iter()
+            .map(|(k, v)| {
+                format!(
+                    ", {} \"{}\"",
+                    k.replace([']', '"', '\n'], "_"),
+                    v.replace([']', '"', '\n'], "_")
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "goroutine {} [{state}, thread \"{name}\"{pairs}{wchan}]:",
+            t.tid
+        );
         if t.stack.is_empty() {
             let why = t
                 .missing
@@ -544,11 +556,6 @@ pub fn heap_text(snapshot: &HeapSnapshot) -> String {
         snapshot.rate
     );
     out
-}
-
-/// Time helper for callers that stamp profiles.
-pub fn now() -> SystemTime {
-    SystemTime::now()
 }
 
 #[cfg(test)]

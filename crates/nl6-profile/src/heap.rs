@@ -65,7 +65,7 @@ pub const SHADOW_BELOW: usize = 128 << 10;
 
 /// Whether sampled blocks take shadows: musl only. glibc's bins do not size themselves by use, so there a
 /// shadow would only add back the inner allocator's cost.
-pub const SHADOWS: bool = cfg!(target_env = "musl");
+pub(crate) const SHADOWS: bool = cfg!(target_env = "musl");
 
 static RATE: AtomicUsize = AtomicUsize::new(DEFAULT_RATE);
 
@@ -90,6 +90,14 @@ thread_local! {
 /// A `GlobalAlloc` that samples allocations (Go's formula) and passes everything to `A`.
 pub struct SamplingAllocator<A = System> {
     inner: A,
+}
+
+impl<A> std::fmt::Debug for SamplingAllocator<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SamplingAllocator")
+            .field("rate", &rate())
+            .finish_non_exhaustive()
+    }
 }
 
 impl SamplingAllocator<System> {
@@ -527,7 +535,7 @@ fn next_gap(rate: usize) -> usize {
 }
 
 /// The gap for a 64-bit uniform random value (split out for tests).
-pub fn gap_from_uniform(random: u64, rate: usize) -> usize {
+pub(crate) fn gap_from_uniform(random: u64, rate: usize) -> usize {
     const RANDOM_BITS: u32 = 26;
     let q = (random >> (64 - RANDOM_BITS)) + 1;
     let qlog = ((q as f64).log2() - f64::from(RANDOM_BITS)).min(0.0);

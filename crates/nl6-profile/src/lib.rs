@@ -8,10 +8,11 @@
 //!   from the interrupted context, and a scan for return addresses above frameless leaves (libc, the
 //!   vDSO). One profile at a time: [`cpu::start`] returns a session; `take_window` and `stop` give the
 //!   samples.
-//! - **Labels read at sample time** ([`labels`]): [`labels::with`] scopes a `subsystem` label on the
-//!   calling thread; the signal handler reads it when the sample is taken, so a sample carries the label
-//!   of the work it interrupted. [`threads::spawn_labelled`] starts a thread labelled from its first
-//!   instruction.
+//! - **Labels read at sample time** ([`labels`]): any keys and values, built once into a
+//!   [`labels::LabelSet`] and entered with [`labels::with`] (a scope on the calling thread) or
+//!   [`labels::LabelledFuture::with_labels`] (a future, across `.await`); the signal handler reads the
+//!   set when the sample is taken, so a sample carries the labels of the work it interrupted.
+//!   [`threads::spawn_labelled`] starts a thread labelled from its first instruction.
 //! - **Heap profiles without jemalloc** ([`heap`]): [`heap::SamplingAllocator`] wraps the system
 //!   allocator (or any `GlobalAlloc`) as the `#[global_allocator]` and samples allocations with Go's
 //!   formula, on from process start (rate 512 KiB, [`heap::set_rate`]).
@@ -34,13 +35,14 @@
 //!
 //! ## Ten lines
 //! ```no_run
-//! use nl6_profile::{heap::SamplingAllocator, labels::Subsystem, pull, threads};
+//! use nl6_profile::{heap::SamplingAllocator, labels::LabelSet, pull, threads};
 //!
 //! #[global_allocator]
 //! static ALLOC: SamplingAllocator = SamplingAllocator::system();
 //!
 //! let surface = pull::PullSurface::new();
-//! threads::spawn_labelled(Subsystem::custom("example"), "busy", || loop { std::hint::black_box(1 + 1); })?;
+//! let busy = LabelSet::new([("role", "busy")]);
+//! threads::spawn_labelled(busy, "busy", || loop { std::hint::black_box(1 + 1); })?;
 //! // In your HTTP handler, for a request to /debug/pprof/<path>?<query>:
 //! let answer = surface.handle(&pull::PullRequest::get("profile", "seconds=5"), &|| None);
 //! assert_eq!(answer.status, 200); // answer.content_type, answer.headers, answer.body

@@ -51,6 +51,7 @@
 #![forbid(unsafe_code)]
 
 mod profiles;
+mod task;
 
 use crate::delta::{ContentionDelta, HeapDelta};
 use crate::heap;
@@ -58,6 +59,7 @@ pub(crate) use profiles::Kind;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+pub use task::PullFuture;
 
 /// Longest `seconds` accepted on `profile` and on `?seconds=N` deltas.
 pub const MAX_SECONDS: i64 = 300;
@@ -82,6 +84,16 @@ pub struct PullRequest<'a> {
 }
 
 impl<'a> PullRequest<'a> {
+    /// A request as a server received it: method, path below the mount point, raw query, body.
+    pub fn new(method: &'a str, path: &'a str, query: &'a str, body: &'a [u8]) -> PullRequest<'a> {
+        PullRequest {
+            method,
+            path,
+            query,
+            body,
+        }
+    }
+
     /// A `GET` of `path` (below the mount point) with `query`.
     pub fn get(path: &'a str, query: &'a str) -> PullRequest<'a> {
         PullRequest {
@@ -230,13 +242,13 @@ pub struct ProfileEntry {
 #[rustfmt::skip]
 pub const PROFILES: &[ProfileEntry] = &[
     ProfileEntry { name: "allocs", kind: Kind::Allocs, delta: true, description: "A sampling of all past memory allocations." },
-    ProfileEntry { name: "block", kind: Kind::Block, delta: true, description: "Stack traces that led to blocking on synchronization primitives. Always empty: nl6 records no contention." },
+    ProfileEntry { name: "block", kind: Kind::Block, delta: true, description: "Stack traces that led to blocking on synchronization primitives. Always empty: this profiler records no contention." },
     ProfileEntry { name: "delta_block", kind: Kind::DeltaBlock, delta: false, description: "Block profile since the previous request to this path (godeltaprof). Always empty." },
     ProfileEntry { name: "delta_heap", kind: Kind::DeltaHeap, delta: false, description: "Allocations since the previous request to this path, in-use memory absolute (godeltaprof). The first request is cumulative." },
     ProfileEntry { name: "delta_mutex", kind: Kind::DeltaMutex, delta: false, description: "Mutex profile since the previous request to this path (godeltaprof). Always empty." },
-    ProfileEntry { name: "goroutine", kind: Kind::Goroutine, delta: true, description: "Stack traces of all current threads (nl6's goroutines). Use debug=2 as a query parameter to print every thread." },
-    ProfileEntry { name: "heap", kind: Kind::Heap, delta: true, description: "A sampling of memory allocations of live objects. The gc GET parameter is accepted and has no effect (nl6 has no garbage collector)." },
-    ProfileEntry { name: "mutex", kind: Kind::Mutex, delta: true, description: "Stack traces of holders of contended mutexes. Always empty: nl6 records no contention." },
+    ProfileEntry { name: "goroutine", kind: Kind::Goroutine, delta: true, description: "Stack traces of all current threads (a Rust program's goroutines). Use debug=2 as a query parameter to print every thread." },
+    ProfileEntry { name: "heap", kind: Kind::Heap, delta: true, description: "A sampling of memory allocations of live objects. The gc GET parameter is accepted and has no effect (a Rust program has no garbage collector)." },
+    ProfileEntry { name: "mutex", kind: Kind::Mutex, delta: true, description: "Stack traces of holders of contended mutexes. Always empty: this profiler records no contention." },
     ProfileEntry { name: "profile", kind: Kind::Cpu, delta: false, description: "CPU profile. Set the duration with the seconds GET parameter (default 30, at most 300). Read the file with go tool pprof." },
     ProfileEntry { name: "symbol", kind: Kind::Symbol, delta: false, description: "Maps program counters to function names: counters in a GET raw query or a POST body, separated by +." },
     ProfileEntry { name: "threadcreate", kind: Kind::ThreadCreate, delta: true, description: "Stack traces that led to the creation of new OS threads." },
@@ -249,6 +261,7 @@ pub fn lookup(name: &str) -> Option<&'static ProfileEntry> {
 
 /// What a request below the mount point asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PullRoute {
     /// The index page (`/debug/pprof/`).
     Index,
@@ -313,6 +326,15 @@ impl Drop for TimedSlot<'_> {
     }
 }
 
+impl std::fmt::Debug for PullSurface {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PullSurface")
+            .field("timed_in_flight", &self.timed.load(Ordering::Relaxed))
+            .field("on_cpu_profile", &self.on_cpu_profile.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 impl PullSurface {
     /// A surface with no CPU hook.
     pub fn new() -> PullSurface {
@@ -338,7 +360,7 @@ impl PullSurface {
             PullRoute::Symbol => symbol(req),
             PullRoute::Trace => serve_error(
                 404,
-                "nl6 has no execution tracer: /debug/pprof/trace is Go-only; use profile (CPU) or goroutine instead",
+                "no execution tracer here: /debug/pprof/trace is Go-only; use profile (CPU) or goroutine instead",
             ),
             PullRoute::Unknown => serve_error(404, "Unknown profile"),
             PullRoute::MethodNotAllowed => {
@@ -373,7 +395,7 @@ impl PullSurface {
         if seconds > MAX_SECONDS {
             return serve_error(
                 400,
-                &format!("seconds={seconds} exceeds nl6's limit of {MAX_SECONDS} seconds"),
+                &format!("seconds={seconds} exceeds the limit of {MAX_SECONDS} seconds"),
             );
         }
         let Some(_slot) = self.take_timed_slot() else {
@@ -445,7 +467,7 @@ impl PullSurface {
         if seconds > MAX_SECONDS {
             return serve_error(
                 400,
-                &format!("seconds={seconds} exceeds nl6's limit of {MAX_SECONDS} seconds"),
+                &format!("seconds={seconds} exceeds the limit of {MAX_SECONDS} seconds"),
             );
         }
         if debug {

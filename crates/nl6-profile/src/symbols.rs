@@ -113,6 +113,14 @@ pub struct Symbolizer {
 
 static GLOBAL: OnceLock<Option<Symbolizer>> = OnceLock::new();
 
+impl std::fmt::Debug for Symbolizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Symbolizer")
+            .field("exe", &self.exe)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Symbolizer {
     /// The symbolizer of this process; `None` if `/proc/self/maps` cannot be read (profiles then carry bare
     /// addresses).

@@ -54,7 +54,7 @@ pub struct ThreadStack {
     pub tid: i32,
     /// The thread's name (`/proc/self/task/<tid>/comm`).
     pub name: String,
-    /// Subsystem label index (0 = none).
+    /// The thread's label-set index at capture time (0 = none; [`crate::labels::LabelSet::from_index`]).
     pub label: u16,
     /// Return addresses, leaf first.
     pub stack: Stack,

@@ -6,12 +6,17 @@
 //! Functions are recognised in samples through the test binary's own symbol table (/proc/self/exe), so a
 //! wrong unwind, a wrong leaf or a wrong label makes these fail.
 use nl6_profile::cpu::{self, CpuProfile};
-use nl6_profile::labels::{self, Subsystem};
+use nl6_profile::labels::{self, LabelSet};
 use nl6_profile::threads;
 use object::{Object, ObjectSymbol};
 use std::hint::black_box;
 use std::sync::{mpsc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
+
+/// A one-pair label set, `{subsystem = name}` (the engine has no vocabulary of its own).
+fn label(name: &str) -> LabelSet {
+    LabelSet::new([("subsystem", name)])
+}
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -151,7 +156,7 @@ fn label_of(p: &CpuProfile, stack_has: (u64, u64)) -> Vec<(u16, u64)> {
 }
 
 /// Most samples that ran `f` carry `label` (and there are enough of them to tell).
-fn assert_label(p: &CpuProfile, f: *const (), label: Subsystem, what: &str) {
+fn assert_label(p: &CpuProfile, f: *const (), label: LabelSet, what: &str) {
     let by = label_of(p, symbols().range(f));
     let total: u64 = by.iter().map(|x| x.1).sum();
     let hit = by.iter().find(|x| x.0 == label.index()).map_or(0, |x| x.1);
@@ -161,7 +166,7 @@ fn assert_label(p: &CpuProfile, f: *const (), label: Subsystem, what: &str) {
     );
     assert!(
         hit * 100 >= total * 95,
-        "{what}: {hit}/{total} samples carry {label} ({by:?})"
+        "{what}: {hit}/{total} samples carry {label:?} ({by:?})"
     );
 }
 
@@ -170,19 +175,19 @@ fn labels_birth_scoped_and_nesting_read_from_samples() {
     let _s = serial();
     let session = cpu::start(cpu::MAX_HZ).expect("start");
     let cpu_each = Duration::from_millis(300);
-    let birth = nl6_profile::threads::spawn_labelled(Subsystem::SNMP, "t-birth", move || {
+    let birth = nl6_profile::threads::spawn_labelled(label("snmp"), "t-birth", move || {
         burn_birth(cpu_each)
     })
     .unwrap();
     let scoped = std::thread::spawn(move || {
         burn_plain(cpu_each);
-        labels::with(Subsystem::TRAP, || burn_scoped(cpu_each))
+        labels::with(label("trap"), || burn_scoped(cpu_each))
     });
     let nested = std::thread::spawn(move || {
-        labels::set_thread(Subsystem::SCENARIO);
-        labels::with(Subsystem::FLOW, || {
+        labels::set_thread(label("scenario"));
+        labels::with(label("flow"), || {
             burn_nest_outer(cpu_each);
-            labels::with(Subsystem::SYSLOG, || burn_nest_inner(cpu_each));
+            labels::with(label("syslog"), || burn_nest_inner(cpu_each));
         });
         burn_nest_after(cpu_each)
     });
@@ -190,13 +195,8 @@ fn labels_birth_scoped_and_nesting_read_from_samples() {
         h.join().unwrap();
     }
     let p = session.stop();
-    assert_label(&p, burn_birth as *const (), Subsystem::SNMP, "birth label");
-    assert_label(
-        &p,
-        burn_scoped as *const (),
-        Subsystem::TRAP,
-        "scoped label",
-    );
+    assert_label(&p, burn_birth as *const (), label("snmp"), "birth label");
+    assert_label(&p, burn_scoped as *const (), label("trap"), "scoped label");
     let none = label_of(&p, symbols().range(burn_plain as *const ()));
     assert!(
         none.iter().all(|x| x.0 == 0) && !none.is_empty(),
@@ -205,19 +205,19 @@ fn labels_birth_scoped_and_nesting_read_from_samples() {
     assert_label(
         &p,
         burn_nest_outer as *const (),
-        Subsystem::FLOW,
+        label("flow"),
         "outer scope",
     );
     assert_label(
         &p,
         burn_nest_inner as *const (),
-        Subsystem::SYSLOG,
+        label("syslog"),
         "innermost scope wins",
     );
     assert_label(
         &p,
         burn_nest_after as *const (),
-        Subsystem::SCENARIO,
+        label("scenario"),
         "label restored after the scope",
     );
 }
@@ -225,7 +225,7 @@ fn labels_birth_scoped_and_nesting_read_from_samples() {
 #[test]
 fn label_shares_follow_cpu_time_under_switching_scopes() {
     let _s = serial();
-    let (a, b) = (Subsystem::custom("share-a"), Subsystem::custom("share-b"));
+    let (a, b) = (label("share-a"), label("share-b"));
     let session = cpu::start(cpu::MAX_HZ).expect("start");
     let worker = std::thread::spawn(move || {
         let (mut in_a, mut in_b) = (Duration::ZERO, Duration::ZERO);
@@ -258,7 +258,7 @@ fn label_shares_follow_cpu_time_under_switching_scopes() {
     });
     let (in_a, in_b) = worker.join().unwrap();
     let p = session.stop();
-    let count = |l: Subsystem| {
+    let count = |l: LabelSet| {
         p.samples
             .iter()
             .filter(|s| s.label == l.index())
@@ -282,7 +282,7 @@ fn label_shares_follow_cpu_time_under_switching_scopes() {
 #[test]
 fn two_busy_threads_get_their_own_cpu_and_the_total_matches_rusage() {
     let _s = serial();
-    let labels_ = [Subsystem::custom("acc-1"), Subsystem::custom("acc-2")];
+    let labels_ = [label("acc-1"), label("acc-2")];
     let cpu_before = process_cpu();
     let session = cpu::start(cpu::MAX_HZ).expect("start");
     let handles: Vec<_> = labels_
@@ -353,10 +353,7 @@ fn hot_cmp(a: &u64, b: &u64) -> std::cmp::Ordering {
 #[test]
 fn hot_function_is_the_leaf_and_std_sort_frames_sit_above_it() {
     let _s = serial();
-    let (leaf_label, sort_label) = (
-        Subsystem::custom("leaf-test"),
-        Subsystem::custom("sort-test"),
-    );
+    let (leaf_label, sort_label) = (label("leaf-test"), label("sort-test"));
     let session = cpu::start(cpu::MAX_HZ).expect("start");
     let leaf = nl6_profile::threads::spawn_labelled(leaf_label, "leaf", || {
         let end = thread_cpu() + Duration::from_millis(600);
@@ -383,7 +380,7 @@ fn hot_function_is_the_leaf_and_std_sort_frames_sit_above_it() {
     sorter.join().unwrap();
     let p = session.stop();
     let hot = symbols().range(hot_leaf as *const ());
-    let of = |l: Subsystem| p.samples.iter().filter(move |s| s.label == l.index());
+    let of = |l: LabelSet| p.samples.iter().filter(move |s| s.label == l.index());
     let total: u64 = of(leaf_label).map(|s| s.count).sum();
     let as_leaf: u64 = of(leaf_label)
         .filter(|s| s.stack.first().is_some_and(|a| in_range(*a, hot)))
@@ -501,11 +498,11 @@ fn blocked_here(rx: mpsc::Receiver<()>) {
 fn capture_all_returns_every_thread_with_name_label_and_stack() {
     let _s = serial();
     let wanted = [
-        Subsystem::SNMP,
-        Subsystem::TRAP,
-        Subsystem::SYSLOG,
-        Subsystem::FLOW,
-        Subsystem::custom("interop-probe"),
+        label("snmp"),
+        label("trap"),
+        label("syslog"),
+        label("flow"),
+        label("interop-probe"),
     ];
     let (tid_tx, tid_rx) = mpsc::channel();
     let mut releases = Vec::new();
@@ -588,7 +585,7 @@ fn survives_thread_churn_and_late_sigprof_after_stop() {
     // checks CPU timers only at its tick, so an expiry reached in a thread's last tick before it exits is
     // never delivered: short threads lose some CPU (about half a tick each; 0.5–0.7 measured), hence the wide lower bound.
     // Foreign threads shorter than the 100 ms rescan are not seen at all.
-    let churn = Subsystem::custom("churn");
+    let churn = label("churn");
     let deadline = Instant::now() + Duration::from_secs(3);
     let (mut rounds, mut churn_cpu) = (0, Duration::ZERO);
     while Instant::now() < deadline && rounds < 400 {

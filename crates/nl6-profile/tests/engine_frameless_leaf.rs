@@ -5,10 +5,15 @@
 //! Libc leaves are recognised without libc's names: outside the executable's code (glibc's libc.so) or,
 //! inside it (musl's libc.a in the static build), a symbol that is not a Rust path. Runs on the glibc
 //! build and, through `scripts/test.sh`'s `engine_` list, on the static musl build.
-use nl6_profile::labels::Subsystem;
+use nl6_profile::labels::LabelSet;
 use nl6_profile::symbols::symbolize;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
+
+/// A one-pair label set, `{subsystem = name}` (the engine has no vocabulary of its own).
+fn label(name: &str) -> LabelSet {
+    LabelSet::new([("subsystem", name)])
+}
 
 /// Allocates and frees blocks far above the mmap threshold: each one is an `mmap` and a `munmap`. libc
 /// is called directly, so no Rust frame (with its frame pointer) sits between this function and libc,
@@ -58,7 +63,7 @@ fn is_rust_name(name: &str) -> bool {
 
 #[test]
 fn the_rust_caller_of_a_frameless_libc_leaf_is_kept() {
-    let label = Subsystem::custom("frameless-leaf-test");
+    let label = label("frameless-leaf-test");
     let session = nl6_profile::cpu::start(250).expect("CPU profiler");
     // The buffers are made and freed outside the labelled thread: only the two known functions run
     // libc code under the label.

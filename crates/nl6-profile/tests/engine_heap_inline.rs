@@ -9,7 +9,7 @@
 //! The test also runs (and must pass) in the plain debug and release builds.
 //!
 //! Its own test binary: it changes the process-wide rate.
-#[path = "../../../tests/support/go_pprof.rs"]
+#[path = "support/go_pprof.rs"]
 mod go_pprof_support;
 mod support;
 

@@ -6,15 +6,20 @@
 //! compiler may delete the scope's two stores (nothing it can see reads the value in between). The
 //! stores are fenced against that (`labels::store_label`). The deletion only happens in optimised
 //! code: `scripts/test.sh` also runs this test with `--release`, where it fails without the fences.
-use nl6_profile::labels::{self, Subsystem};
+use nl6_profile::labels::{self, LabelSet};
 use nl6_profile::symbols::symbolize;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+/// A one-pair label set, `{subsystem = name}` (the engine has no vocabulary of its own).
+fn label(name: &str) -> LabelSet {
+    LabelSet::new([("subsystem", name)])
+}
+
 /// A label scope around pure arithmetic, inlined into this function: between the scope's two stores
 /// the compiler sees no memory access at all.
 #[inline(never)]
-fn scoped_spin(label: Subsystem, x: u64, rounds: u64) -> u64 {
+fn scoped_spin(label: LabelSet, x: u64, rounds: u64) -> u64 {
     labels::with(label, || {
         let mut x = x;
         for _ in 0..rounds {
@@ -28,7 +33,7 @@ fn scoped_spin(label: Subsystem, x: u64, rounds: u64) -> u64 {
 
 #[test]
 fn a_scope_around_a_pure_closure_labels_its_samples() {
-    let label = Subsystem::custom("pure-scope-test");
+    let label = label("pure-scope-test");
     let session = nl6_profile::cpu::start(250).expect("CPU profiler");
     let worker = nl6_profile::threads::spawn_recorded("pure-scope", move || {
         let end = Instant::now() + Duration::from_millis(3000);

@@ -4,13 +4,19 @@
 //!
 //! One CPU profile can run per process, so the tests here take a lock.
 
-#[path = "../../../tests/support/go_pprof.rs"]
+#[path = "support/go_pprof.rs"]
 mod go_pprof_support;
 
-use nl6_profile::{cpu, encode, labels};
+use nl6_profile::labels::LabelSet;
+use nl6_profile::{cpu, encode};
 use std::hint::black_box;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// A one-pair label set, `{subsystem = name}` (the engine has no vocabulary of its own).
+fn label(name: &str) -> LabelSet {
+    LabelSet::new([("subsystem", name)])
+}
 
 static SAMPLER: Mutex<()> = Mutex::new(());
 
@@ -84,7 +90,7 @@ fn write_temp(name: &str, bytes: &[u8]) -> std::path::PathBuf {
 fn cpu_profile_names_the_running_function_and_its_std_callees() {
     let _g = SAMPLER.lock().unwrap_or_else(|e| e.into_inner());
     let session = cpu::start(cpu::DEFAULT_HZ).expect("start the sampler");
-    let t = nl6_profile::threads::spawn_labelled(labels::Subsystem::SNMP, "hot-sorter", || {
+    let t = nl6_profile::threads::spawn_labelled(label("snmp"), "hot-sorter", || {
         burn_cpu(Duration::from_millis(1500))
     })
     .unwrap();

@@ -10,7 +10,7 @@
 
 use super::device::{Device, DeviceCounters, INTERFACES_PER_DEVICE};
 use super::send::send_as;
-use nl6_profile::labels::{self, Subsystem};
+use crate::labels::{self, Subsystem};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::Ordering;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};

@@ -10,8 +10,8 @@
 
 use super::device::{Device, DeviceCounters};
 use super::send::send_as;
+use crate::labels::{self, Subsystem};
 use crate::timefmt::Timestamp;
-use nl6_profile::labels::{self, Subsystem};
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};

@@ -12,7 +12,7 @@ use super::send::send_as;
 use super::snmp::ber::{Oid, Value};
 use super::snmp::mib::{IF_TABLE, SYS_UPTIME_0};
 use super::snmp::{pdu, Message, VERSION_2C};
-use nl6_profile::labels::{self, Subsystem};
+use crate::labels::{self, Subsystem};
 use std::collections::HashMap;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};

@@ -1,4 +1,4 @@
-//! The CPU sampler: SIGPROF from per-thread CPU-time timers, frame-pointer stacks, the subsystem label read
+//! The CPU sampler: SIGPROF from per-thread CPU-time timers, frame-pointer stacks, the label set read
 //! at sample time, aggregated by a collector thread.
 //!
 //! How it works: [`start`] installs the handler and arms, for every thread in `/proc/self/task`, a POSIX
@@ -68,6 +68,7 @@ pub const MAX_HZ: u32 = 250;
 const RESCAN_EVERY: Duration = Duration::from_millis(100);
 /// Why a CPU profile could not start.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CpuError {
     /// Another CPU profile is running (Display: "cpu profiling already in use").
     Busy,
@@ -99,13 +100,13 @@ impl std::error::Error for CpuError {
     }
 }
 
-/// One aggregated CPU sample: a stack, the subsystem label index at sample time (0 = none), and how many
+/// One aggregated CPU sample: a stack, the label-set index at sample time (0 = none), and how many
 /// signals landed on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CpuSample {
     /// Return addresses, leaf first.
     pub stack: Stack,
-    /// Subsystem label index at sample time (0 = none).
+    /// Label-set index at sample time (0 = none; [`crate::labels::LabelSet::from_index`]).
     pub label: u16,
     /// Timer periods credited to this stack and label (one per signal plus its `si_overrun`).
     pub count: u64,
@@ -368,6 +369,14 @@ pub struct CpuSession {
     shared: Arc<Shared>,
     collector: Option<std::thread::JoinHandle<()>>,
     period_ns: u64,
+}
+
+impl std::fmt::Debug for CpuSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuSession")
+            .field("period_ns", &self.period_ns)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Starts sampling every thread at `hz` (0 = [`DEFAULT_HZ`], capped at [`MAX_HZ`]). Returns

@@ -144,12 +144,12 @@ fn seconds_errors_use_gos_wording_in_gos_order() {
         (
             "/debug/pprof/block?seconds=301",
             400,
-            "seconds=301 exceeds nl6's limit of 300 seconds",
+            "seconds=301 exceeds the limit of 300 seconds",
         ),
         (
             "/debug/pprof/profile?seconds=301",
             400,
-            "seconds=301 exceeds nl6's limit of 300 seconds",
+            "seconds=301 exceeds the limit of 300 seconds",
         ),
         ("/debug/pprof/nope", 404, "Unknown profile"),
         ("/debug/pprof/heap/x", 404, "Unknown profile"),
@@ -307,4 +307,23 @@ fn a_served_cpu_profile_reaches_the_hook() {
     });
     assert!(cut.status == 500, "{}", cut.text());
     assert_eq!(seen.lock().unwrap().len(), 1);
+}
+
+#[test]
+fn no_answer_names_the_application_that_embeds_the_engine() {
+    let s = PullSurface::new();
+    let none = || None;
+    let mut texts: Vec<String> = PROFILES.iter().map(|p| p.description.to_string()).collect();
+    for (path, query) in [
+        ("", ""),
+        ("trace", ""),
+        ("profile", "seconds=301"),
+        ("heap", "seconds=301"),
+        ("nosuch", ""),
+    ] {
+        texts.push(s.handle(&PullRequest::get(path, query), &none).text());
+    }
+    for t in texts {
+        assert!(!t.contains("nl6"), "user-visible text names nl6: {t}");
+    }
 }

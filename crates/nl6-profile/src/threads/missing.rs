@@ -8,6 +8,7 @@ use crate::signal;
 
 /// Why a thread's stack is not in a capture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Missing {
     /// The signal could not be sent: `tgkill` failed with this errno (`EAGAIN`: the per-user
     /// pending-signal limit `RLIMIT_SIGPENDING` is reached, every CPU-profile timer holding one slot).

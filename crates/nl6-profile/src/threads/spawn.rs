@@ -2,7 +2,7 @@
 //! at birth) and the labelled spawners built on it; [`on_thread_start`] / [`on_thread_stop`] for the
 //! threads a pool spawns (its start and stop hooks); [`learn_own_stack`] for other threads.
 use super::{unwind, MAX_DEPTH, MAX_THREADCREATE};
-use crate::labels::{self, Subsystem};
+use crate::labels::{self, LabelSet};
 use crate::Stack;
 use std::sync::Mutex;
 
@@ -91,7 +91,7 @@ where
 /// Spawns a named OS thread that carries `label` from its first instruction (the birth label), through
 /// [`spawn_recorded`] so the `threadcreate` profile sees where it was created.
 pub fn spawn_labelled<F, T>(
-    label: Subsystem,
+    label: impl Into<LabelSet>,
     name: &str,
     f: F,
 ) -> std::io::Result<std::thread::JoinHandle<T>>
@@ -99,6 +99,7 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
+    let label = label.into();
     spawn_recorded(name, move || {
         labels::set_thread(label);
         f()
@@ -125,16 +126,20 @@ mod tests {
 
     #[test]
     fn spawn_sets_birth_label_and_inherit_copies_it() {
-        let h = spawn_labelled(labels::Subsystem::SNMP, "t-birth", labels::current).unwrap();
-        assert_eq!(h.join().unwrap(), Some(labels::Subsystem::SNMP));
-        let h = std::thread::spawn(|| {
-            labels::with(labels::Subsystem::SCENARIO, || {
+        let (birth, scoped) = (
+            LabelSet::new([("t", "birth")]),
+            LabelSet::new([("t", "scoped")]),
+        );
+        let h = spawn_labelled(birth, "t-birth", labels::current).unwrap();
+        assert_eq!(h.join().unwrap(), birth);
+        let h = std::thread::spawn(move || {
+            labels::with(scoped, || {
                 spawn_inheriting("t-inherit", labels::current)
                     .unwrap()
                     .join()
                     .unwrap()
             })
         });
-        assert_eq!(h.join().unwrap(), Some(labels::Subsystem::SCENARIO));
+        assert_eq!(h.join().unwrap(), scoped);
     }
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-#[path = "../support/go_pprof.rs"]
+#[path = "go_pprof.rs"]
 mod go_pprof_support;
 
 /// The shape google/pprof parsed (see checkprof.go).

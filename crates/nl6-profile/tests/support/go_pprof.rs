@@ -1,5 +1,5 @@
-//! The one way the tests run `go tool pprof`: nl6's tests reach it through `tests/common`, the engine
-//! crate's tests through `#[path]` (the file needs nothing but std, so both crates can include it).
+//! The one way the tests run `go tool pprof`: the engine crate's tests include it as a module, nl6's
+//! tests through `tests/common` (the file needs nothing but std, so both crates can include it).
 //!
 //! `HOME` and `PPROF_TMPDIR` point into the test's own work directory (pprof writes its cache and the
 //! profiles it fetches there) and the HTTP proxy variables are removed (every URL is loopback).

@@ -1,0 +1,3 @@
+module labelsbench
+
+go 1.19
