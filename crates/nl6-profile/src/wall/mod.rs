@@ -312,5 +312,9 @@ fn tick(
     }
 }
 
+/// Serialises this crate's unit tests that start sessions (one runs at a time).
+#[cfg(test)]
+pub(crate) static TEST_SESSIONS: Mutex<()> = Mutex::new(());
+
 #[cfg(test)]
 mod tests;

@@ -11,6 +11,7 @@ fn settings_out_of_range_are_refused_by_name() {
 /// One session at a time; the flag is given back when the session stops, and when it is dropped.
 #[test]
 fn one_session_at_a_time() {
+    let _serial = TEST_SESSIONS.lock().unwrap_or_else(|e| e.into_inner());
     let first = start().expect("first session");
     assert!(matches!(start(), Err(WallError::Busy)));
     std::thread::sleep(Duration::from_millis(60));
