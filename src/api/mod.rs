@@ -259,7 +259,7 @@ mod tests {
             let path = format!("/debug/pprof/{}", entry.name);
             match route("GET", &path) {
                 Route::Pprof(P::Profile(e)) => assert_eq!(e.name, entry.name),
-                Route::Pprof(P::Cpu | P::Symbol) => {}
+                Route::Pprof(P::Cpu | P::Wall | P::Symbol) => {}
                 other => panic!("{path}: {other:?}"),
             }
         }
