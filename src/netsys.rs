@@ -181,13 +181,23 @@ pub fn recv_from_until(
     loop {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         if left.is_zero() {
-            return Err(io::Error::new(io::ErrorKind::TimedOut, "no datagram before the deadline"));
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "no datagram before the deadline",
+            ));
         }
         sock.set_read_timeout(Some(left))?;
         match sock.recv_from(buf) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             // SO_RCVTIMEO expiring is EAGAIN; the loop head turns it into TimedOut once the time is up.
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue
+            }
             other => return other,
         }
     }
@@ -209,7 +219,10 @@ mod tests {
         let session = nl6_profile::wall::start().expect("a wall-clock session");
         let sender = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(300));
-            UdpSocket::bind("127.0.0.1:0").unwrap().send_to(b"late", to).unwrap();
+            UdpSocket::bind("127.0.0.1:0")
+                .unwrap()
+                .send_to(b"late", to)
+                .unwrap();
         });
         let mut buf = [0u8; 16];
         let start = std::time::Instant::now();
@@ -223,8 +236,14 @@ mod tests {
         let waited = start.elapsed();
         drop(session);
         assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
-        assert!(waited >= Duration::from_millis(300), "cut short: {waited:?}");
-        assert!(waited < Duration::from_millis(900), "lengthened: {waited:?}");
+        assert!(
+            waited >= Duration::from_millis(300),
+            "cut short: {waited:?}"
+        );
+        assert!(
+            waited < Duration::from_millis(900),
+            "lengthened: {waited:?}"
+        );
     }
 
     #[test]

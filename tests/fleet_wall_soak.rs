@@ -51,7 +51,12 @@ fn the_fleet_under_a_continuous_wall_profile_counts_no_interrupted_call() {
             b"",
             Duration::from_secs(30),
         );
-        assert_eq!(s, 200, "profile {profiles}: {}", String::from_utf8_lossy(&b));
+        assert_eq!(
+            s,
+            200,
+            "profile {profiles}: {}",
+            String::from_utf8_lossy(&b)
+        );
         profiles += 1;
         let walks = counter(&n, "snmp_responses");
         assert!(

@@ -25,7 +25,14 @@ fn fgprof_is_gated_listed_served_in_fgprofs_shape_and_one_at_a_time() {
     // A second request while one runs: 500 naming the cause, never an empty profile.
     let addr = n.addr;
     let first = std::thread::spawn(move || {
-        common::request(addr, "GET", "/debug/fgprof?seconds=3", &[], b"", Duration::from_secs(20))
+        common::request(
+            addr,
+            "GET",
+            "/debug/fgprof?seconds=3",
+            &[],
+            b"",
+            Duration::from_secs(20),
+        )
     });
     std::thread::sleep(Duration::from_millis(800));
     let (s, _, b) = n.http("GET", "/debug/pprof/fgprof?seconds=1", b"");
@@ -47,13 +54,28 @@ fn fgprof_is_gated_listed_served_in_fgprofs_shape_and_one_at_a_time() {
     assert!(raw.contains("samples/count time/nanoseconds"), "{raw}");
     // nl6's own threads, waiting: the HTTP server's accept loop waits in poll, labelled with its state.
     let top = common::go_pprof_ok(
-        &["-top".as_ref(), "-sample_index=time".as_ref(), "-tagfocus=state=IO wait".as_ref(), file.as_os_str()],
+        &[
+            "-top".as_ref(),
+            "-sample_index=time".as_ref(),
+            "-tagfocus=state=IO wait".as_ref(),
+            file.as_os_str(),
+        ],
         &work,
     );
     assert!(top.contains("poll"), "{top}");
     // The profile's time is about threads × duration (3 s): every thread is there, running or not.
-    let threads = std::fs::read_dir(format!("/proc/{}/task", n.pid())).unwrap().count() as f64;
-    let total = common::go_pprof_ok(&["-top".as_ref(), "-sample_index=time".as_ref(), "-unit=s".as_ref(), file.as_os_str()], &work);
+    let threads = std::fs::read_dir(format!("/proc/{}/task", n.pid()))
+        .unwrap()
+        .count() as f64;
+    let total = common::go_pprof_ok(
+        &[
+            "-top".as_ref(),
+            "-sample_index=time".as_ref(),
+            "-unit=s".as_ref(),
+            file.as_os_str(),
+        ],
+        &work,
+    );
     let line = total.lines().find(|l| l.contains("% of ")).unwrap_or("");
     let secs: f64 = line
         .split(" of ")

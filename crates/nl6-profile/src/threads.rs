@@ -420,7 +420,11 @@ fn learn_bounds_of(replies: &[Reply]) -> Vec<i32> {
 /// [`capture_all`] but for the threads given, with no names read, and with the bounds it learns kept: each
 /// tid learnt is pushed on `learnt`, and the caller forgets them with [`forget_learnt`] when its session ends
 /// (learning them again on every tick would read `/proc/self/maps` 99 times a second).
-pub(crate) fn capture_tids(tids: &[i32], timeout: Duration, learnt: &mut Vec<i32>) -> Vec<ThreadStack> {
+pub(crate) fn capture_tids(
+    tids: &[i32],
+    timeout: Duration,
+    learnt: &mut Vec<i32>,
+) -> Vec<ThreadStack> {
     let _serial = CAPTURE.lock().unwrap_or_else(|e| e.into_inner());
     let deadline = Instant::now() + timeout;
     let mut replies = capture_round(tids, timeout);

@@ -97,7 +97,11 @@ fn parse_traces(text: &str) -> Vec<Trace> {
             }
         }
         if let Some(value) = value {
-            out.push(Trace { value, labels, funcs });
+            out.push(Trace {
+                value,
+                labels,
+                funcs,
+            });
         }
     }
     out
@@ -129,9 +133,15 @@ fn known_waits_are_attributed_to_their_stacks_labels_and_states() {
     };
     let held = Arc::new(AtomicBool::new(false));
     let (m1, h1, s1) = (m.clone(), held.clone(), stop.clone());
-    handles.push(spawn("holder", Box::new(move || holder_loop(&m1, &h1, &s1))));
+    handles.push(spawn(
+        "holder",
+        Box::new(move || holder_loop(&m1, &h1, &s1)),
+    ));
     let (m2, h2, s2) = (m.clone(), held.clone(), stop.clone());
-    handles.push(spawn("waiter", Box::new(move || waiter_loop(&m2, &h2, &s2))));
+    handles.push(spawn(
+        "waiter",
+        Box::new(move || waiter_loop(&m2, &h2, &s2)),
+    ));
     let s3 = stop.clone();
     handles.push(spawn("sleeper", Box::new(move || sleeper_loop(&s3))));
     let s4 = stop.clone();
@@ -145,7 +155,11 @@ fn known_waits_are_attributed_to_their_stacks_labels_and_states() {
     for h in handles {
         h.join().unwrap();
     }
-    assert!(profile.ticks >= 400, "{} ticks in 5 s at 99 Hz", profile.ticks);
+    assert!(
+        profile.ticks >= 400,
+        "{} ticks in 5 s at 99 Hz",
+        profile.ticks
+    );
 
     let work = std::env::temp_dir().join(format!("nl6-wall-{}", std::process::id()));
     std::fs::create_dir_all(&work).unwrap();
@@ -156,35 +170,64 @@ fn known_waits_are_attributed_to_their_stacks_labels_and_states() {
     let raw = go_pprof::go_pprof_ok(&["-raw".as_ref(), file.as_os_str()], &work);
     assert!(raw.contains("PeriodType: wallclock nanoseconds"), "{raw}");
     assert!(raw.contains("samples/count time/nanoseconds"), "{raw}");
-    assert!(raw.contains(&format!("Period: {}", 1_000_000_000 / 99)), "{raw}");
+    assert!(
+        raw.contains(&format!("Period: {}", 1_000_000_000 / 99)),
+        "{raw}"
+    );
 
     let text = go_pprof::go_pprof_ok(
-        &["-traces".as_ref(), "-sample_index=time".as_ref(), file.as_os_str()],
+        &[
+            "-traces".as_ref(),
+            "-sample_index=time".as_ref(),
+            file.as_os_str(),
+        ],
         &work,
     );
     let traces = parse_traces(&text);
     let of = |label: &str| -> Vec<&Trace> {
         let want = format!("subsystem:[{label}]");
-        traces.iter().filter(|t| t.labels.iter().any(|l| l.contains(&want))).collect()
+        traces
+            .iter()
+            .filter(|t| t.labels.iter().any(|l| l.contains(&want)))
+            .collect()
     };
     let share = |label: &str, pred: &dyn Fn(&Trace) -> bool| -> f64 {
         let mine = of(label);
         let total: i64 = mine.iter().map(|t| t.value).sum();
         assert!(total > 0, "no time for {label}: {text}");
-        mine.iter().filter(|t| pred(t)).map(|t| t.value).sum::<i64>() as f64 / total as f64
+        mine.iter()
+            .filter(|t| pred(t))
+            .map(|t| t.value)
+            .sum::<i64>() as f64
+            / total as f64
     };
     let through = |f: &'static str| move |t: &Trace| t.funcs.iter().any(|n| n.ends_with(f));
-    let in_state = |s: &'static str| move |t: &Trace| t.labels.iter().any(|l| l.contains(&format!("state:[{s}]")));
+    let in_state = |s: &'static str| {
+        move |t: &Trace| t.labels.iter().any(|l| l.contains(&format!("state:[{s}]")))
+    };
 
     let lock = share("waiter", &through("::lock_wait"));
-    eprintln!("waiter: {lock:.3} of its time in the lock wait; {} ticks", profile.ticks);
-    assert!((0.65..=0.75).contains(&lock), "waiter's lock-wait share {lock:.3}\n{text}");
-    let lock_futex = share("waiter", &|t| through("::lock_wait")(t) && in_state("semacquire")(t));
-    assert!(lock_futex >= 0.6, "the lock wait reads as semacquire: {lock_futex:.3}\n{text}");
+    eprintln!(
+        "waiter: {lock:.3} of its time in the lock wait; {} ticks",
+        profile.ticks
+    );
+    assert!(
+        (0.65..=0.75).contains(&lock),
+        "waiter's lock-wait share {lock:.3}\n{text}"
+    );
+    let lock_futex = share("waiter", &|t| {
+        through("::lock_wait")(t) && in_state("semacquire")(t)
+    });
+    assert!(
+        lock_futex >= 0.6,
+        "the lock wait reads as semacquire: {lock_futex:.3}\n{text}"
+    );
     let work_share = share("waiter", &through("::waiter_work"));
     assert!(work_share >= 0.2, "waiter's own work {work_share:.3}");
 
-    let sleep = share("sleeper", &|t| through("::sleeper_loop")(t) && t.funcs.iter().any(|f| f.contains("sleep")));
+    let sleep = share("sleeper", &|t| {
+        through("::sleeper_loop")(t) && t.funcs.iter().any(|f| f.contains("sleep"))
+    });
     assert!(sleep >= 0.95, "sleeper in its sleep {sleep:.3}\n{text}");
     assert!(share("sleeper", &in_state("sleep")) >= 0.9);
 

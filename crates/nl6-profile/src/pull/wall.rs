@@ -91,7 +91,9 @@ mod tests {
     /// session runs is a 500 that says so, never an empty profile.
     #[test]
     fn a_profile_has_fgprofs_shape_and_one_runs_at_a_time() {
-        let _serial = crate::wall::TEST_SESSIONS.lock().unwrap_or_else(|e| e.into_inner());
+        let _serial = crate::wall::TEST_SESSIONS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let keep = seen.clone();
         let surface = PullSurface::new()
@@ -110,7 +112,11 @@ mod tests {
         assert_eq!(*seen.lock().unwrap(), r.body);
         let p = proto::decode(&r.body).unwrap();
         let s = |i: i64| p.string_table[i as usize].as_str();
-        let types: Vec<(&str, &str)> = p.sample_type.iter().map(|t| (s(t.r#type), s(t.unit))).collect();
+        let types: Vec<(&str, &str)> = p
+            .sample_type
+            .iter()
+            .map(|t| (s(t.r#type), s(t.unit)))
+            .collect();
         assert_eq!(types, [("samples", "count"), ("time", "nanoseconds")]);
         let pt = p.period_type.as_ref().unwrap();
         assert_eq!((s(pt.r#type), s(pt.unit)), ("wallclock", "nanoseconds"));

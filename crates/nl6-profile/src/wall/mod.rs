@@ -211,14 +211,16 @@ impl WallSession {
         let samples = acc
             .by_key
             .into_iter()
-            .map(|((stack, label, state, missing), (count, nanos))| WallSample {
-                stack,
-                label,
-                state,
-                missing,
-                count,
-                nanos,
-            })
+            .map(
+                |((stack, label, state, missing), (count, nanos))| WallSample {
+                    stack,
+                    label,
+                    state,
+                    missing,
+                    count,
+                    nanos,
+                },
+            )
             .collect();
         WallProfile {
             start: self.start,

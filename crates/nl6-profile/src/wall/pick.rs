@@ -40,7 +40,13 @@ impl Picker {
             };
         }
         let start = self.cursor % n;
-        let chosen = tids.iter().cycle().skip(start).take(self.cap).copied().collect();
+        let chosen = tids
+            .iter()
+            .cycle()
+            .skip(start)
+            .take(self.cap)
+            .copied()
+            .collect();
         self.cursor = (start + self.cap) % n;
         // Rounded to the nanosecond: the weights of a tick sum to its threads' time within `cap` ns.
         let weight_ns = (period_ns as u128 * n as u128 + self.cap as u128 / 2) / self.cap as u128;
@@ -59,7 +65,13 @@ mod tests {
     fn under_the_cap_every_thread_weighs_one_period() {
         let mut p = Picker::new(8);
         let got = p.pick(&[1, 2, 3], 1000);
-        assert_eq!(got, Pick { tids: vec![1, 2, 3], weight_ns: 1000 });
+        assert_eq!(
+            got,
+            Pick {
+                tids: vec![1, 2, 3],
+                weight_ns: 1000
+            }
+        );
     }
 
     #[test]

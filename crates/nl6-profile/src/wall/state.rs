@@ -62,7 +62,10 @@ mod tests {
         let at = buf.as_ptr() as u64;
         assert!(code.follows_syscall(at + 2));
         assert!(!code.follows_syscall(at + 3));
-        assert!(!code.follows_syscall(1), "an unmapped address reads as no syscall");
+        assert!(
+            !code.follows_syscall(1),
+            "an unmapped address reads as no syscall"
+        );
         assert_eq!(refine("running", Some(at + 2), &code), "syscall");
         assert_eq!(refine("sleep", Some(at + 2), &code), "sleep");
         assert_eq!(refine("running", Some(at + 3), &code), "running");

@@ -2,9 +2,19 @@ use super::*;
 
 #[test]
 fn settings_out_of_range_are_refused_by_name() {
-    let e = start_with(WallConfig { hz: 0, max_threads: 4 }).err().unwrap();
+    let e = start_with(WallConfig {
+        hz: 0,
+        max_threads: 4,
+    })
+    .err()
+    .unwrap();
     assert!(e.to_string().contains("hz=0"), "{e}");
-    let e = start_with(WallConfig { hz: 99, max_threads: 0 }).err().unwrap();
+    let e = start_with(WallConfig {
+        hz: 99,
+        max_threads: 0,
+    })
+    .err()
+    .unwrap();
     assert!(e.to_string().contains("max_threads=0"), "{e}");
 }
 
