@@ -546,6 +546,10 @@ mod tests {
     /// capture returns its whole stack (learnt from its first, leaf-only answer) and keeps no entry.
     #[test]
     fn a_foreign_thread_gets_its_whole_stack_and_no_entry_is_left() {
+        // A wall-clock session keeps the bounds it learnt until it stops: none may run meanwhile.
+        let _serial = crate::wall::TEST_SESSIONS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let (tx, rx) = std::sync::mpsc::channel();
         let (tid_tx, tid_rx) = std::sync::mpsc::channel();
         let h = std::thread::spawn(move || {
