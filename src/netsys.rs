@@ -3,6 +3,7 @@
 //! destination address (`IP_PKTINFO`), a receive that returns that address, and a send that picks its
 //! source address (`sendmsg` with `IP_PKTINFO`), so one socket answers for a whole range of addresses,
 //! each reply coming from the address that was asked. Thin wrappers only; no policy lives here. IPv4.
+//! Also [`recv_from_until`]: a receive with a deadline that a signal neither ends early nor extends.
 //!
 //! This is the one `unsafe` file of the lab's networking: each call passes memory it owns for the
 //! call's duration.
@@ -168,10 +169,82 @@ pub fn send_from(
     Ok(n as usize)
 }
 
+/// Receives one datagram on `sock` by `deadline`: `TimedOut` once it passes. A signal handler returning
+/// mid-wait (the profiler's, up to 99 times a second) makes the kernel answer `EINTR` — `SO_RCVTIMEO`
+/// receives are never restarted — so the wait is resumed with what is left of it, never cut short and
+/// never lengthened. Sets `sock`'s read timeout.
+pub fn recv_from_until(
+    sock: &UdpSocket,
+    buf: &mut [u8],
+    deadline: std::time::Instant,
+) -> io::Result<(usize, std::net::SocketAddr)> {
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "no datagram before the deadline",
+            ));
+        }
+        sock.set_read_timeout(Some(left))?;
+        match sock.recv_from(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            // SO_RCVTIMEO expiring is EAGAIN; the loop head turns it into TimedOut once the time is up.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue
+            }
+            other => return other,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    /// A datagram sent 300 ms into a 2 s wait arrives although the waiting thread is signalled at
+    /// 99 Hz (a wall-clock profile runs) meanwhile.
+    #[test]
+    fn a_receive_with_a_deadline_survives_signals() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        // As the lab's callers do: a blocking receive with a timeout (which SA_RESTART does not restart).
+        rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let to = rx.local_addr().unwrap();
+        let session = nl6_profile::wall::start().expect("a wall-clock session");
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            UdpSocket::bind("127.0.0.1:0")
+                .unwrap()
+                .send_to(b"late", to)
+                .unwrap();
+        });
+        let mut buf = [0u8; 16];
+        let start = std::time::Instant::now();
+        let got = recv_from_until(&rx, &mut buf, start + Duration::from_secs(2));
+        sender.join().unwrap();
+        let (n, _) = got.expect("the datagram, not an interrupted wait");
+        assert_eq!(&buf[..n], b"late");
+        // Nothing more comes: the wait ends at its deadline, not before.
+        let start = std::time::Instant::now();
+        let err = recv_from_until(&rx, &mut buf, start + Duration::from_millis(300)).unwrap_err();
+        let waited = start.elapsed();
+        drop(session);
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
+        assert!(
+            waited >= Duration::from_millis(300),
+            "cut short: {waited:?}"
+        );
+        assert!(
+            waited < Duration::from_millis(900),
+            "lengthened: {waited:?}"
+        );
+    }
 
     #[test]
     fn a_shared_port_socket_learns_the_destination_and_replies_from_it() {

@@ -26,6 +26,9 @@ use nl6_profile::pull::{self, CpuHook, PullRoute, PullSurface};
 /// The flame graph's path (a console route).
 pub const FLAMEGRAPH_PATH: &str = "/api/v1/profiling/flamegraph.svg";
 
+/// The wall-clock profile's path, as fgprof mounts it (also served as `/debug/pprof/fgprof`).
+pub const FGPROF_PATH: &str = "/debug/fgprof";
+
 /// The console's routes, as [`route`] resolves them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConsoleRoute {
@@ -75,6 +78,8 @@ pub fn route(method: &str, path: &str) -> Route {
         (_, "/api/v1/profiling") => Route::ProfilingMethodNotAllowed,
         (_, "/debug/pprof") => Route::PprofRedirect,
         (_, "/debug/pprof/cmdline") => Route::PprofCmdline,
+        // fgprof's own mount point (where Alloy's `profile.fgprof` scrapes), served as the table's `fgprof`.
+        (_, FGPROF_PATH) => Route::Pprof(pull::route(method, "fgprof")),
         // The rest of /debug/pprof/ is the engine's table.
         (_, p) => match p.strip_prefix("/debug/pprof/") {
             Some(name) => Route::Pprof(pull::route(method, name)),
@@ -220,6 +225,9 @@ mod tests {
             ("GET", "/debug/pprof/symbol", Route::Pprof(P::Symbol)),
             ("POST", "/debug/pprof/symbol", Route::Pprof(P::Symbol)),
             ("GET", "/debug/pprof/trace", Route::Pprof(P::Trace)),
+            ("GET", "/debug/fgprof", Route::Pprof(P::Wall)),
+            ("GET", "/debug/pprof/fgprof", Route::Pprof(P::Wall)),
+            ("POST", "/debug/fgprof", Route::Pprof(P::MethodNotAllowed)),
             (
                 "POST",
                 "/debug/pprof/heap",
@@ -251,7 +259,7 @@ mod tests {
             let path = format!("/debug/pprof/{}", entry.name);
             match route("GET", &path) {
                 Route::Pprof(P::Profile(e)) => assert_eq!(e.name, entry.name),
-                Route::Pprof(P::Cpu | P::Symbol) => {}
+                Route::Pprof(P::Cpu | P::Wall | P::Symbol) => {}
                 other => panic!("{path}: {other:?}"),
             }
         }

@@ -8,7 +8,7 @@
 //! the console's hook, the client probe, and what nl6 never serves.
 //!
 //! ## The gate rule
-//! Every path under `/debug/pprof/` answers **503** while the profiling gate is closed (the default) or
+//! Every path under `/debug/pprof/` (and `/debug/fgprof`, the wall-clock profile) answers **503** while the profiling gate is closed (the default) or
 //! closing (from the moment a close begins, through the push's flush), with a body saying how to open it:
 //! `POST /api/v1/profiling` with `{"enabled":true}` (add `"server_address":""` for pull-only), or start
 //! nl6 with `-profiling-pyroscope URL`. The 503 carries
@@ -51,7 +51,11 @@ pub fn serve(
     req: &Request,
     gate_open: GateOpen,
 ) -> Response {
-    let path = req.path.strip_prefix("/debug/pprof/").unwrap_or("");
+    let path = match req.path.strip_prefix("/debug/pprof/") {
+        Some(p) => p,
+        None if req.path == super::FGPROF_PATH => "fgprof",
+        None => "",
+    };
     let pull_req = PullRequest {
         method: &req.method,
         path,

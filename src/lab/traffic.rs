@@ -194,10 +194,13 @@ impl<H: Host> Driver<H> {
         WALK_REQUESTS_MAX
     }
 
-    /// The response to the current request from `agent`, skipping stale datagrams; None on timeout.
+    /// The response to the current request from `agent`, skipping stale datagrams; None once
+    /// [`RESPONSE_TIMEOUT`] has passed (a profiler's signal neither ends the wait early nor extends it).
     fn response(&mut self, agent: SocketAddr) -> Option<Message> {
+        let deadline = Instant::now() + RESPONSE_TIMEOUT;
         loop {
-            let (n, from) = self.manager.recv_from(&mut self.buf).ok()?;
+            let (n, from) =
+                crate::netsys::recv_from_until(&self.manager, &mut self.buf, deadline).ok()?;
             if from != agent {
                 continue;
             }

@@ -32,7 +32,7 @@ use super::threads::ThreadStack;
 use super::Stack;
 
 #[path = "thread_state.rs"]
-mod thread_state;
+pub(crate) mod thread_state;
 use thread_state::thread_state;
 
 /// heap (no default sample type) or allocs (default alloc_space): same data.

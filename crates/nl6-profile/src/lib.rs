@@ -20,6 +20,8 @@
 //!   unwound in place) and the `threadcreate` record. A thread pool's workers register from the pool's
 //!   start hook ([`threads::on_thread_start`], e.g. tokio's `on_thread_start`): sampled from birth,
 //!   with their whole stack from the first sample.
+//! - **Wall-clock profiles** ([`wall`]): every thread sampled at 99 Hz, running or blocked, with its
+//!   label and state, in fgprof's shape (`/debug/fgprof`); blocking loops must retry `EINTR` (see there).
 //! - **Saying what it cannot see** ([`sight`]): an executable without frame pointers, symbol table or
 //!   unwind rules is told once on stderr and in every profile's comments.
 //! - **pprof out** ([`encode`], [`delta`], [`proto`], [`symbols`]): gzip'd protobuf in Go's shapes (and
@@ -150,6 +152,7 @@ pub mod threads;
 pub use signal::{set_signal_options, signal_options, SignalError, SignalOptions};
 #[allow(unsafe_code)]
 pub(crate) mod unwind;
+pub mod wall;
 
 /// Installs the SIGPROF and stack-capture handlers now, so a stray signal of either before the first
 /// profile is ignored instead of killing the process (both default actions terminate). Called by the

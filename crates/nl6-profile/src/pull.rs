@@ -11,6 +11,7 @@
 //! |---|---|---|
 //! | `` (the mount point itself) | HTML index: every profile, its count and description | |
 //! | `profile` | CPU profile for `seconds` (default 30; missing, bad or ≤ 0 → 30; > 300 → 400) | `seconds` |
+//! | `fgprof` | wall-clock profile of every thread for `seconds`, fgprof's shape and rules (default 30; bad or ≤ 0 → 400; > 300 → 400); also mount it at `/debug/fgprof`, where Alloy's `profile.fgprof` looks | `seconds` |
 //! | `heap` | sampled live and past allocations (`inuse_space` shown by default) | `gc` (accepted, no effect), `debug`, `seconds` |
 //! | `allocs` | the same data, `alloc_space` shown by default | `debug`, `seconds` |
 //! | `goroutine` | the stack of every thread (a Rust program's goroutines are OS threads) | `debug=1` counts, `debug=2` every thread, `seconds` |
@@ -30,7 +31,7 @@
 //!
 //! Only one CPU profile runs at a time (see [`crate::cpu::start`]): while another runs, `profile` answers
 //! **500** `Could not enable CPU profiling: cpu profiling already in use` (never an empty profile that
-//! would look like an idle process). At most 8 timed requests (`profile`, `?seconds=N`) run at once; more
+//! would look like an idle process); `fgprof` likewise, one wall-clock session at a time ([`crate::wall`]). At most 8 timed requests (`profile`, `?seconds=N`) run at once; more
 //! answer 503, so they cannot take every thread of a server.
 //!
 //! A timed request asks its [`Watch`] every 100 ms whether to go on; the caller's watch ends it with
@@ -52,6 +53,7 @@
 
 mod profiles;
 mod task;
+mod wall;
 
 use crate::delta::{ContentionDelta, HeapDelta};
 use crate::heap;
@@ -246,6 +248,7 @@ pub const PROFILES: &[ProfileEntry] = &[
     ProfileEntry { name: "delta_block", kind: Kind::DeltaBlock, delta: false, description: "Block profile since the previous request to this path (godeltaprof). Always empty." },
     ProfileEntry { name: "delta_heap", kind: Kind::DeltaHeap, delta: false, description: "Allocations since the previous request to this path, in-use memory absolute (godeltaprof). The first request is cumulative." },
     ProfileEntry { name: "delta_mutex", kind: Kind::DeltaMutex, delta: false, description: "Mutex profile since the previous request to this path (godeltaprof). Always empty." },
+    ProfileEntry { name: "fgprof", kind: Kind::Wall, delta: false, description: "Wall-clock profile of every thread, running or waiting (fgprof's shape; also at /debug/fgprof). Set the duration with the seconds GET parameter (default 30, at most 300)." },
     ProfileEntry { name: "goroutine", kind: Kind::Goroutine, delta: true, description: "Stack traces of all current threads (a Rust program's goroutines). Use debug=2 as a query parameter to print every thread." },
     ProfileEntry { name: "heap", kind: Kind::Heap, delta: true, description: "A sampling of memory allocations of live objects. The gc GET parameter is accepted and has no effect (a Rust program has no garbage collector)." },
     ProfileEntry { name: "mutex", kind: Kind::Mutex, delta: true, description: "Stack traces of holders of contended mutexes. Always empty: this profiler records no contention." },
@@ -267,6 +270,8 @@ pub enum PullRoute {
     Index,
     /// `profile`: a CPU profile of `?seconds=N`.
     Cpu,
+    /// `fgprof`: a wall-clock profile of `?seconds=N`.
+    Wall,
     /// `symbol`: program counters to function names.
     Symbol,
     /// `trace`: Go's execution trace, answered 404 (there is no tracer).
@@ -287,6 +292,7 @@ pub fn route(method: &str, path: &str) -> PullRoute {
         _ if !get => PullRoute::MethodNotAllowed,
         "" => PullRoute::Index,
         "profile" => PullRoute::Cpu,
+        "fgprof" => PullRoute::Wall,
         "trace" => PullRoute::Trace,
         name => lookup(name).map_or(PullRoute::Unknown, PullRoute::Profile),
     }
@@ -304,6 +310,7 @@ pub struct PullSurface {
     delta_mutex: ContentionDelta,
     timed: AtomicUsize,
     on_cpu_profile: Option<CpuHook>,
+    on_wall_profile: Option<CpuHook>,
 }
 
 fn attachment(filename: &str, body: Vec<u8>) -> PullResponse {
@@ -347,6 +354,12 @@ impl PullSurface {
         self
     }
 
+    /// Hands every wall-clock profile served (encoded, as sent) to `hook` before it is answered.
+    pub fn on_wall_profile(mut self, hook: CpuHook) -> PullSurface {
+        self.on_wall_profile = Some(hook);
+        self
+    }
+
     /// Answers one request: routes it ([`route`]) and serves it ([`PullSurface::serve`]).
     pub fn handle(&self, req: &PullRequest, watch: Watch) -> PullResponse {
         self.serve(route(req.method, req.path), req, watch)
@@ -357,6 +370,7 @@ impl PullSurface {
         match route {
             PullRoute::Index => index(),
             PullRoute::Cpu => self.cpu(req, watch),
+            PullRoute::Wall => self.wall(req, watch),
             PullRoute::Symbol => symbol(req),
             PullRoute::Trace => serve_error(
                 404,
@@ -495,6 +509,7 @@ fn index() -> PullResponse {
     for e in PROFILES {
         let count = profiles::count(e.kind);
         let link = match e.kind {
+            Kind::Wall => format!("{}?seconds=5", e.name),
             Kind::Cpu | Kind::Symbol | Kind::DeltaHeap | Kind::DeltaBlock | Kind::DeltaMutex => {
                 e.name.to_string()
             }

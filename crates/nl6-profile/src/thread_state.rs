@@ -5,7 +5,7 @@
 /// The state the kernel reports for thread `tid` of this process, in Go's words where one fits, and the
 /// kernel function it waits in (`wchan`) when it waits. A thread that is gone by now reads as `running`
 /// (it answered the capture).
-pub(super) fn thread_state(tid: i32) -> (&'static str, Option<String>) {
+pub(crate) fn thread_state(tid: i32) -> (&'static str, Option<String>) {
     let task = format!("/proc/self/task/{tid}");
     let Ok(stat) = std::fs::read_to_string(format!("{task}/stat")) else {
         return ("running", None);

@@ -416,6 +416,48 @@ fn learn_bounds_of(replies: &[Reply]) -> Vec<i32> {
         .collect()
 }
 
+/// A wall-clock tick's capture of `tids` (never the caller), serialised with every other capture: like
+/// [`capture_all`] but for the threads given, with no names read, and with the bounds it learns kept: each
+/// tid learnt is pushed on `learnt`, and the caller forgets them with [`forget_learnt`] when its session ends
+/// (learning them again on every tick would read `/proc/self/maps` 99 times a second).
+pub(crate) fn capture_tids(
+    tids: &[i32],
+    timeout: Duration,
+    learnt: &mut Vec<i32>,
+) -> Vec<ThreadStack> {
+    let _serial = CAPTURE.lock().unwrap_or_else(|e| e.into_inner());
+    let deadline = Instant::now() + timeout;
+    let mut replies = capture_round(tids, timeout);
+    let fresh = learn_bounds_of(&replies);
+    if !fresh.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        for again in capture_round(&fresh, left) {
+            let first = replies.iter_mut().find(|r| r.tid == again.tid);
+            if let Some(first) = first.filter(|_| !again.stack.is_empty()) {
+                *first = again;
+            }
+        }
+        learnt.extend(fresh);
+    }
+    replies
+        .into_iter()
+        .map(|r| ThreadStack {
+            tid: r.tid,
+            name: String::new(),
+            label: r.label,
+            stack: r.stack,
+            missing: r.missing,
+        })
+        .collect()
+}
+
+/// Forgets the stack bounds [`capture_tids`] learnt.
+pub(crate) fn forget_learnt(tids: &[i32]) {
+    for tid in tids {
+        unwind::forget_foreign(*tid);
+    }
+}
+
 /// Signals every thread of the process and collects its stack within `timeout` in all; threads that do
 /// not answer in time are reported with an empty stack. Sorted by tid.
 ///
@@ -504,6 +546,10 @@ mod tests {
     /// capture returns its whole stack (learnt from its first, leaf-only answer) and keeps no entry.
     #[test]
     fn a_foreign_thread_gets_its_whole_stack_and_no_entry_is_left() {
+        // A wall-clock session keeps the bounds it learnt until it stops: none may run meanwhile.
+        let _serial = crate::wall::TEST_SESSIONS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let (tx, rx) = std::sync::mpsc::channel();
         let (tid_tx, tid_rx) = std::sync::mpsc::channel();
         let h = std::thread::spawn(move || {

@@ -17,6 +17,7 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Cpu,
+    Wall,
     Heap,
     Allocs,
     Goroutine,
@@ -170,7 +171,7 @@ pub(super) fn count(kind: Kind) -> usize {
     match kind {
         K::Heap | K::Allocs => heap::snapshot().records.len(),
         // Threads are counted from /proc (no signal sent to every thread just to count them).
-        K::Goroutine => std::fs::read_dir("/proc/self/task")
+        K::Goroutine | K::Wall => std::fs::read_dir("/proc/self/task")
             .map(|d| d.count())
             .unwrap_or(0),
         K::ThreadCreate => threads::threadcreate_stacks().len(),

@@ -42,7 +42,7 @@ fn routes_come_from_the_table() {
     for e in PROFILES {
         match route("GET", e.name) {
             PullRoute::Profile(found) => assert_eq!(found.name, e.name),
-            PullRoute::Cpu | PullRoute::Symbol => {}
+            PullRoute::Cpu | PullRoute::Wall | PullRoute::Symbol => {}
             other => panic!("{}: {other:?}", e.name),
         }
     }
@@ -68,6 +68,7 @@ fn profile_table_is_sorted_unique_and_complete() {
     assert_eq!(names, sorted, "sorted by name, no duplicates");
     for kind in [
         Kind::Cpu,
+        Kind::Wall,
         Kind::Heap,
         Kind::Allocs,
         Kind::Goroutine,

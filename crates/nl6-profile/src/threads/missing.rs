@@ -7,7 +7,7 @@
 use crate::signal;
 
 /// Why a thread's stack is not in a capture.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Missing {
     /// The signal could not be sent: `tgkill` failed with this errno (`EAGAIN`: the per-user
