@@ -4,10 +4,10 @@
 //! sleeper's in the sleep; the busy one's in its loop. Also fgprof's shape (sample types, period type),
 //! as `go tool pprof -raw` prints it.
 //!   cargo test -p nl6-profile --test engine_wall
-#[path = "../../../tests/support/go_pprof.rs"]
+#[path = "support/go_pprof.rs"]
 mod go_pprof;
 
-use nl6_profile::labels::Subsystem;
+use nl6_profile::labels::LabelSet;
 use nl6_profile::{threads, wall};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -129,7 +129,7 @@ fn known_waits_are_attributed_to_their_stacks_labels_and_states() {
     let m = Arc::new(Mutex::new(0u64));
     let mut handles = Vec::new();
     let spawn = |label: &str, f: Box<dyn FnOnce() + Send>| {
-        threads::spawn_labelled(Subsystem::custom(label), label, f).unwrap()
+        threads::spawn_labelled(LabelSet::new([("subsystem", label)]), label, f).unwrap()
     };
     let held = Arc::new(AtomicBool::new(false));
     let (m1, h1, s1) = (m.clone(), held.clone(), stop.clone());

@@ -6,7 +6,7 @@
 
 use super::WallProfile;
 use crate::builder::{LabelValue, LeafKind, ProfileBuilder};
-use crate::labels::Subsystem;
+use crate::labels;
 
 /// The frame a sample without a stack is shown under.
 pub const UNANSWERED_FUNCTION: &str = "[profiler: thread did not answer the wall-clock sampler]";
@@ -30,9 +30,9 @@ pub fn encode(profile: &WallProfile) -> Vec<u8> {
         ));
     }
     for s in &profile.samples {
-        let mut labels: Vec<(&str, LabelValue)> = Subsystem::name_of(s.label)
-            .map(|n| ("subsystem", LabelValue::Str(n.to_string())))
-            .into_iter()
+        let mut labels: Vec<(&str, LabelValue)> = labels::pairs_of(s.label)
+            .iter()
+            .map(|(k, v)| (*k, LabelValue::Str(v.to_string())))
             .collect();
         labels.push(("state", LabelValue::Str(s.state.to_string())));
         let values = vec![s.count as i64, s.nanos as i64];

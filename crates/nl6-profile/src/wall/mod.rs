@@ -71,13 +71,16 @@ impl Default for WallConfig {
 
 /// Why a session could not start.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum WallError {
     /// Another wall-clock session runs (one at a time).
     Busy,
     /// A setting out of range: which, and the range.
     Config(String),
-    /// The sampler thread could not be spawned, or the capture signal's handler installed.
+    /// The sampler thread could not be spawned.
     Os(std::io::Error),
+    /// The capture signal's handler could not be installed (another owner holds the signal, say).
+    Signal(crate::SignalError),
 }
 
 impl std::fmt::Display for WallError {
@@ -86,6 +89,7 @@ impl std::fmt::Display for WallError {
             WallError::Busy => f.write_str("wall-clock profiling already in use"),
             WallError::Config(what) => write!(f, "wall-clock profile settings: {what}"),
             WallError::Os(e) => write!(f, "wall-clock profile: {e}"),
+            WallError::Signal(e) => write!(f, "wall-clock profile: {e}"),
         }
     }
 }
@@ -174,7 +178,11 @@ pub fn start_with(config: WallConfig) -> Result<WallSession, WallError> {
     if RUNNING.swap(true, Ordering::SeqCst) {
         return Err(WallError::Busy);
     }
-    let ready = threads::install_handler().and_then(|()| {
+    if let Err(e) = threads::install_handler() {
+        RUNNING.store(false, Ordering::SeqCst);
+        return Err(WallError::Signal(e));
+    }
+    let ready = {
         crate::heap::unsampled(crate::unwind::learn_code);
         let stop = Arc::new(AtomicBool::new(false));
         let period_ns = 1_000_000_000 / u64::from(config.hz);
@@ -183,7 +191,7 @@ pub fn start_with(config: WallConfig) -> Result<WallSession, WallError> {
             .name("pprof-wall".into())
             .spawn(move || sample_until(&flag, period_ns, config.max_threads))
             .map(|h| (stop, h, period_ns))
-    });
+    };
     match ready {
         Ok((stop, h, period_ns)) => Ok(WallSession {
             stop,
