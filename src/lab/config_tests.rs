@@ -83,7 +83,7 @@ fn values_parse_and_errors_name_the_flag() {
             "-traffic: period \"100us\" is below 1ms",
         ),
         ("traffic", "0s", "-traffic: duration"),
-        ("gnmi-port", "1", "-gnmi-port: unknown fleet flag"),
+        ("gnmi-portt", "1", "-gnmi-portt: unknown fleet flag"),
     ] {
         let e = FleetConfig::default().set(flag, value).unwrap_err();
         assert!(e.starts_with(needle), "{flag}={value}: {e}");

@@ -33,6 +33,7 @@ pub mod device;
 pub mod device_net;
 pub mod fleet;
 pub mod fleet_error;
+pub mod gnmi;
 pub mod listen;
 pub mod mib;
 pub mod netflow;
