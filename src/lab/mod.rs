@@ -10,10 +10,11 @@
 //!   `udp://`/`tcp://`), shared by config and syslog; [`fleet`]: [`Fleet::start`] / [`Fleet::stop`] and the
 //!   thread map; [`listen`]: binding the SNMP sockets; [`fleet_error`]: why a fleet did not start;
 //!   [`catchup`]: the scheduler's rule for missed periods (skipped, never replayed);
-//!   [`api`]: the REST routes (time text comes from [`crate::timefmt`]).
+//!   [`api`]: the REST routes (time text comes from [`crate::timefmt`]);
+//! - [`gnmi`]: the gNMI target and dial-out, the only async code in nl6 (a tokio `current_thread`
+//!   runtime inside each of their two threads).
 //!
-//! Never here: gNMI (needs HTTP/2 + gRPC; its label values stay reserved), traffic outside the configured
-//! bind address and targets.
+//! Never here: traffic outside the configured bind address and targets.
 #![forbid(unsafe_code)]
 
 /// Records the thread's label at a named point, in unit tests only (compiles to nothing otherwise).

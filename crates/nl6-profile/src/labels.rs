@@ -59,9 +59,9 @@ impl Subsystem {
     pub const SYSLOG: Subsystem = Subsystem(3);
     /// NetFlow export.
     pub const FLOW: Subsystem = Subsystem(4);
-    /// gNMI (reserved: not built).
+    /// The gNMI target (the `gnmi` thread: Capabilities, Get, Set, Subscribe).
     pub const GNMI: Subsystem = Subsystem(5);
-    /// gNMI dial-out (reserved: not built).
+    /// gNMI dial-out (the `gnmi-dialout` thread streaming to a collector).
     pub const GNMI_DIALOUT: Subsystem = Subsystem(6);
     /// Scenario orchestration.
     pub const SCENARIO: Subsystem = Subsystem(7);
