@@ -464,8 +464,17 @@ impl Drop for Fleet {
 }
 
 /// With `-traffic`, points every unset trap, syslog and flow target at one discard socket on the bind
-/// address, so the load exercises every sender without leaving the machine.
+/// address, so the load exercises every sender without leaving the machine, and turns the gNMI target
+/// on (ephemeral ports) when `-gnmi-port` is unset.
 fn with_traffic_sink(config: FleetConfig) -> std::io::Result<(FleetConfig, Option<DiscardSink>)> {
+    // -traffic also drives gNMI: without -gnmi-port the targets take ephemeral ports.
+    let config = match (config.traffic(), config.gnmi().port()) {
+        (Some(_), None) => {
+            let g = config.gnmi().clone().with_port(Some(0));
+            config.with_gnmi(g)
+        }
+        _ => config,
+    };
     let unset = config.trap_target().is_none()
         || config.syslog_target().is_none()
         || config.flow_target().is_none();

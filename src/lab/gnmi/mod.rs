@@ -10,7 +10,7 @@
 //! - [`proto`]: the messages, generated at build time from `proto/*.proto`; [`config`]: the `-gnmi-*`
 //!   settings; [`path`]: paths and wildcards; [`schema`]: a device's OpenConfig leaves (the state SNMP
 //!   serves); [`encode`]: JSON_IETF / JSON / PROTO values; [`target`]: which device a connection
-//!   reached, credentials.
+//!   reached, credentials; [`load`]: `-traffic`'s gNMI client side.
 //!
 //! Never here: a socket on an address the configuration did not name, an unbounded queue, a thread per
 //! device or per connection.
@@ -19,6 +19,7 @@
 pub mod config;
 pub mod dialout;
 pub mod encode;
+pub mod load;
 pub mod path;
 pub mod proto;
 pub mod schema;
