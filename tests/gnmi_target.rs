@@ -207,3 +207,32 @@ fn with_device_net_one_listener_serves_every_device_address() {
         assert_eq!(updates(&got)[0].1, format!("nl6-dev-{i:04}"), "{at}");
     }
 }
+
+#[test]
+fn tls_serves_gnmi_with_the_given_certificate_and_a_bad_one_stops_startup() {
+    let dir = std::env::temp_dir().join(format!("nl6-gnmi-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let out = fleet_common::run(
+        "openssl",
+        &["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=nl6-lab",
+          "-addext", "subjectAltName=DNS:nl6-lab", "-keyout", key.to_str().unwrap(), "-out", cert.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let nl6 = boot(1, &["-gnmi-tls-cert", cert.to_str().unwrap(), "-gnmi-tls-key", key.to_str().unwrap()]);
+    let at = gnmi_addr(&nl6, 0);
+    let args = json!({"ca": cert, "name": "nl6-lab", "elems": ["system", "state", "hostname"]});
+    let got = client(at, "tls_get", args);
+    assert_eq!(got["value"], "nl6-dev-0000", "{got}");
+    let plain = client(at, "raw_get", json!({"elems": ["system"], "encoding": 4}));
+    assert_eq!(refusal(&plain).0, "UNAVAILABLE", "plaintext to a TLS target fails: {plain}");
+    drop(nl6);
+    let out = common::boot()
+        .args(&["-devices", "1", "-snmp-port", "0", "-gnmi-port", "0"])
+        .args(&["-gnmi-tls-cert", key.to_str().unwrap(), "-gnmi-tls-key", key.to_str().unwrap()])
+        .run();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("not a usable PEM certificate chain and key"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -252,7 +252,7 @@ pub const FLAGS: &[Flag<FleetConfig>] = &[
         "gnmi-dialout-queue",
         "N",
         "64",
-        "notifications each device holds while the collector is slow or away; older ones are dropped and counted",
+        "notifications each device holds while the collector is slow or away; beyond it new ones are dropped and counted",
         |c, v| c.gnmi.set_dialout_queue(v),
     ),
 ];

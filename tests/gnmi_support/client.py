@@ -41,11 +41,28 @@ def raw_get(host, port, a):
             return status(e)
 
 
+def tls_get(host, port, a):
+    """A Get over TLS, trusting the lab's self-signed certificate `a["ca"]` for the name `a["name"]`."""
+    from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
+    creds = grpc.ssl_channel_credentials(root_certificates=open(a["ca"], "rb").read())
+    opts = (("grpc.ssl_target_name_override", a["name"]),)
+    with grpc.secure_channel(f"{host}:{port}", creds, options=opts) as ch:
+        req = gnmi_pb2.GetRequest(path=[gnmi_pb2.Path(elem=[gnmi_pb2.PathElem(name=n) for n in a["elems"]])],
+                                  encoding=gnmi_pb2.JSON_IETF)
+        try:
+            n = gnmi_pb2_grpc.gNMIStub(ch).Get(req, timeout=10).notification[0]
+            return {"value": json.loads(n.update[0].val.json_ietf_val)}
+        except grpc.RpcError as e:
+            return status(e)
+
+
 def main():
     host, port, action = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     a = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {}
     if action == "raw_get":
         return raw_get(host, port, a)
+    if action == "tls_get":
+        return tls_get(host, port, a)
     kw = {}
     if "user" in a:
         kw = {"username": a["user"], "password": a["password"]}
