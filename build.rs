@@ -5,7 +5,11 @@
 use std::process::Command;
 
 fn compile_protos() {
-    let protos = ["proto/gnmi.proto", "proto/gnmi_ext.proto", "proto/dialout.proto"];
+    let protos = [
+        "proto/gnmi.proto",
+        "proto/gnmi_ext.proto",
+        "proto/dialout.proto",
+    ];
     for p in protos.iter().chain(["proto"].iter()) {
         println!("cargo:rerun-if-changed={p}");
     }

@@ -6,8 +6,8 @@
 mod fleet_common;
 
 use fleet_common::run;
-use nl6::lab::syslog::Transport;
 use nl6::lab::gnmi::config::{GnmiConfig, DEFAULT_DIALOUT_PATHS};
+use nl6::lab::syslog::Transport;
 use nl6::lab::{api, Fleet, FleetConfig};
 use nl6_profile::labels::Subsystem;
 use nl6_profile::symbols::symbolize;
@@ -22,10 +22,15 @@ fn every_lab_sample_is_labelled_under_a_load_of_every_subsystem() {
     let to = sink.local_addr().unwrap();
     // A TCP port nobody listens on: dial-out keeps connecting and backing off, its samples filling
     // the queue.
-    let refused = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let gnmi = GnmiConfig::default()
-        .with_port(Some(0))
-        .with_dialout(Some(refused), Duration::from_millis(20), DEFAULT_DIALOUT_PATHS);
+    let refused = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let gnmi = GnmiConfig::default().with_port(Some(0)).with_dialout(
+        Some(refused),
+        Duration::from_millis(20),
+        DEFAULT_DIALOUT_PATHS,
+    );
     let cfg = FleetConfig::default()
         .with_gnmi(gnmi)
         .with_devices(20)
@@ -125,11 +130,26 @@ fn every_lab_sample_is_labelled_under_a_load_of_every_subsystem() {
 /// A gNMI client in another process (pygnmi) streaming every leaf of a device at 10 ms for 2 s.
 fn gnmi_load(at: std::net::SocketAddr) -> std::thread::JoinHandle<()> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/gnmi_support/client.py");
-    let args = r#"{"subs": [{"path": "/", "mode": "sample", "sample_interval": 10000000}], "seconds": 2}"#;
+    let args =
+        r#"{"subs": [{"path": "/", "mode": "sample", "sample_interval": 10000000}], "seconds": 2}"#;
     let mut cmd = std::process::Command::new("timeout");
-    cmd.args(["30", "python3", script, &at.ip().to_string(), &at.port().to_string(), "stream", args]);
+    cmd.args([
+        "30",
+        "python3",
+        script,
+        &at.ip().to_string(),
+        &at.port().to_string(),
+        "stream",
+        args,
+    ]);
     std::thread::spawn(move || {
-        let out = cmd.output().expect("python3 with pygnmi (scripts/setup.sh)");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let out = cmd
+            .output()
+            .expect("python3 with pygnmi (scripts/setup.sh)");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     })
 }

@@ -14,7 +14,9 @@ const NS: u64 = 1_000_000_000;
 /// `(path, value, timestamp ns, arrival s)` of every update after the first sync of a stream answer.
 fn stream_updates(got: &Value) -> Vec<(String, Value, u64, f64)> {
     let mut out = Vec::new();
-    let all = got["updates"].as_array().unwrap_or_else(|| panic!("no updates: {got}"));
+    let all = got["updates"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no updates: {got}"));
     for u in all.iter().skip(1) {
         let m = &u["msg"]["update"];
         for x in m["update"].as_array().into_iter().flatten() {
@@ -42,16 +44,26 @@ fn stream_sample_at_1s_for_5s_gives_4_or_more_monotonic_updates_per_leaf() {
     let nl6 = boot(1, &[]);
     let sub = json!([{"path": "/interfaces/interface[name=eth0]/state/counters", "mode": "sample",
                       "sample_interval": NS}]);
-    let got = client(gnmi_addr(&nl6, 0), "stream", json!({"subs": sub, "seconds": 5.5}));
+    let got = client(
+        gnmi_addr(&nl6, 0),
+        "stream",
+        json!({"subs": sub, "seconds": 5.5}),
+    );
     let first = &got["updates"][0]["msg"];
-    assert_eq!(first["sync_response"], true, "the initial snapshot ends in sync_response: {first}");
+    assert_eq!(
+        first["sync_response"], true,
+        "the initial snapshot ends in sync_response: {first}"
+    );
     let u = stream_updates(&got);
     let leaves = by_path(&u);
     assert_eq!(leaves.len(), 7, "every counter leaf: {leaves:?}");
     for (path, vals) in leaves {
         assert!(vals.len() >= 4, "{path}: {} updates", vals.len());
         let n: Vec<u64> = vals.iter().map(|v| number(v)).collect();
-        assert!(n.windows(2).all(|w| w[0] <= w[1]), "{path} not monotonic: {n:?}");
+        assert!(
+            n.windows(2).all(|w| w[0] <= w[1]),
+            "{path} not monotonic: {n:?}"
+        );
         if path.ends_with("octets") {
             assert!(n[0] < n[n.len() - 1], "{path} does not move: {n:?}");
         }
@@ -67,7 +79,9 @@ fn on_change_catches_a_scenario_flap_within_a_second() {
     });
     let sub = json!([{"path": "/interfaces/interface/state/oper-status", "mode": "on_change"}]);
     let (tx, rx) = std::sync::mpsc::channel();
-    let watcher = std::thread::spawn(move || tx.send(client(at, "stream", json!({"subs": sub, "seconds": 5}))));
+    let watcher = std::thread::spawn(move || {
+        tx.send(client(at, "stream", json!({"subs": sub, "seconds": 5})))
+    });
     flap.join().unwrap();
     let body = br#"{"name":"link-flap","device":"nl6-dev-0001","duration":"10s"}"#;
     let (s, _, b) = nl6.http("POST", "/api/v1/scenarios", body);
@@ -79,8 +93,14 @@ fn on_change_catches_a_scenario_flap_within_a_second() {
     assert!(!down.is_empty(), "no DOWN update: {got}");
     let (path, _, ts, arrived) = down[0];
     let lag = arrived - *ts as f64 / 1e9;
-    assert!((0.0..1.0).contains(&lag), "{path}: arrived {lag:.3} s after the device's change");
-    assert!(u.iter().all(|(p, _, _, _)| p.ends_with("oper-status")), "only the subscribed leaf: {u:?}");
+    assert!(
+        (0.0..1.0).contains(&lag),
+        "{path}: arrived {lag:.3} s after the device's change"
+    );
+    assert!(
+        u.iter().all(|(p, _, _, _)| p.ends_with("oper-status")),
+        "only the subscribed leaf: {u:?}"
+    );
 }
 
 #[test]
@@ -88,7 +108,11 @@ fn suppress_redundant_sends_unchanged_leaves_only_at_heartbeats() {
     let nl6 = boot(1, &[]);
     let sub = json!([{"path": "/system/state/hostname", "mode": "sample", "sample_interval": NS / 5,
                       "suppress_redundant": true, "heartbeat_interval": NS}]);
-    let got = client(gnmi_addr(&nl6, 0), "stream", json!({"subs": sub, "seconds": 3.4}));
+    let got = client(
+        gnmi_addr(&nl6, 0),
+        "stream",
+        json!({"subs": sub, "seconds": 3.4}),
+    );
     let n = stream_updates(&got).len();
     // 17 samples in 3.4 s; the value never changes, so only the heartbeats (3) send it.
     assert!((2..=4).contains(&n), "{n} updates: {got}");
@@ -99,12 +123,21 @@ fn target_defined_samples_counters_and_reports_status_on_change() {
     let nl6 = boot(1, &[]);
     let sub = json!([{"path": "/interfaces/interface[name=eth2]/state", "mode": "target_defined",
                       "sample_interval": NS / 2}]);
-    let got = client(gnmi_addr(&nl6, 0), "stream", json!({"subs": sub, "seconds": 2.6}));
+    let got = client(
+        gnmi_addr(&nl6, 0),
+        "stream",
+        json!({"subs": sub, "seconds": 2.6}),
+    );
     let u = stream_updates(&got);
     let leaves = by_path(&u);
-    let in_octets = leaves.get("interfaces/interface[name=eth2]/state/counters/in-octets").map_or(0, Vec::len);
+    let in_octets = leaves
+        .get("interfaces/interface[name=eth2]/state/counters/in-octets")
+        .map_or(0, Vec::len);
     assert!(in_octets >= 4, "counters sampled every 0.5 s: {leaves:?}");
-    assert!(!leaves.contains_key("interfaces/interface[name=eth2]/state/oper-status"), "status unchanged, not resent: {leaves:?}");
+    assert!(
+        !leaves.contains_key("interfaces/interface[name=eth2]/state/oper-status"),
+        "status unchanged, not resent: {leaves:?}"
+    );
 }
 
 #[test]
@@ -114,7 +147,11 @@ fn once_and_poll_end_each_answer_with_sync_response() {
     let sub = json!([{"path": "/interfaces/interface[name=eth1]/state/counters/in-octets"}]);
     let once = client(at, "once", json!({"subs": sub}));
     let msgs = once["updates"].as_array().unwrap();
-    assert_eq!(msgs.len(), 2, "one update then sync_response, then the end: {once}");
+    assert_eq!(
+        msgs.len(),
+        2,
+        "one update then sync_response, then the end: {once}"
+    );
     assert_eq!(msgs[1]["msg"]["sync_response"], true);
     let poll = client(at, "poll", json!({"subs": sub, "polls": 3}));
     let answers = poll["updates"].as_array().unwrap();

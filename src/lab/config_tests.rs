@@ -86,9 +86,21 @@ fn values_parse_and_errors_name_the_flag() {
         ("gnmi-portt", "1", "-gnmi-portt: unknown fleet flag"),
         ("gnmi-port", "70000", "-gnmi-port: invalid port"),
         ("gnmi-dialout", "nope", "-gnmi-dialout:"),
-        ("gnmi-dialout-paths", "/a[b", "-gnmi-dialout-paths: path \"/a[b\""),
-        ("gnmi-dialout-queue", "0", "-gnmi-dialout-queue: want a queue bound"),
-        ("gnmi-dialout-interval", "1ms", "-gnmi-dialout-interval: interval"),
+        (
+            "gnmi-dialout-paths",
+            "/a[b",
+            "-gnmi-dialout-paths: path \"/a[b\"",
+        ),
+        (
+            "gnmi-dialout-queue",
+            "0",
+            "-gnmi-dialout-queue: want a queue bound",
+        ),
+        (
+            "gnmi-dialout-interval",
+            "1ms",
+            "-gnmi-dialout-interval: interval",
+        ),
     ] {
         let e = FleetConfig::default().set(flag, value).unwrap_err();
         assert!(e.starts_with(needle), "{flag}={value}: {e}");
@@ -105,8 +117,16 @@ fn values_parse_and_errors_name_the_flag() {
         .validate()
         .is_ok());
     for (flag, value, needle) in [
-        ("gnmi-tls-cert", "c.pem", "-gnmi-tls-cert needs -gnmi-tls-key"),
-        ("gnmi-username", "u", "-gnmi-username and -gnmi-password go together"),
+        (
+            "gnmi-tls-cert",
+            "c.pem",
+            "-gnmi-tls-cert needs -gnmi-tls-key",
+        ),
+        (
+            "gnmi-username",
+            "u",
+            "-gnmi-username and -gnmi-password go together",
+        ),
     ] {
         let mut c = FleetConfig::default();
         c.set(flag, value).unwrap();

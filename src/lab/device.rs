@@ -354,7 +354,10 @@ mod tests {
         let boot = Instant::now();
         let d = Device::new(1, boot);
         assert_eq!(d.set_admin(2, false, boot), Some(true));
-        assert!(!d.set_oper(2, true, boot), "a shut interface does not come up");
+        assert!(
+            !d.set_oper(2, true, boot),
+            "a shut interface does not come up"
+        );
         assert_eq!(d.set_admin(9, false, boot), None);
         assert_eq!(d.changes(), 1);
         assert_eq!(d.set_admin(2, true, boot), Some(true));

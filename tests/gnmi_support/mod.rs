@@ -40,7 +40,11 @@ pub fn gnmi_addr(nl6: &Nl6, i: usize) -> SocketAddr {
 /// Device `i`'s SNMP address.
 pub fn snmp_addr(nl6: &Nl6, i: usize) -> String {
     let d = device(nl6, i);
-    format!("{}:{}", d["snmp"]["address"].as_str().unwrap(), d["snmp"]["port"])
+    format!(
+        "{}:{}",
+        d["snmp"]["address"].as_str().unwrap(),
+        d["snmp"]["port"]
+    )
 }
 
 /// Runs the client's `action` against `at` with `args`; its JSON answer.
@@ -48,7 +52,13 @@ pub fn client(at: SocketAddr, action: &str, args: Value) -> Value {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/gnmi_support/client.py");
     let out = Command::new("timeout")
         .arg(CLIENT_LIMIT.as_secs().to_string())
-        .args(["python3", script, &at.ip().to_string(), &at.port().to_string(), action])
+        .args([
+            "python3",
+            script,
+            &at.ip().to_string(),
+            &at.port().to_string(),
+            action,
+        ])
         .arg(args.to_string())
         .stdin(Stdio::null())
         .output()
@@ -62,7 +72,11 @@ pub fn client(at: SocketAddr, action: &str, args: Value) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     // pygnmi logs its errors on stdout too: the answer is the last line.
-    let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let last = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
     serde_json::from_str(last).unwrap_or_else(|e| panic!("client {action}: {e}: {text}"))
 }
 
@@ -70,13 +84,19 @@ pub fn client(at: SocketAddr, action: &str, args: Value) -> Value {
 pub fn refusal(v: &Value) -> (String, String) {
     let e = &v["error"];
     assert!(e.is_object(), "want a refusal, got {v}");
-    (e["code"].as_str().unwrap().into(), e["details"].as_str().unwrap_or("").into())
+    (
+        e["code"].as_str().unwrap().into(),
+        e["details"].as_str().unwrap_or("").into(),
+    )
 }
 
 /// Every `(path, value)` of a Get answer.
 pub fn updates(get: &Value) -> Vec<(String, Value)> {
     let mut out = Vec::new();
-    for n in get["notification"].as_array().unwrap_or_else(|| panic!("not a Get answer: {get}")) {
+    for n in get["notification"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a Get answer: {get}"))
+    {
         for u in n["update"].as_array().unwrap() {
             out.push((u["path"].as_str().unwrap().to_string(), u["val"].clone()));
         }

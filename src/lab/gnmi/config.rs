@@ -53,7 +53,10 @@ impl GnmiConfig {
     pub fn set_port(&mut self, v: &str) -> Result<(), String> {
         self.port = match v {
             "" => None,
-            v => Some(v.parse::<u16>().map_err(|_| format!("invalid port {v:?} (0 to 65535)"))?),
+            v => Some(
+                v.parse::<u16>()
+                    .map_err(|_| format!("invalid port {v:?} (0 to 65535)"))?,
+            ),
         };
         Ok(())
     }
@@ -108,8 +111,12 @@ impl GnmiConfig {
     /// Checks what depends on several fields, before anything binds.
     pub fn validate(&self) -> Result<(), String> {
         match (&self.tls_cert, &self.tls_key) {
-            (Some(_), None) => Err("-gnmi-tls-cert needs -gnmi-tls-key (the certificate's private key)".into()),
-            (None, Some(_)) => Err("-gnmi-tls-key needs -gnmi-tls-cert (the certificate it signs for)".into()),
+            (Some(_), None) => {
+                Err("-gnmi-tls-cert needs -gnmi-tls-key (the certificate's private key)".into())
+            }
+            (None, Some(_)) => {
+                Err("-gnmi-tls-key needs -gnmi-tls-cert (the certificate it signs for)".into())
+            }
             _ if self.username.is_some() != self.password.is_some() => {
                 Err("-gnmi-username and -gnmi-password go together: give both or neither".into())
             }
@@ -152,7 +159,10 @@ impl GnmiConfig {
     }
     /// The dial-out paths as given (comma-separated, each checked by the parser).
     pub fn dialout_paths(&self) -> Vec<String> {
-        self.dialout_paths.split(',').map(|p| p.trim().to_string()).collect()
+        self.dialout_paths
+            .split(',')
+            .map(|p| p.trim().to_string())
+            .collect()
     }
     pub fn dialout_queue(&self) -> usize {
         self.dialout_queue
@@ -170,15 +180,28 @@ impl GnmiConfig {
 
     /// The value of every `-gnmi-*` flag as text, in the flag table's order.
     pub fn flag_values(&self) -> Vec<(&'static str, String)> {
-        let text = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+        let text = |p: &Option<PathBuf>| {
+            p.as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        };
         vec![
-            ("gnmi-port", self.port.map(|p| p.to_string()).unwrap_or_default()),
+            (
+                "gnmi-port",
+                self.port.map(|p| p.to_string()).unwrap_or_default(),
+            ),
             ("gnmi-tls-cert", text(&self.tls_cert)),
             ("gnmi-tls-key", text(&self.tls_key)),
             ("gnmi-username", self.username.clone().unwrap_or_default()),
             ("gnmi-password", self.password.clone().unwrap_or_default()),
-            ("gnmi-dialout", self.dialout.map(|a| a.to_string()).unwrap_or_default()),
-            ("gnmi-dialout-interval", format_duration(self.dialout_interval)),
+            (
+                "gnmi-dialout",
+                self.dialout.map(|a| a.to_string()).unwrap_or_default(),
+            ),
+            (
+                "gnmi-dialout-interval",
+                format_duration(self.dialout_interval),
+            ),
             ("gnmi-dialout-paths", self.dialout_paths.clone()),
             ("gnmi-dialout-queue", self.dialout_queue.to_string()),
         ]

@@ -105,7 +105,9 @@ async fn sample(
         };
         match tx.try_send(msg) {
             Ok(()) => {}
-            Err(mpsc::error::TrySendError::Full(_)) => DeviceCounters::inc(&d.counters.dialout_dropped),
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                DeviceCounters::inc(&d.counters.dialout_dropped)
+            }
             Err(mpsc::error::TrySendError::Closed(_)) => return,
         }
         due += every;
@@ -142,14 +144,21 @@ async fn sessions(sh: Arc<Shared>, index: usize, to: SocketAddr, queue: Queue) {
                 queue: queue.clone(),
                 counters: d.clone(),
             });
-            req.metadata_mut()
-                .insert("subscription-name", SUBSCRIPTION_NAME.parse().expect("ASCII"));
+            req.metadata_mut().insert(
+                "subscription-name",
+                SUBSCRIPTION_NAME.parse().expect("ASCII"),
+            );
             let mut replies = DialoutTelemetryClient::new(ch)
                 .publish(req)
                 .await
                 .map_err(|s| s.to_string())?
                 .into_inner();
-            while replies.message().await.map_err(|s| s.to_string())?.is_some() {}
+            while replies
+                .message()
+                .await
+                .map_err(|s| s.to_string())?
+                .is_some()
+            {}
             Ok::<(), String>(())
         };
         tokio::select! {

@@ -81,8 +81,8 @@ pub fn notification<'a>(
 /// `{"enabled": …}`, module-qualified or not, when the path ends at `config`).
 pub fn set_bool(v: Option<&TypedValue>) -> Result<bool, String> {
     let json = |bytes: &[u8]| -> Result<bool, String> {
-        let v: serde_json::Value =
-            serde_json::from_slice(bytes).map_err(|e| format!("the JSON value does not parse: {e}"))?;
+        let v: serde_json::Value = serde_json::from_slice(bytes)
+            .map_err(|e| format!("the JSON value does not parse: {e}"))?;
         json_bool(&v)
     };
     match v.and_then(|t| t.value.as_ref()) {
@@ -121,10 +121,22 @@ mod tests {
             typed(&big, Encoding::JsonIetf).value,
             Some(Tv::JsonIetfVal(b"\"1099511627776\"".to_vec()))
         );
-        assert_eq!(typed(&big, Encoding::Json).value, Some(Tv::JsonVal(b"1099511627776".to_vec())));
-        assert_eq!(typed(&big, Encoding::Proto).value, Some(Tv::UintVal(1 << 40)));
-        assert_eq!(typed(&Val::Bool(false), Encoding::Proto).value, Some(Tv::BoolVal(false)));
-        assert!(requested(Encoding::Ascii as i32).unwrap_err().message().contains("ASCII"));
+        assert_eq!(
+            typed(&big, Encoding::Json).value,
+            Some(Tv::JsonVal(b"1099511627776".to_vec()))
+        );
+        assert_eq!(
+            typed(&big, Encoding::Proto).value,
+            Some(Tv::UintVal(1 << 40))
+        );
+        assert_eq!(
+            typed(&Val::Bool(false), Encoding::Proto).value,
+            Some(Tv::BoolVal(false))
+        );
+        assert!(requested(Encoding::Ascii as i32)
+            .unwrap_err()
+            .message()
+            .contains("ASCII"));
         assert_eq!(requested(9).unwrap_err().code(), tonic::Code::Unimplemented);
     }
 
@@ -132,7 +144,10 @@ mod tests {
     fn set_values_read_as_booleans() {
         let t = |v| Some(TypedValue { value: Some(v) });
         assert_eq!(set_bool(t(Tv::BoolVal(false)).as_ref()), Ok(false));
-        assert_eq!(set_bool(t(Tv::JsonIetfVal(b"true".to_vec())).as_ref()), Ok(true));
+        assert_eq!(
+            set_bool(t(Tv::JsonIetfVal(b"true".to_vec())).as_ref()),
+            Ok(true)
+        );
         let obj = br#"{"openconfig-interfaces:enabled": false}"#.to_vec();
         assert_eq!(set_bool(t(Tv::JsonVal(obj)).as_ref()), Ok(false));
         assert!(set_bool(t(Tv::UintVal(1)).as_ref()).is_err());

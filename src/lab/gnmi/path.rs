@@ -67,7 +67,9 @@ fn segment_end(s: &str) -> Result<usize, PathError> {
     for (i, c) in s.char_indices() {
         match c {
             '[' => depth += 1,
-            ']' if depth == 0 => return Err(PathError::Syntax(format!("a ']' without '[' in {s:?}"))),
+            ']' if depth == 0 => {
+                return Err(PathError::Syntax(format!("a ']' without '[' in {s:?}")))
+            }
             ']' => depth -= 1,
             '/' if depth == 0 => return Ok(i),
             _ => {}
@@ -183,8 +185,7 @@ pub fn selects(want: &[Elem], leaf: &[Elem]) -> bool {
 
 fn elem_selects(w: &Elem, l: &Elem) -> bool {
     (w.name == "*" || w.name == l.name)
-        && w
-            .keys
+        && w.keys
             .iter()
             .all(|(k, v)| l.keys.get(k).is_some_and(|lv| v == "*" || v == lv))
 }
@@ -249,7 +250,10 @@ mod tests {
             origin: "cli".into(),
             ..Path::default()
         };
-        assert_eq!(join(None, Some(&path)), Err(PathError::Origin("cli".into())));
+        assert_eq!(
+            join(None, Some(&path)),
+            Err(PathError::Origin("cli".into()))
+        );
         let q = to_proto(&p("/openconfig-interfaces:interfaces/interface"));
         assert_eq!(join(None, Some(&q)).unwrap()[0].name, "interfaces");
     }

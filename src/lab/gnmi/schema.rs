@@ -52,7 +52,8 @@ impl Clock {
             Some(after) => self.wall + after,
             None => self.wall - self.mono.saturating_duration_since(t),
         };
-        wall.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+        wall.duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
     }
     /// The wall-clock time of device `d`'s sysUpTime `ticks` (centiseconds), in ns since the epoch.
     pub fn ticks_nanos(&self, d: &Device, ticks: u32) -> u64 {
@@ -122,12 +123,16 @@ pub fn leaves(d: &Device, clock: &Clock, now: Instant) -> Vec<Leaf> {
 /// as its ifIndex; `None` when the path is not that leaf of a known interface.
 pub fn enabled_leaf(d: &Device, path: &[Elem]) -> Option<u32> {
     let [a, b, c, e] = path else { return None };
-    if a.name != "interfaces" || b.name != "interface" || c.name != "config" || e.name != "enabled" {
+    if a.name != "interfaces" || b.name != "interface" || c.name != "config" || e.name != "enabled"
+    {
         return None;
     }
     let name = b.keys.get("name")?;
     let st = d.advance(Instant::now());
-    st.interfaces.iter().find(|i| &i.name == name).map(|i| i.index)
+    st.interfaces
+        .iter()
+        .find(|i| &i.name == name)
+        .map(|i| i.index)
 }
 
 /// The wall-clock time of the device's latest status change (the timestamp of an `ON_CHANGE` update).
@@ -164,6 +169,12 @@ mod tests {
         assert_eq!(host.val, Val::Str("nl6-dev-0002".into()));
         let p = parse("/interfaces/interface[name=eth3]/config/enabled").unwrap();
         assert_eq!(enabled_leaf(&d, &p), Some(4));
-        assert_eq!(enabled_leaf(&d, &parse("/interfaces/interface[name=eth9]/config/enabled").unwrap()), None);
+        assert_eq!(
+            enabled_leaf(
+                &d,
+                &parse("/interfaces/interface[name=eth9]/config/enabled").unwrap()
+            ),
+            None
+        );
     }
 }

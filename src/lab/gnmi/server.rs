@@ -59,8 +59,14 @@ pub fn bind(config: &FleetConfig, devices: &[Arc<Device>]) -> Result<Option<Boun
             let mut ls = Vec::with_capacity(devices.len());
             let mut ports = HashMap::with_capacity(devices.len());
             for d in devices {
-                let port = if base == 0 { 0 } else { base + d.index() as u16 };
-                let l = listen(SocketAddr::new(config.bind(), port), || d.name().to_string())?;
+                let port = if base == 0 {
+                    0
+                } else {
+                    base + d.index() as u16
+                };
+                let l = listen(SocketAddr::new(config.bind(), port), || {
+                    d.name().to_string()
+                })?;
                 let a = l.local_addr().map_err(io("gNMI socket address"))?;
                 d.set_gnmi_addr(a);
                 ports.insert(a.port(), d.index());
@@ -77,7 +83,9 @@ pub fn bind(config: &FleetConfig, devices: &[Arc<Device>]) -> Result<Option<Boun
 }
 
 fn first_name(devices: &[Arc<Device>]) -> String {
-    devices.first().map_or_else(|| "no device".into(), |d| d.name().to_string())
+    devices
+        .first()
+        .map_or_else(|| "no device".into(), |d| d.name().to_string())
 }
 
 fn listen(at: SocketAddr, device: impl FnOnce() -> String) -> Result<TcpListener, FleetError> {
@@ -96,9 +104,8 @@ fn tls(config: &FleetConfig) -> Result<Option<ServerTlsConfig>, FleetError> {
         return Ok(None);
     };
     let read = |flag: &str, p: &std::path::PathBuf| {
-        std::fs::read(p).map_err(|e| {
-            FleetError::Config(format!("{flag} {}: cannot read it: {e}", p.display()))
-        })
+        std::fs::read(p)
+            .map_err(|e| FleetError::Config(format!("{flag} {}: cannot read it: {e}", p.display())))
     };
     let (c, k) = (read("-gnmi-tls-cert", cert)?, read("-gnmi-tls-key", key)?);
     let cfg = ServerTlsConfig::new().identity(Identity::from_pem(c, k));

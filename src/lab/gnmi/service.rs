@@ -30,8 +30,15 @@ pub(super) fn bad_path(e: path::PathError) -> Status {
 }
 
 /// The leaves of `all` that `want` selects; `NOT_FOUND` (naming the path and device) when none.
-pub(super) fn select<'a>(all: &'a [Leaf], want: &[Elem], device: &str) -> Result<Vec<&'a Leaf>, Status> {
-    let hit: Vec<&Leaf> = all.iter().filter(|l| path::selects(want, &l.path)).collect();
+pub(super) fn select<'a>(
+    all: &'a [Leaf],
+    want: &[Elem],
+    device: &str,
+) -> Result<Vec<&'a Leaf>, Status> {
+    let hit: Vec<&Leaf> = all
+        .iter()
+        .filter(|l| path::selects(want, &l.path))
+        .collect();
     if hit.is_empty() {
         return Err(Status::not_found(format!(
             "no data at {} on {device}: see the README's gNMI paths table",
@@ -122,9 +129,8 @@ impl GNmi for Service {
         for (op, updates) in ops {
             for u in updates {
                 let (at, if_index) = writable(t, d, r.prefix.as_ref(), u)?;
-                let up = encode::set_bool(u.val.as_ref()).map_err(|e| {
-                    Status::invalid_argument(format!("{}: {e}", path::text(&at)))
-                })?;
+                let up = encode::set_bool(u.val.as_ref())
+                    .map_err(|e| Status::invalid_argument(format!("{}: {e}", path::text(&at))))?;
                 plan.push((op, at, if_index, up));
             }
         }
@@ -152,7 +158,9 @@ impl GNmi for Service {
         req: Request<Streaming<SubscribeRequest>>,
     ) -> Result<Response<Self::SubscribeStream>, Status> {
         let (index, _) = self.0.admit(&req)?;
-        subscribe::start(self.0.clone(), index, req.into_inner()).await.map(Response::new)
+        subscribe::start(self.0.clone(), index, req.into_inner())
+            .await
+            .map(Response::new)
     }
 }
 

@@ -93,13 +93,20 @@ pub async fn start(
         ));
     };
     let d = &t.shared.devices[index];
-    let target = list.prefix.as_ref().map_or("", |p| p.target.as_str()).to_string();
+    let target = list
+        .prefix
+        .as_ref()
+        .map_or("", |p| p.target.as_str())
+        .to_string();
     check_target(d, &target)?;
     let enc = encode::requested(list.encoding)?;
-    let mode = Mode::try_from(list.mode)
-        .map_err(|_| Status::invalid_argument(format!("unknown subscription list mode {}", list.mode)))?;
+    let mode = Mode::try_from(list.mode).map_err(|_| {
+        Status::invalid_argument(format!("unknown subscription list mode {}", list.mode))
+    })?;
     if list.subscription.is_empty() {
-        return Err(Status::invalid_argument("the SubscriptionList holds no subscription"));
+        return Err(Status::invalid_argument(
+            "the SubscriptionList holds no subscription",
+        ));
     }
     let now = Instant::now();
     let all = schema::leaves(d, &t.clock, now);
@@ -107,8 +114,9 @@ pub async fn start(
     for s in &list.subscription {
         let want = path::join(list.prefix.as_ref(), s.path.as_ref()).map_err(bad_path)?;
         select(&all, &want, d.name())?;
-        let sub_mode = SubscriptionMode::try_from(s.mode)
-            .map_err(|_| Status::invalid_argument(format!("unknown subscription mode {}", s.mode)))?;
+        let sub_mode = SubscriptionMode::try_from(s.mode).map_err(|_| {
+            Status::invalid_argument(format!("unknown subscription mode {}", s.mode))
+        })?;
         let every = interval(s.sample_interval, "sample_interval")?.unwrap_or(DEFAULT_SAMPLE);
         let heartbeat = interval(s.heartbeat_interval, "heartbeat_interval")?;
         subs.push(Sub {
@@ -181,7 +189,10 @@ impl Run {
         let d = &self.t.shared.devices[self.index];
         let all = schema::leaves(d, &self.t.clock, now);
         for s in subs.iter_mut() {
-            let hit: Vec<&Leaf> = all.iter().filter(|l| path::selects(&s.want, &l.path)).collect();
+            let hit: Vec<&Leaf> = all
+                .iter()
+                .filter(|l| path::selects(&s.want, &l.path))
+                .collect();
             for l in &hit {
                 s.last.insert(path::text(&l.path), l.val.clone());
             }
@@ -215,7 +226,9 @@ impl Run {
                     }
                 }
                 Ok(Some(Req::Subscribe(_))) => {
-                    let e = Status::invalid_argument("a POLL RPC takes one SubscriptionList; send Poll");
+                    let e = Status::invalid_argument(
+                        "a POLL RPC takes one SubscriptionList; send Poll",
+                    );
                     let _ = self.tx.send(Err(e)).await;
                     return;
                 }
@@ -335,6 +348,9 @@ mod tests {
         let t0 = Instant::now();
         let s = Duration::from_secs(1);
         assert_eq!(next_after(t0, s, t0), t0 + s);
-        assert_eq!(next_after(t0, s, t0 + Duration::from_millis(3500)), t0 + 4 * s);
+        assert_eq!(
+            next_after(t0, s, t0 + Duration::from_millis(3500)),
+            t0 + 4 * s
+        );
     }
 }
