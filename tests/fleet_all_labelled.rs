@@ -1,10 +1,12 @@
 //! Every CPU sample of lab code carries a `subsystem` label: a fleet with every subsystem busy (SNMP
 //! walks from net-snmp's `snmpbulkwalk`, traps and syslog at a millisecond interval through the lab
-//! scheduler, flow exports, a running scenario), profiled; any sample with an `nl6::lab::` frame and no
-//! label fails the test, naming its stack.
+//! scheduler, flow exports, a running scenario, gNMI Gets and a 10 ms SAMPLE stream from pygnmi, gNMI
+//! dial-out to a collector that refuses connections), profiled; any sample with an `nl6::lab::` frame
+//! and no label fails the test, naming its stack.
 mod fleet_common;
 
 use fleet_common::run;
+use nl6::lab::gnmi::config::{GnmiConfig, DEFAULT_DIALOUT_PATHS};
 use nl6::lab::syslog::Transport;
 use nl6::lab::{api, Fleet, FleetConfig};
 use nl6::labels::Subsystem;
@@ -18,7 +20,19 @@ use std::time::{Duration, Instant};
 fn every_lab_sample_is_labelled_under_a_load_of_every_subsystem() {
     let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
     let to = sink.local_addr().unwrap();
+    // A TCP port nobody listens on: dial-out keeps connecting and backing off, its samples filling
+    // the queue.
+    let refused = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let gnmi = GnmiConfig::default().with_port(Some(0)).with_dialout(
+        Some(refused),
+        Duration::from_millis(20),
+        DEFAULT_DIALOUT_PATHS,
+    );
     let cfg = FleetConfig::default()
+        .with_gnmi(gnmi)
         .with_devices(20)
         .with_snmp_port(0)
         .with_trap_target(Some(to), Duration::from_millis(2))
@@ -30,7 +44,9 @@ fn every_lab_sample_is_labelled_under_a_load_of_every_subsystem() {
     let r = api::route(&req, &fleet).unwrap();
     assert_eq!(r.status, 201, "{}", r.text());
     let target = fleet.devices()[0].snmp_addr().unwrap().to_string();
+    let gnmi_at = fleet.devices()[1].gnmi_addr().unwrap();
     let session = nl6_profile::cpu::start(250).expect("CPU profiler");
+    let stream = gnmi_load(gnmi_at);
     let stop = Arc::new(AtomicBool::new(false));
     let drain = {
         let stop = Arc::clone(&stop);
@@ -68,6 +84,7 @@ fn every_lab_sample_is_labelled_under_a_load_of_every_subsystem() {
         walks += 1;
     }
     let profile = session.stop();
+    stream.join().unwrap();
     stop.store(true, Ordering::Relaxed);
     drain.join().unwrap();
     drop(fleet);
@@ -97,10 +114,42 @@ fn every_lab_sample_is_labelled_under_a_load_of_every_subsystem() {
         unlabelled.is_empty(),
         "lab samples without a subsystem label: {unlabelled:#?}"
     );
-    for want in [Subsystem::SNMP, Subsystem::SYSLOG] {
+    for want in [
+        Subsystem::SNMP,
+        Subsystem::SYSLOG,
+        Subsystem::GNMI,
+        Subsystem::GNMI_DIALOUT,
+    ] {
         assert!(
             seen.contains_key(want.name()),
             "no {want} sample: the load did not run it ({seen:?})"
         );
     }
+}
+
+/// A gNMI client in another process (pygnmi) streaming every leaf of a device at 10 ms for 2 s.
+fn gnmi_load(at: std::net::SocketAddr) -> std::thread::JoinHandle<()> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/gnmi_support/client.py");
+    let args =
+        r#"{"subs": [{"path": "/", "mode": "sample", "sample_interval": 10000000}], "seconds": 2}"#;
+    let mut cmd = std::process::Command::new("timeout");
+    cmd.args([
+        "30",
+        "python3",
+        script,
+        &at.ip().to_string(),
+        &at.port().to_string(),
+        "stream",
+        args,
+    ]);
+    std::thread::spawn(move || {
+        let out = cmd
+            .output()
+            .expect("python3 with pygnmi (scripts/setup.sh)");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    })
 }

@@ -1,5 +1,5 @@
 //! `-traffic PERIOD` (issue 14, §2): a freshly booted lab with the flag is busy enough that one 3 s CPU
-//! profile holds samples under every lab subsystem (`snmp`, `trap`, `syslog`, `flow`, `scenario`), the
+//! profile holds samples under every lab subsystem (`snmp`, `trap`, `syslog`, `flow`, `scenario`, `gnmi`), the
 //! way the README's `go tool pprof -tags` line shows it; the devices' counters show the work, a
 //! `link-flap` scenario is running, and what has no target went to a discard socket on loopback. The
 //! control: the same boot without the flag gives those subsystems nothing.
@@ -11,7 +11,7 @@ use nl6_profile::proto::{self, Profile};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-const LAB_SUBSYSTEMS: [&str; 5] = ["snmp", "trap", "syslog", "flow", "scenario"];
+const LAB_SUBSYSTEMS: [&str; 6] = ["snmp", "trap", "syslog", "flow", "scenario", "gnmi"];
 
 /// CPU samples per `subsystem` label value in a `profile?seconds=N` scrape.
 fn samples_per_subsystem(n: &Nl6, seconds: u32) -> BTreeMap<String, i64> {
@@ -67,6 +67,7 @@ fn traffic_gives_every_lab_subsystem_cpu_samples() {
         "traps_sent",
         "syslog_sent",
         "flow_packets_sent",
+        "gnmi_rpcs",
     ] {
         assert!(
             device_counter(&devices, counter) > 100,
@@ -87,11 +88,11 @@ fn traffic_gives_every_lab_subsystem_cpu_samples() {
 }
 
 #[test]
-fn without_traffic_the_lab_gives_trap_syslog_and_flow_nothing() {
+fn without_traffic_the_lab_gives_trap_syslog_flow_and_gnmi_nothing() {
     let n = boot().args(&["-snmp-port", "0"]).start();
     n.open_pull_only();
     let seen = samples_per_subsystem(&n, 2);
-    for s in ["trap", "syslog", "flow"] {
+    for s in ["trap", "syslog", "flow", "gnmi", "gnmi-dialout"] {
         assert_eq!(seen.get(s), None, "{seen:?}");
     }
 }

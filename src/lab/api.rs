@@ -105,6 +105,7 @@ fn devices(fleet: &Fleet, offset: usize, limit: usize, prefix: &str) -> Response
                 .map(|i| {
                     serde_json::json!({
                         "index": i.index, "name": i.name, "oper_status": if i.oper_up { "up" } else { "down" },
+                        "admin_status": if i.admin_up { "up" } else { "down" },
                         "in_octets": i.in_octets, "out_octets": i.out_octets, "in_errors": i.in_errors, "flaps": i.flaps,
                     })
                 })
@@ -114,6 +115,7 @@ fn devices(fleet: &Fleet, offset: usize, limit: usize, prefix: &str) -> Response
                 "sys_descr": d.sys_descr(),
                 "uptime_seconds": d.uptime_ticks(now) / 100,
                 "snmp": { "address": addr.map(|a| a.ip().to_string()), "port": addr.map(|a| a.port()) },
+                "gnmi": d.gnmi_addr().map(|a| serde_json::json!({ "address": a.ip().to_string(), "port": a.port() })),
                 "interfaces": interfaces,
                 "counters": d.counters.to_json(),
             })

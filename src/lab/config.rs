@@ -9,6 +9,7 @@ pub use super::device_net::DeviceNet;
 use super::target::{parse_syslog_target, resolve, TargetError, Transport};
 use crate::goflag::Flag;
 use crate::timefmt::format_go_duration as format_duration;
+use gnmi::GnmiConfig;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
@@ -190,6 +191,70 @@ pub const FLAGS: &[Flag<FleetConfig>] = &[
             Ok(())
         },
     ),
+    Flag::value(
+        "gnmi-port",
+        "PORT",
+        "",
+        "device i serves gNMI on TCP PORT+i (0: an ephemeral port each; with -device-net every device \
+         on PORT at its own address); off when unset",
+        |c, v| c.gnmi.set_port(v),
+    ),
+    Flag::value(
+        "gnmi-tls-cert",
+        "FILE",
+        "",
+        "PEM certificate chain the gNMI target serves TLS with (with -gnmi-tls-key; plaintext when unset)",
+        |c, v| c.gnmi.set_tls_cert(v),
+    ),
+    Flag::value(
+        "gnmi-tls-key",
+        "FILE",
+        "",
+        "PEM private key of -gnmi-tls-cert",
+        |c, v| c.gnmi.set_tls_key(v),
+    ),
+    Flag::value(
+        "gnmi-username",
+        "TEXT",
+        "",
+        "every gNMI RPC must carry this `username` metadata (with -gnmi-password); none needed when unset",
+        |c, v| c.gnmi.set_username(v),
+    ),
+    Flag::value(
+        "gnmi-password",
+        "TEXT",
+        "",
+        "the `password` metadata every gNMI RPC must carry (visible in ps: a lab credential)",
+        |c, v| c.gnmi.set_password(v),
+    ),
+    Flag::value(
+        "gnmi-dialout",
+        "HOST:PORT",
+        "",
+        "every device streams its telemetry there (gNMI dial-out, DialoutTelemetry.Publish; off when unset)",
+        |c, v| c.gnmi.set_dialout(v),
+    ),
+    Flag::value(
+        "gnmi-dialout-interval",
+        "DURATION",
+        "10s",
+        "each device samples its dial-out paths this often",
+        |c, v| c.gnmi.set_dialout_interval(v),
+    ),
+    Flag::value(
+        "gnmi-dialout-paths",
+        "PATHS",
+        gnmi::DEFAULT_DIALOUT_PATHS,
+        "comma-separated gNMI paths each device streams to the dial-out collector",
+        |c, v| c.gnmi.set_dialout_paths(v),
+    ),
+    Flag::value(
+        "gnmi-dialout-queue",
+        "N",
+        "64",
+        "notifications each device holds while the collector is slow or away; beyond it new ones are dropped and counted",
+        |c, v| c.gnmi.set_dialout_queue(v),
+    ),
 ];
 
 fn number(v: &str) -> Result<u64, String> {
@@ -228,6 +293,7 @@ pub struct FleetConfig {
     flow_target: Option<SocketAddr>,
     flow_interval: Duration,
     traffic: Option<Duration>,
+    gnmi: GnmiConfig,
 }
 
 impl Default for FleetConfig {
@@ -249,6 +315,7 @@ impl Default for FleetConfig {
             flow_target: None,
             flow_interval: Duration::from_secs(10),
             traffic: None,
+            gnmi: GnmiConfig::default(),
         }
     }
 }
@@ -292,6 +359,7 @@ impl FleetConfig {
 
     /// Checks what depends on several fields (the port range) before anything binds.
     pub fn validate(&self) -> Result<(), String> {
+        self.gnmi.validate()?;
         if let Some(net) = self.device_net {
             if self.devices > net.capacity() {
                 return Err(format!(
@@ -316,6 +384,15 @@ impl FleetConfig {
                 target.map_or(Ok(()), |t| net.check_target(flag, t))?;
             }
             return Ok(());
+        }
+        if let Some(base) = self.gnmi.port().filter(|&p| p != 0 && self.devices > 0) {
+            if base as usize + self.devices - 1 > 65_535 {
+                return Err(format!(
+                    "-gnmi-port {base} with -devices {} needs ports up to {}, above 65535: lower -gnmi-port or use -gnmi-port 0",
+                    self.devices,
+                    base as usize + self.devices - 1
+                ));
+            }
         }
         if self.snmp_port != 0
             && self.devices > 0
@@ -476,6 +553,14 @@ impl FleetConfig {
         self.traffic = period;
         self
     }
+    /// The `-gnmi-*` settings. Default: gNMI off.
+    pub fn gnmi(&self) -> &GnmiConfig {
+        &self.gnmi
+    }
+    pub fn with_gnmi(mut self, g: GnmiConfig) -> Self {
+        self.gnmi = g;
+        self
+    }
 
     /// The current value of every flag as text, in [`FLAGS`] order (for `--help` and the round-trip test).
     pub fn flag_values(&self) -> Vec<(&'static str, String)> {
@@ -497,6 +582,7 @@ impl FleetConfig {
             flow_target,
             flow_interval,
             traffic,
+            gnmi,
         } = self;
         let syslog = syslog_target
             .map(|(t, a)| format!("{}://{a}", t.scheme()))
@@ -522,8 +608,13 @@ impl FleetConfig {
             ("flow-interval", format_duration(*flow_interval)),
             ("traffic", traffic.map(format_duration).unwrap_or_default()),
         ]
+        .into_iter()
+        .chain(gnmi.flag_values())
+        .collect()
     }
 }
+
+pub mod gnmi;
 
 #[cfg(test)]
 #[path = "config_tests.rs"]

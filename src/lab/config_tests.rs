@@ -83,7 +83,24 @@ fn values_parse_and_errors_name_the_flag() {
             "-traffic: period \"100us\" is below 1ms",
         ),
         ("traffic", "0s", "-traffic: duration"),
-        ("gnmi-port", "1", "-gnmi-port: unknown fleet flag"),
+        ("gnmi-portt", "1", "-gnmi-portt: unknown fleet flag"),
+        ("gnmi-port", "70000", "-gnmi-port: invalid port"),
+        ("gnmi-dialout", "nope", "-gnmi-dialout:"),
+        (
+            "gnmi-dialout-paths",
+            "/a[b",
+            "-gnmi-dialout-paths: path \"/a[b\"",
+        ),
+        (
+            "gnmi-dialout-queue",
+            "0",
+            "-gnmi-dialout-queue: want a queue bound",
+        ),
+        (
+            "gnmi-dialout-interval",
+            "1ms",
+            "-gnmi-dialout-interval: interval",
+        ),
     ] {
         let e = FleetConfig::default().set(flag, value).unwrap_err();
         assert!(e.starts_with(needle), "{flag}={value}: {e}");
@@ -99,6 +116,26 @@ fn values_parse_and_errors_name_the_flag() {
         .with_snmp_port(65535)
         .validate()
         .is_ok());
+    for (flag, value, needle) in [
+        (
+            "gnmi-tls-cert",
+            "c.pem",
+            "-gnmi-tls-cert needs -gnmi-tls-key",
+        ),
+        (
+            "gnmi-username",
+            "u",
+            "-gnmi-username and -gnmi-password go together",
+        ),
+    ] {
+        let mut c = FleetConfig::default();
+        c.set(flag, value).unwrap();
+        let e = c.validate().unwrap_err();
+        assert!(e.starts_with(needle), "{flag}: {e}");
+    }
+    let mut c = FleetConfig::default().with_devices(100);
+    c.set("gnmi-port", "65500").unwrap();
+    assert!(c.validate().unwrap_err().contains("-gnmi-port 65500"));
     let mut c = FleetConfig::default();
     c.set("device-net", "127.1.0.0/16").unwrap();
     c.set("syslog-target", "udp://10.0.0.5:514").unwrap();

@@ -91,6 +91,14 @@ pub struct DeviceCounters {
     pub syslog_sequence: AtomicU64,
     /// The last NetFlow v9 packet sequence number used for this device's source id.
     pub flow_sequence: std::sync::atomic::AtomicU32,
+    /// gNMI RPCs answered (Capabilities, Get, Set, Subscribe) and notifications streamed to subscribers.
+    pub gnmi_rpcs: AtomicU64,
+    pub gnmi_updates: AtomicU64,
+    /// Dial-out: notifications the collector took, notifications dropped (queue full or the collector
+    /// away), and connections made again after the collector went away.
+    pub dialout_sent: AtomicU64,
+    pub dialout_dropped: AtomicU64,
+    pub dialout_reconnects: AtomicU64,
 }
 
 impl DeviceCounters {
@@ -132,6 +140,11 @@ impl DeviceCounters {
             "syslog_dropped": g(&self.syslog_dropped),
             "flow_packets_sent": g(&self.flow_packets_sent),
             "send_errors": g(&self.send_errors),
+            "gnmi_rpcs": g(&self.gnmi_rpcs),
+            "gnmi_updates": g(&self.gnmi_updates),
+            "dialout_sent": g(&self.dialout_sent),
+            "dialout_dropped": g(&self.dialout_dropped),
+            "dialout_reconnects": g(&self.dialout_reconnects),
         })
     }
 }
@@ -146,6 +159,9 @@ pub struct Device {
     snmp_addr: OnceLock<SocketAddr>,
     /// The device's own address (`-device-net`): what it answers on and sends everything from.
     own_ip: OnceLock<Ipv4Addr>,
+    gnmi_addr: OnceLock<SocketAddr>,
+    /// Bumped by every admin or oper status change (what gNMI `ON_CHANGE` subscriptions watch).
+    changes: AtomicU64,
     state: Mutex<DeviceState>,
     pub counters: DeviceCounters,
 }
@@ -199,6 +215,8 @@ impl Device {
             boot,
             snmp_addr: OnceLock::new(),
             own_ip: OnceLock::new(),
+            gnmi_addr: OnceLock::new(),
+            changes: AtomicU64::new(0),
             state: Mutex::new(DeviceState {
                 interfaces,
                 last_advance: boot,
@@ -230,6 +248,21 @@ impl Device {
     pub(crate) fn set_own_ip(&self, ip: Ipv4Addr) {
         let _ = self.own_ip.set(ip);
     }
+    /// The gNMI address (set once by the fleet when gNMI is on).
+    pub fn gnmi_addr(&self) -> Option<SocketAddr> {
+        self.gnmi_addr.get().copied()
+    }
+    pub(crate) fn set_gnmi_addr(&self, a: SocketAddr) {
+        let _ = self.gnmi_addr.set(a);
+    }
+    /// When the device booted.
+    pub fn boot(&self) -> Instant {
+        self.boot
+    }
+    /// How many admin or oper status changes the device has seen.
+    pub fn changes(&self) -> u64 {
+        self.changes.load(Ordering::Acquire)
+    }
     /// sysUpTime at `now`, in centiseconds (wraps like TimeTicks).
     pub fn uptime_ticks(&self, now: Instant) -> u32 {
         (now.saturating_duration_since(self.boot).as_millis() / 10) as u32
@@ -258,9 +291,34 @@ impl Device {
         let Some(i) = st.interfaces.iter_mut().find(|i| i.index == if_index) else {
             return false;
         };
-        if i.oper_up == up {
+        // An interface an operator shut stays down whatever the link does.
+        if i.oper_up == up || (up && !i.admin_up) {
             return false;
         }
+        Self::flip_oper(i, up, ticks);
+        self.changes.fetch_add(1, Ordering::Release);
+        true
+    }
+
+    /// Sets interface `if_index`'s admin status at `now` (oper status follows it); returns whether the
+    /// oper status changed, or `None` for an unknown interface.
+    pub fn set_admin(&self, if_index: u32, up: bool, now: Instant) -> Option<bool> {
+        let ticks = self.uptime_ticks(now);
+        let mut st = self.advance(now);
+        let i = st.interfaces.iter_mut().find(|i| i.index == if_index)?;
+        if i.admin_up == up {
+            return Some(false);
+        }
+        i.admin_up = up;
+        let oper = i.oper_up != up;
+        if oper {
+            Self::flip_oper(i, up, ticks);
+        }
+        self.changes.fetch_add(1, Ordering::Release);
+        Some(oper)
+    }
+
+    fn flip_oper(i: &mut Interface, up: bool, ticks: u32) {
         i.oper_up = up;
         i.last_change = ticks;
         if !up {
@@ -269,7 +327,6 @@ impl Device {
             i.in_discards += 7;
             i.flaps += 1;
         }
-        true
     }
 }
 
@@ -299,6 +356,22 @@ mod tests {
         assert!(st.interfaces[1].in_octets > b, "the others keep going");
         assert_eq!(st.interfaces[0].last_change, 200);
         assert_eq!(st.interfaces[0].in_errors, 3);
+    }
+
+    #[test]
+    fn admin_down_holds_the_link_down() {
+        let boot = Instant::now();
+        let d = Device::new(1, boot);
+        assert_eq!(d.set_admin(2, false, boot), Some(true));
+        assert!(
+            !d.set_oper(2, true, boot),
+            "a shut interface does not come up"
+        );
+        assert_eq!(d.set_admin(9, false, boot), None);
+        assert_eq!(d.changes(), 1);
+        assert_eq!(d.set_admin(2, true, boot), Some(true));
+        let st = d.advance(boot);
+        assert!(st.interfaces[1].admin_up && st.interfaces[1].oper_up);
     }
 
     #[test]

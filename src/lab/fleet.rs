@@ -9,6 +9,7 @@
 //! | `syslog-tcp` (TCP target) | `syslog` | the reconnect loop draining the send queue |
 //! | `lab-scheduler` (trap, syslog or flow target) | `scheduler` | one timer heap for every device's periodic syslog (jittered), link toggles and flow exports (each device at its own phase, every `-flow-interval`); each job runs under its subsystem (`syslog`, `trap`, `flow`) for its whole iteration |
 //! | `scenario-<id>` | `scenario` | a running scenario (see `scenario.rs`) |
+//! | `gnmi` (`-gnmi-port`), `gnmi-dialout` (`-gnmi-dialout`) | `gnmi`, `gnmi-dialout` | gNMI target and dial-out, each a tokio `current_thread` runtime (see `gnmi/mod.rs`) |
 //! | `lab-traffic` (`-traffic`) | `scenario` | the built-in load (see `traffic.rs`); funnels label themselves |
 //!
 //! [`Fleet::stop`] (also on drop) ends every thread within about one socket timeout: it raises the stop
@@ -152,6 +153,25 @@ impl Shared {
         if !d.set_oper(if_index, up, now) {
             return false;
         }
+        self.announce_link(index, if_index, up, now);
+        true
+    }
+
+    /// Sets interface `if_index`'s admin status (a gNMI `Set` of `config/enabled`); when the oper status
+    /// follows, announces it as a flap is. `None` for an unknown device or interface.
+    pub fn set_admin(&self, index: usize, if_index: u32, up: bool) -> Option<bool> {
+        let d = self.devices.get(index)?;
+        let now = Instant::now();
+        let oper_changed = d.set_admin(if_index, up, now)?;
+        if oper_changed {
+            self.announce_link(index, if_index, up, now);
+        }
+        Some(oper_changed)
+    }
+
+    /// The trap (when on) and the syslog message (when on) of a link change.
+    fn announce_link(&self, index: usize, if_index: u32, up: bool, now: Instant) {
+        let d = &self.devices[index];
         if let Some(t) = &self.trap {
             t.fire_link(d, if_index, up, now);
         }
@@ -166,7 +186,29 @@ impl Shared {
             "LINK",
             &format!("Interface eth{} changed state to {state}", if_index - 1),
         );
-        true
+    }
+}
+
+impl super::gnmi::Host for Shared {
+    fn devices(&self) -> &[Arc<Device>] {
+        &self.devices
+    }
+    fn config(&self) -> &FleetConfig {
+        &self.config
+    }
+    fn stopping(&self) -> bool {
+        self.stop.is_set()
+    }
+    fn set_admin(&self, index: usize, if_index: u32, up: bool) -> Option<bool> {
+        Shared::set_admin(self, index, if_index, up)
+    }
+    fn spawn(
+        &self,
+        label: Subsystem,
+        name: &str,
+        f: Box<dyn FnOnce() + Send>,
+    ) -> std::io::Result<()> {
+        Shared::spawn(self, label, name, f)
     }
 }
 
@@ -249,6 +291,7 @@ impl Fleet {
             config.device_net(),
             &devices,
         )?;
+        let gnmi = super::gnmi::server::bind(&config, &devices)?;
         // Under -device-net every device sends from its own address (sendmsg with IP_PKTINFO), so the
         // exporters' sockets bind the wildcard address.
         let ip = match config.device_net() {
@@ -311,12 +354,16 @@ impl Fleet {
         };
         // From here a failure drops `fleet`, which stops what already started.
         fleet
-            .spawn_threads(listeners)
+            .spawn_threads(listeners, gnmi)
             .map_err(io("starting fleet threads"))?;
         Ok(fleet)
     }
 
-    fn spawn_threads(&self, listeners: Vec<Listener>) -> std::io::Result<()> {
+    fn spawn_threads(
+        &self,
+        listeners: Vec<Listener>,
+        gnmi: Option<super::gnmi::server::Bound>,
+    ) -> std::io::Result<()> {
         let sh = &self.shared;
         let groups = serve::groups(listeners);
         // Every serving thread's wake-up handle first: a failure here is a startup error, not a thread
@@ -360,6 +407,15 @@ impl Fleet {
             sh.spawn(Subsystem::SCHEDULER, "lab-scheduler", move || {
                 run_scheduler(&s)
             })?;
+        }
+        if let Some(bound) = gnmi {
+            let (rt, s) = (super::gnmi::server::runtime()?, sh.clone());
+            sh.spawn(Subsystem::GNMI, "gnmi", move || {
+                super::gnmi::server::run(rt, s, bound)
+            })?;
+        }
+        if sh.config.gnmi().dialout().is_some() {
+            super::gnmi::dialout::spawn(sh.clone())?;
         }
         if let Some(period) = sh.config.traffic() {
             super::traffic::spawn(sh, period, sh.config.bind(), sh.config.snmp_community())?;
@@ -436,8 +492,17 @@ impl Drop for Fleet {
 }
 
 /// With `-traffic`, points every unset trap, syslog and flow target at one discard socket on the bind
-/// address, so the load exercises every sender without leaving the machine.
+/// address, so the load exercises every sender without leaving the machine, and turns the gNMI target
+/// on (ephemeral ports) when `-gnmi-port` is unset.
 fn with_traffic_sink(config: FleetConfig) -> std::io::Result<(FleetConfig, Option<DiscardSink>)> {
+    // -traffic also drives gNMI: without -gnmi-port the targets take ephemeral ports.
+    let config = match (config.traffic(), config.gnmi().port()) {
+        (Some(_), None) => {
+            let g = config.gnmi().clone().with_port(Some(0));
+            config.with_gnmi(g)
+        }
+        _ => config,
+    };
     let unset = config.trap_target().is_none()
         || config.syslog_target().is_none()
         || config.flow_target().is_none();

@@ -44,6 +44,25 @@ pub const FD_HEADROOM: usize = 64;
 /// 16 workers), the lab's exporters and scheduler, the profiler's collector and pusher.
 const THREADS_BESIDES_SNMP: usize = 28;
 
+impl From<super::gnmi::server::StartError> for FleetError {
+    fn from(e: super::gnmi::server::StartError) -> FleetError {
+        use super::gnmi::server::StartError;
+        match e {
+            StartError::Bind {
+                device,
+                addr,
+                cause,
+            } => FleetError::Bind {
+                device,
+                addr,
+                cause,
+            },
+            StartError::Io { what, cause } => FleetError::Io { what, cause },
+            StartError::Config(what) => FleetError::Config(what),
+        }
+    }
+}
+
 impl FleetError {
     /// Turns an EMFILE/ENFILE into [`FleetError::FdLimit`], which names the limit and the remedy (more
     /// descriptors, not another port).

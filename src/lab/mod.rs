@@ -13,10 +13,12 @@
 //!   scheduler's rule for missed periods (skipped, never replayed);
 //! - above them: [`scenario`]: link-flap scenarios; [`traffic`]: the `-traffic` load; [`fleet`]:
 //!   [`Fleet::start`] / [`Fleet::stop`] and the thread map; [`fleet_error`]: why a fleet did not start;
-//!   [`api`]: the REST routes (time text comes from [`crate::timefmt`]).
+//!   [`api`]: the REST routes (time text comes from [`crate::timefmt`]);
+//! - [`gnmi`]: the gNMI target and dial-out, the only async code in nl6 (a tokio `current_thread`
+//!   runtime inside each of their two threads); [`gnmi_wire`]: its messages and path grammar, below the
+//!   configuration that checks `-gnmi-*` paths.
 //!
-//! Never here: gNMI (needs HTTP/2 + gRPC; its label values stay reserved), traffic outside the configured
-//! bind address and targets.
+//! Never here: traffic outside the configured bind address and targets.
 #![forbid(unsafe_code)]
 
 /// Records the thread's label at a named point, in unit tests only (compiles to nothing otherwise).
@@ -35,6 +37,8 @@ pub mod device;
 pub mod device_net;
 pub mod fleet;
 pub mod fleet_error;
+pub mod gnmi;
+pub mod gnmi_wire;
 pub mod netflow;
 pub mod scenario;
 pub mod send;

@@ -5,6 +5,8 @@
 //! PERIOD it does, for every device:
 //! - an SNMP walk of `mib-2` with GETBULK over UDP, as a manager would (the manager side runs here under
 //!   `scenario`; the device's agent loop answers under `snmp`);
+//! - with gNMI on, a Get of every leaf and a short ONCE subscription (the client side under `scenario`,
+//!   the target under `gnmi`; see `gnmi/load.rs`);
 //! - [`SENDS_PER_DEVICE`] times: a link toggle (a linkUp/linkDown notification under `trap`, a syslog
 //!   line under `syslog`), a syslog message (`syslog`) and a NetFlow export (`flow`);
 //!
@@ -70,6 +72,7 @@ pub struct RoundWork {
     pub link_toggles: usize,
     pub syslog_sent: usize,
     pub flow_exports: usize,
+    pub gnmi: super::gnmi::load::GnmiWork,
 }
 
 /// The driver: its manager socket, its flow exporter and its scenario, on the fleet it loads (reached
@@ -84,6 +87,7 @@ struct Driver<H: Host> {
     request_id: i32,
     round: u64,
     scenario: Option<Arc<Scenario>>,
+    gnmi: Option<super::gnmi::load::Load>,
 }
 
 /// Spawns `lab-traffic` (labelled `scenario`), which runs a round every `period` until the fleet stops;
@@ -105,6 +109,10 @@ pub(crate) fn spawn<H: Host>(
         request_id: 0,
         round: 0,
         scenario: None,
+        gnmi: match shared.devices().iter().any(|d| d.gnmi_addr().is_some()) {
+            true => Some(super::gnmi::load::Load::new()?),
+            false => None,
+        },
     };
     let sh = shared.clone();
     shared.spawn_labelled(
@@ -139,6 +147,11 @@ impl<H: Host> Driver<H> {
             }
             for k in 0..SENDS_PER_DEVICE {
                 self.send_burst(i, device, k, &mut work);
+            }
+        }
+        if let Some(g) = &mut self.gnmi {
+            if !sh.stopping() {
+                work.gnmi = g.round(sh.devices());
             }
         }
         self.keep_a_flap_running();

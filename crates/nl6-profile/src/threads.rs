@@ -265,6 +265,10 @@ static GENERATION: AtomicU64 = AtomicU64::new(0);
 
 /// Serialises captures (outside the handler only).
 static CAPTURE: Mutex<()> = Mutex::new(());
+/// Serialises the unit tests that start wall-clock sessions (which keep the stack bounds they learn)
+/// with this module's tests that need no session running.
+#[cfg(test)]
+pub(crate) static TEST_WALL_SESSIONS: Mutex<()> = Mutex::new(());
 
 /// The stacks-signal handler. Follows the contract in [`super::signal`].
 unsafe extern "C" fn on_stacks_signal(_sig: c_int, _info: *mut libc::siginfo_t, ctx: *mut c_void) {
@@ -547,9 +551,7 @@ mod tests {
     #[test]
     fn a_foreign_thread_gets_its_whole_stack_and_no_entry_is_left() {
         // A wall-clock session keeps the bounds it learnt until it stops: none may run meanwhile.
-        let _serial = crate::wall::TEST_SESSIONS
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let _serial = TEST_WALL_SESSIONS.lock().unwrap_or_else(|e| e.into_inner());
         let (tx, rx) = std::sync::mpsc::channel();
         let (tid_tx, tid_rx) = std::sync::mpsc::channel();
         let h = std::thread::spawn(move || {

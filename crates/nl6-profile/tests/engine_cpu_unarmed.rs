@@ -126,7 +126,7 @@ fn no_timer_at_all_fails_the_start_with_the_cause() {
         assert!(out.contains("limited run checked"), "{out}");
         return;
     }
-    let err = cpu::start(100).err().expect("no timer can be created");
+    let err = cpu::start(100).expect_err("no timer can be created");
     let text = err.to_string();
     assert!(matches!(err, cpu::CpuError::Os(_)), "{err:?}");
     assert!(

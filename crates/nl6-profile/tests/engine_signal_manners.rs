@@ -88,10 +88,10 @@ fn spin_for(d: Duration) -> u64 {
 #[test]
 fn a_foreign_sigprof_handler_is_refused_by_name_until_the_caller_says_take_it() {
     install_theirs();
-    assert_refused(cpu::start(100).err().expect("refused"), "first start");
+    assert_refused(cpu::start(100).expect_err("refused"), "first start");
     let whole = nl6_profile::install_signal_handlers().expect_err("refused as well");
     assert!(matches!(whole, SignalError::Foreign { .. }), "{whole}");
-    assert_refused(cpu::start(100).err().expect("refused"), "second start");
+    assert_refused(cpu::start(100).expect_err("refused"), "second start");
 
     // Told to take it: the engine profiles, and their handler no longer receives SIGPROF.
     set_signal_options(&SignalOptions::default().take_foreign(true)).unwrap();
@@ -119,7 +119,7 @@ fn a_foreign_sigprof_handler_is_refused_by_name_until_the_caller_says_take_it() 
     set_signal_options(&SignalOptions::default()).unwrap();
     install_theirs();
     assert_refused(
-        cpu::start(100).err().expect("refused"),
+        cpu::start(100).expect_err("refused"),
         "after they took it back",
     );
 }

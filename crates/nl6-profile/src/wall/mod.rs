@@ -322,9 +322,10 @@ fn tick(
     }
 }
 
-/// Serialises this crate's unit tests that start sessions (one runs at a time).
+/// Serialises this crate's unit tests that start sessions (one runs at a time); it lives with the
+/// thread captures (a lower layer), whose own tests must not overlap a session either.
 #[cfg(test)]
-pub(crate) static TEST_SESSIONS: Mutex<()> = Mutex::new(());
+pub(crate) use crate::threads::TEST_WALL_SESSIONS as TEST_SESSIONS;
 
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,156 @@
+//! Leaf values on the wire: `JSON_IETF` (RFC 7951: 64-bit integers as strings), `JSON` and `PROTO`
+//! (typed `TypedValue`s); the encodings a request may ask for and the refusal of the others; a
+//! notification of leaves; and the value a `Set` carries, read back as a boolean.
+#![forbid(unsafe_code)]
+
+use super::path::to_proto;
+use super::proto::gnmi::{typed_value::Value as Tv, Encoding, Notification, TypedValue, Update};
+use super::schema::{Leaf, Val};
+use tonic::Status;
+
+/// The encodings this target serves, as Capabilities lists them.
+pub const SUPPORTED: [Encoding; 3] = [Encoding::Json, Encoding::JsonIetf, Encoding::Proto];
+
+/// The encoding a request asked for (as its wire number), or the `UNIMPLEMENTED` status gNMI
+/// specifies for one the target does not support.
+pub fn requested(number: i32) -> Result<Encoding, Status> {
+    match Encoding::try_from(number) {
+        Ok(e) if SUPPORTED.contains(&e) => Ok(e),
+        Ok(e) => Err(Status::unimplemented(format!(
+            "encoding {} is not supported; this target serves JSON, JSON_IETF and PROTO",
+            e.as_str_name()
+        ))),
+        Err(_) => Err(Status::unimplemented(format!(
+            "encoding {number} is not a gNMI encoding; this target serves JSON, JSON_IETF and PROTO"
+        ))),
+    }
+}
+
+/// `val` in encoding `enc`.
+pub fn typed(val: &Val, enc: Encoding) -> TypedValue {
+    let json = |ietf: bool| -> Vec<u8> {
+        let v = match val {
+            Val::Str(s) => serde_json::Value::from(s.as_str()),
+            Val::U32(n) => serde_json::Value::from(*n),
+            Val::U64(n) if ietf => serde_json::Value::from(n.to_string()),
+            Val::U64(n) => serde_json::Value::from(*n),
+            Val::Bool(b) => serde_json::Value::from(*b),
+        };
+        v.to_string().into_bytes()
+    };
+    let value = match enc {
+        Encoding::JsonIetf => Tv::JsonIetfVal(json(true)),
+        Encoding::Json => Tv::JsonVal(json(false)),
+        _ => match val {
+            Val::Str(s) => Tv::StringVal(s.clone()),
+            Val::U32(n) => Tv::UintVal(u64::from(*n)),
+            Val::U64(n) => Tv::UintVal(*n),
+            Val::Bool(b) => Tv::BoolVal(*b),
+        },
+    };
+    TypedValue { value: Some(value) }
+}
+
+/// One notification at `timestamp` (ns) holding `leaves`, with the request's target in its prefix.
+pub fn notification<'a>(
+    leaves: impl IntoIterator<Item = &'a Leaf>,
+    enc: Encoding,
+    timestamp: u64,
+    target: &str,
+) -> Notification {
+    let prefix = (!target.is_empty()).then(|| super::proto::gnmi::Path {
+        target: target.to_string(),
+        ..Default::default()
+    });
+    Notification {
+        timestamp: timestamp as i64,
+        prefix,
+        update: leaves
+            .into_iter()
+            .map(|l| Update {
+                path: Some(to_proto(&l.path)),
+                val: Some(typed(&l.val, enc)),
+                ..Update::default()
+            })
+            .collect(),
+        ..Notification::default()
+    }
+}
+
+/// The boolean a `Set` update carries: `bool_val`, or JSON `true`/`false` (also inside an object
+/// `{"enabled": …}`, module-qualified or not, when the path ends at `config`).
+pub fn set_bool(v: Option<&TypedValue>) -> Result<bool, String> {
+    let json = |bytes: &[u8]| -> Result<bool, String> {
+        let v: serde_json::Value = serde_json::from_slice(bytes)
+            .map_err(|e| format!("the JSON value does not parse: {e}"))?;
+        json_bool(&v)
+    };
+    match v.and_then(|t| t.value.as_ref()) {
+        Some(Tv::BoolVal(b)) => Ok(*b),
+        Some(Tv::JsonIetfVal(b) | Tv::JsonVal(b)) => json(b),
+        Some(Tv::StringVal(s) | Tv::AsciiVal(s)) if s == "true" || s == "false" => Ok(s == "true"),
+        Some(other) => Err(format!("want a boolean for enabled, not {other:?}")),
+        None => Err("the update carries no value (set `val`)".into()),
+    }
+}
+
+fn json_bool(v: &serde_json::Value) -> Result<bool, String> {
+    match v {
+        serde_json::Value::Bool(b) => Ok(*b),
+        serde_json::Value::Object(m) => {
+            let hit = m
+                .iter()
+                .find(|(k, _)| k.as_str() == "enabled" || k.ends_with(":enabled"));
+            match hit {
+                Some((_, v)) if m.len() == 1 => json_bool(v),
+                _ => Err(format!("only `enabled` can be set under config, not {v}")),
+            }
+        }
+        other => Err(format!("want true or false for enabled, not {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_take_each_encoding() {
+        let big = Val::U64(1 << 40);
+        assert_eq!(
+            typed(&big, Encoding::JsonIetf).value,
+            Some(Tv::JsonIetfVal(b"\"1099511627776\"".to_vec()))
+        );
+        assert_eq!(
+            typed(&big, Encoding::Json).value,
+            Some(Tv::JsonVal(b"1099511627776".to_vec()))
+        );
+        assert_eq!(
+            typed(&big, Encoding::Proto).value,
+            Some(Tv::UintVal(1 << 40))
+        );
+        assert_eq!(
+            typed(&Val::Bool(false), Encoding::Proto).value,
+            Some(Tv::BoolVal(false))
+        );
+        assert!(requested(Encoding::Ascii as i32)
+            .unwrap_err()
+            .message()
+            .contains("ASCII"));
+        assert_eq!(requested(9).unwrap_err().code(), tonic::Code::Unimplemented);
+    }
+
+    #[test]
+    fn set_values_read_as_booleans() {
+        let t = |v| Some(TypedValue { value: Some(v) });
+        assert_eq!(set_bool(t(Tv::BoolVal(false)).as_ref()), Ok(false));
+        assert_eq!(
+            set_bool(t(Tv::JsonIetfVal(b"true".to_vec())).as_ref()),
+            Ok(true)
+        );
+        let obj = br#"{"openconfig-interfaces:enabled": false}"#.to_vec();
+        assert_eq!(set_bool(t(Tv::JsonVal(obj)).as_ref()), Ok(false));
+        assert!(set_bool(t(Tv::UintVal(1)).as_ref()).is_err());
+        assert!(set_bool(None).is_err());
+    }
+}
