@@ -24,9 +24,10 @@ fn one_session_at_a_time() {
     let _serial = TEST_SESSIONS.lock().unwrap_or_else(|e| e.into_inner());
     let first = start().expect("first session");
     assert!(matches!(start(), Err(WallError::Busy)));
-    std::thread::sleep(Duration::from_millis(60));
+    // 25 ticks are due; 2 is what even an emulated (qemu-user) or loaded machine gives.
+    std::thread::sleep(Duration::from_millis(250));
     let p = first.stop();
-    assert!(p.ticks >= 2, "{} ticks in 60 ms at 99 Hz", p.ticks);
+    assert!(p.ticks >= 2, "{} ticks in 250 ms at 99 Hz", p.ticks);
     assert_eq!(p.period_ns, 1_000_000_000 / 99);
     let second = start().expect("free again after stop");
     drop(second);
