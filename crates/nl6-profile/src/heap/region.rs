@@ -217,14 +217,7 @@ pub unsafe fn move_contents(from: *mut u8, to: *mut u8, align: usize, len: usize
         unsafe {
             std::ptr::copy_nonoverlapping(a as *const u8, head_a.as_mut_ptr(), MIN_HEADER);
             std::ptr::copy_nonoverlapping(b as *const u8, head_b.as_mut_ptr(), MIN_HEADER);
-            let moved = libc::mremap(
-                a as *mut libc::c_void,
-                span,
-                span,
-                libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED | libc::MREMAP_DONTUNMAP,
-                b as *mut libc::c_void,
-            );
-            if moved != libc::MAP_FAILED {
+            if remap_pages(a, b, span) {
                 std::ptr::copy_nonoverlapping(head_a.as_ptr(), a as *mut u8, MIN_HEADER);
                 std::ptr::copy_nonoverlapping(head_b.as_ptr(), b as *mut u8, MIN_HEADER);
                 return;
@@ -233,6 +226,31 @@ pub unsafe fn move_contents(from: *mut u8, to: *mut u8, align: usize, len: usize
     }
     // SAFETY: the caller's guarantee: both valid for `len` bytes, distinct blocks.
     unsafe { std::ptr::copy_nonoverlapping(from, to, len) };
+}
+
+/// Moves `span` bytes of pages from `a` to `b` without unmapping `a` (Linux's `mremap` with
+/// `MREMAP_DONTUNMAP`); false when the kernel refuses, and always elsewhere (the caller copies).
+///
+/// # Safety
+/// As [`move_contents`]: both page-aligned blocks are ours for `span` bytes.
+#[cfg(target_os = "linux")]
+unsafe fn remap_pages(a: usize, b: usize, span: usize) -> bool {
+    // SAFETY: the caller's guarantee; the pages move within our own reservation.
+    let moved = unsafe {
+        libc::mremap(
+            a as *mut libc::c_void,
+            span,
+            span,
+            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED | libc::MREMAP_DONTUNMAP,
+            b as *mut libc::c_void,
+        )
+    };
+    moved != libc::MAP_FAILED
+}
+
+#[cfg(not(target_os = "linux"))]
+unsafe fn remap_pages(_a: usize, _b: usize, _span: usize) -> bool {
+    false
 }
 
 /// Where the range stands.
