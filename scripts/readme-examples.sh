@@ -74,7 +74,7 @@ boot_args=("${boot_args[@]/127.0.0.1:8080/127.0.0.1:0}")
 PIDS+=("$!")
 hostport=$(wait_line "$OUT/nl6.err" '^nl6 listening on ' | sed -n 's/^nl6 listening on \([^;]*\);.*/\1/p') ||
   { echo "readme-examples: nl6 did not boot: $(cat "$OUT/nl6.err")" >&2; exit 1; }
-snmp0=$(curl -s "http://$hostport/api/v1/devices" | grep -oE '"port":[0-9]+' | head -1 | cut -d: -f2)
+snmp0=$(curl -s "http://$hostport/api/v1/devices" | grep -oE '"snmp":\{[^}]*"port":[0-9]+' | head -1 | grep -oE '[0-9]+$')
 echo "readme-examples: nl6 on $hostport (${boot_args[*]} -snmp-port 0), device 0 on UDP $snmp0, double on $ingest_hostport"
 
 # rewrite: the README's addresses to this run's.
