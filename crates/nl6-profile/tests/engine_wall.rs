@@ -1,7 +1,8 @@
 //! The wall-clock profile of a workload with known waits, read back by `go tool pprof` (the independent
 //! reader): a thread blocked on a mutex another thread holds 70 % of the time (and busy while it is free), a sleeper and a busy loop.
-//! The blocked thread's time must be 70 ± 5 % in the lock wait, under its own function and label; the
-//! sleeper's in the sleep; the busy one's in its loop. Also fgprof's shape (sample types, period type),
+//! The blocked thread's share of time in the lock wait must be within 5 points of what its own clock measured
+//! over the session (about 70 %, less when a loaded machine wakes the holder late), under its own function and
+//! label; the sleeper's in the sleep; the busy one's in its loop. Also fgprof's shape (sample types, period type),
 //! as `go tool pprof -raw` prints it.
 //!   cargo test -p nl6-profile --test engine_wall
 #[path = "support/go_pprof.rs"]
@@ -9,9 +10,23 @@ mod go_pprof;
 
 use nl6_profile::labels::LabelSet;
 use nl6_profile::{threads, wall};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// The waiter's own clock: nanoseconds in the lock wait and in all, counted while `on` (the session).
+#[derive(Default)]
+struct Clock {
+    on: AtomicBool,
+    wait_ns: AtomicU64,
+    total_ns: AtomicU64,
+}
+
+impl Clock {
+    fn share(&self) -> f64 {
+        self.wait_ns.load(Ordering::SeqCst) as f64 / self.total_ns.load(Ordering::SeqCst).max(1) as f64
+    }
+}
 
 /// Holds `m` for 70 ms of every 100 ms (asleep while holding it); `held` says when it holds it.
 #[inline(never)]
@@ -29,12 +44,19 @@ fn holder_loop(m: &Mutex<u64>, held: &AtomicBool, stop: &AtomicBool) {
 }
 
 /// Waits for `m` whenever the holder has it and works (busy) while it is free: its time is the holder's
-/// 70/30 split, the 70 in the lock wait.
+/// 70/30 split, the 70 in the lock wait. `clock` measures the split it really had.
 #[inline(never)]
-fn waiter_loop(m: &Mutex<u64>, held: &AtomicBool, stop: &AtomicBool) {
+fn waiter_loop(m: &Mutex<u64>, held: &AtomicBool, stop: &AtomicBool, clock: &Clock) {
     while !stop.load(Ordering::Relaxed) {
+        let t0 = Instant::now();
         lock_wait(m);
+        let t1 = Instant::now();
         waiter_work(held, stop);
+        if clock.on.load(Ordering::SeqCst) {
+            let t2 = Instant::now();
+            clock.wait_ns.fetch_add((t1 - t0).as_nanos() as u64, Ordering::SeqCst);
+            clock.total_ns.fetch_add((t2 - t0).as_nanos() as u64, Ordering::SeqCst);
+        }
     }
 }
 
@@ -137,10 +159,11 @@ fn known_waits_are_attributed_to_their_stacks_labels_and_states() {
         "holder",
         Box::new(move || holder_loop(&m1, &h1, &s1)),
     ));
-    let (m2, h2, s2) = (m.clone(), held.clone(), stop.clone());
+    let clock = Arc::new(Clock::default());
+    let (m2, h2, s2, c2) = (m.clone(), held.clone(), stop.clone(), clock.clone());
     handles.push(spawn(
         "waiter",
-        Box::new(move || waiter_loop(&m2, &h2, &s2)),
+        Box::new(move || waiter_loop(&m2, &h2, &s2, &c2)),
     ));
     let s3 = stop.clone();
     handles.push(spawn("sleeper", Box::new(move || sleeper_loop(&s3))));
@@ -148,9 +171,11 @@ fn known_waits_are_attributed_to_their_stacks_labels_and_states() {
     handles.push(spawn("busy", Box::new(move || busy_loop(&s4))));
     std::thread::sleep(Duration::from_millis(200));
 
+    clock.on.store(true, Ordering::SeqCst);
     let session = wall::start().expect("a wall-clock session");
     std::thread::sleep(Duration::from_secs(5));
     let profile = session.stop();
+    clock.on.store(false, Ordering::SeqCst);
     stop.store(true, Ordering::Relaxed);
     for h in handles {
         h.join().unwrap();
@@ -207,13 +232,18 @@ fn known_waits_are_attributed_to_their_stacks_labels_and_states() {
     };
 
     let lock = share("waiter", &through("::lock_wait"));
+    let measured = clock.share();
     eprintln!(
-        "waiter: {lock:.3} of its time in the lock wait; {} ticks",
+        "waiter: {lock:.3} of its time in the lock wait by the profile, {measured:.3} by its clock; {} ticks",
         profile.ticks
     );
     assert!(
-        (0.65..=0.75).contains(&lock),
-        "waiter's lock-wait share {lock:.3}\n{text}"
+        (0.5..=0.8).contains(&measured),
+        "the workload did not run as built: the waiter's clock says {measured:.3} in the lock wait"
+    );
+    assert!(
+        (lock - measured).abs() <= 0.05,
+        "waiter's lock-wait share {lock:.3}, its clock says {measured:.3}\n{text}"
     );
     let lock_futex = share("waiter", &|t| {
         through("::lock_wait")(t) && in_state("semacquire")(t)
