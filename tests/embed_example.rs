@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 /// Builds the example once per test binary and returns its path.
 fn embed_binary() -> &'static PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| build_embed("embed-example", None))
+    BIN.get_or_init(|| common::example::build("nl6-profile", "embed", "embed-example", None))
 }
 
 /// The example built without frame pointers (the workspace's other flags kept), once per test binary.
@@ -29,34 +29,8 @@ fn embed_binary_without_frame_pointers() -> &'static PathBuf {
         if cfg!(target_env = "musl") {
             flags.push("-Ctarget-feature=+crt-static");
         }
-        build_embed("embed-example-nofp", Some(&flags))
+        common::example::build("nl6-profile", "embed", "embed-example-nofp", Some(&flags))
     })
-}
-
-/// Builds the example with cargo into `dir` under this test's scratch target directory, for the same
-/// target as this test; `rustflags` replace the workspace's.
-fn build_embed(dir: &str, rustflags: Option<&[&str]>) -> PathBuf {
-    let target_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(dir);
-    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["build", "-p", "nl6-profile", "--example", "embed"])
-        .arg("--target-dir")
-        .arg(&target_dir);
-    if let Some(flags) = rustflags {
-        cmd.env("CARGO_ENCODED_RUSTFLAGS", flags.join("\x1f"));
-    }
-    let mut dir = target_dir.clone();
-    if cfg!(target_env = "musl") {
-        cmd.args(["--target", "x86_64-unknown-linux-musl"]);
-        dir.push("x86_64-unknown-linux-musl");
-    }
-    let out = cmd.output().expect("running cargo");
-    assert!(
-        out.status.success(),
-        "cargo build -p nl6-profile --example embed failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    dir.join("debug/examples/embed")
 }
 
 /// The running example, killed when dropped.

@@ -17,24 +17,7 @@ use std::time::{Duration, Instant};
 
 /// Builds the example (same target as this test) and returns its path.
 fn example_binary() -> PathBuf {
-    let target_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("push-embed-example");
-    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["build", "-p", "nl6-push", "--example", "push_embed"])
-        .arg("--target-dir")
-        .arg(&target_dir);
-    let mut dir = target_dir;
-    if cfg!(target_env = "musl") {
-        cmd.args(["--target", "x86_64-unknown-linux-musl"]);
-        dir.push("x86_64-unknown-linux-musl");
-    }
-    let out = cmd.output().expect("running cargo");
-    assert!(
-        out.status.success(),
-        "cargo build -p nl6-push --example push_embed failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    dir.join("debug/examples/push_embed")
+    common::example::build("nl6-push", "push_embed", "push-embed-example", None)
 }
 
 #[test]

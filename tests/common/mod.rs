@@ -9,11 +9,14 @@
 //! - Dropping an [`Nl6`] kills its own child and nothing else.
 //! - Small shared waits and probes: [`wait_until`] (bounded polling; [`wait_for`] panics naming what did
 //!   not happen), [`status_field`] / [`threads_of`] (`/proc/<pid>/status`).
+//! - [`example::build`]: an embedder example of the workspace, built for the test's target.
 //! - [`go_pprof`] / [`go_pprof_ok`]: the one way tests run `go tool pprof`. `push_support` uses this module as `crate::common`, so a test that
 //!   declares `mod push_support;` also declares `mod common;`.
 //!
 //! Never sends traffic outside 127.0.0.1.
 #![allow(dead_code)]
+
+pub mod example;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};

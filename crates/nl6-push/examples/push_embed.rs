@@ -3,8 +3,10 @@
 //!
 //!   cargo run -p nl6-push --example push_embed -- http://127.0.0.1:4040 10
 //!
-//! Arguments: the server's address and how many seconds to run (default 10). It pushes every second,
-//! stops with a flush, prints one line `push: flushed=… uploads=… sdk_errors=… last_error=…` and exits 0
+//! Arguments: the server's address and how many seconds to run (default 10), counted from the first
+//! accepted upload: the first CPU window begins only once the engine has read the executable's symbols
+//! and unwind tables, which in a debug build on a loaded machine takes seconds. It pushes every second,
+//! waits at most 60 s for that first upload, stops with a flush, prints one line `push: flushed=… uploads=… sdk_errors=… last_error=…` and exits 0
 //! only when the flush completed with no error.
 use nl6_profile::heap::SamplingAllocator;
 use nl6_push::{PushConfig, Pusher, Target};
@@ -47,6 +49,10 @@ fn main() {
         let stop = Arc::clone(&stop);
         nl6_profile::threads::spawn_recorded("busy", move || work(&stop)).expect("busy thread")
     };
+    let first_by = Instant::now() + Duration::from_secs(60);
+    while push.status().uploads == 0 && Instant::now() < first_by {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     std::thread::sleep(Duration::from_secs(seconds));
     stop.store(true, Ordering::Relaxed);
     busy.join().expect("busy thread");
