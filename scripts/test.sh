@@ -9,18 +9,20 @@
 #   6. a 60 s signal-safety soak of the CPU + heap samplers on the static build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each step's header says how long the run has taken so far, so a slow CI run shows where its time went.
+step() { echo "== $* (at ${SECONDS} s)"; }
 bash scripts/setup.sh
 # The push tests' Pyroscope /ingest double is the repository's own (tests/pyroscope-ingest, Go).
 export NL6_PYROSCOPE_INGEST="$PWD/target/pyroscope-ingest"
 bash scripts/build-pyroscope-ingest.sh "$NL6_PYROSCOPE_INGEST"
 
-echo "== fmt + clippy"
+step "fmt + clippy"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 
-echo "== tests (host build)"
-# Benches are measurements, not tests (run them with `cargo bench`); here they are only compiled.
-cargo build --workspace --benches --quiet
+step "tests (host build)"
+# Benches are measurements, not tests (run them with `cargo bench`): clippy --all-targets above has
+# type-checked them, which is all CI asks of them.
 cargo test --workspace --lib --bins --tests --examples --no-fail-fast -- --test-threads=2
 cargo test --workspace --doc
 # A label scope's stores are deleted only by the optimiser: this test can fail only in a release build.
@@ -28,7 +30,7 @@ cargo test --release -p nl6-profile --test engine_label_scope
 # Allocator frames inlined into the allocation site exist only in an optimised build that keeps DWARF.
 cargo test --profile debuginfo -p nl6-profile --test engine_heap_inline
 
-echo "== tests (static musl build)"
+step "tests (static musl build)"
 # The engine crate's own tests (unit and integration), then nl6's pull surface, push and engine-through-
 # the-binary tests and the 30 000-device fleet, from the static binary and static test programs.
 cargo test --target x86_64-unknown-linux-musl -p nl6-profile --lib --tests --no-fail-fast -- --test-threads=1
@@ -37,7 +39,7 @@ MUSL_TESTS=$(ls tests/*.rs | xargs -n1 basename | sed 's/\.rs$//' \
 # shellcheck disable=SC2086
 cargo test --target x86_64-unknown-linux-musl -p nl6 --no-fail-fast $MUSL_TESTS -- --test-threads=1
 
-echo "== engine tests (static aarch64 musl build, under qemu-aarch64)"
+step "engine tests (static aarch64 musl build, under qemu-aarch64)"
 # .cargo/config.toml links with rust-lld and runs through qemu-aarch64; per-thread CPU timers fire under
 # qemu-user, so these are the real samplers on real aarch64 frame records (150 s measured, plus a
 # 3 min first build). Skipped: an unregistered thread's second capture round, which under emulation
@@ -53,11 +55,12 @@ cargo test --target aarch64-unknown-linux-musl -p nl6-profile --no-fail-fast --l
   --skip two_busy_threads_get_their_own_cpu_and_the_total_matches_rusage \
   --skip one_session_at_a_time
 
-echo "== other targets compile (every entry point answers Unsupported there)"
+step "other targets compile (every entry point answers Unsupported there)"
 cargo check --target x86_64-apple-darwin -p nl6-profile
 
-echo "== README examples (release build)"
+step "README examples (release build)"
 bash scripts/readme-examples.sh
 
-echo "== soak (static musl build, 60 s; scripts/soak.sh 600 is the 10-minute version)"
+step "soak (static musl build, 60 s; scripts/soak.sh 600 is the 10-minute version)"
 bash scripts/soak.sh 60
+step "done"
