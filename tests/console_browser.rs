@@ -327,10 +327,14 @@ fn console_drives_the_gate_and_the_profiles_in_headless_chromium() {
         "(() => { const i = document.getElementById('flame-img'); \
          return i.src.includes('profile=wall') && i.complete && i.naturalWidth > 0; })()",
     );
-    assert_eq!(b.eval("document.getElementById('flame-kind').value"), "wall");
+    assert_eq!(
+        b.eval("document.getElementById('flame-kind').value"),
+        "wall"
+    );
     let caption = b.wait_text("flame-source", WAIT, |t| t.contains("wall-clock"));
     assert!(
-        caption.starts_with("nl6 wall-clock profile, ") && caption.contains("from GET /debug/fgprof"),
+        caption.starts_with("nl6 wall-clock profile, ")
+            && caption.contains("from GET /debug/fgprof"),
         "{caption}"
     );
     let (status, _, svg) = nl6.http("GET", "/api/v1/profiling/flamegraph.svg?profile=wall", b"");

@@ -291,11 +291,17 @@ fn a_display_name_no_rule_matches_becomes_the_metric() {
     let as_cpu = "process_cpu:time:nanoseconds:wallclock:nanoseconds";
     assert_eq!(server.total(fgprof, r#"{service_name="svc"}"#), 40_404_040);
     assert_eq!(
-        server.total("fgprof:samples:count:wallclock:nanoseconds", r#"{service_name="svc"}"#),
+        server.total(
+            "fgprof:samples:count:wallclock:nanoseconds",
+            r#"{service_name="svc"}"#
+        ),
         4
     );
     assert_eq!(server.total(fgprof, r#"{service_name="other"}"#), 0);
-    assert_eq!(server.total(as_cpu, r#"{service_name="other"}"#), 40_404_040);
+    assert_eq!(
+        server.total(as_cpu, r#"{service_name="other"}"#),
+        40_404_040
+    );
 }
 
 #[test]

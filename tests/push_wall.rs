@@ -23,7 +23,8 @@ fn wall_uploads(double: &StandIn) -> Vec<serde_json::Value> {
         .requests()
         .into_iter()
         .filter(|r| {
-            r["query"]["units"] == "samples" && r["parts"].to_string().contains("sample_type_config")
+            r["query"]["units"] == "samples"
+                && r["parts"].to_string().contains("sample_type_config")
         })
         .collect()
 }
@@ -73,7 +74,9 @@ fn with_the_flag_the_wall_series_lands_under_fgprof_names_and_units() {
     }
     let types = double.profile_types();
     assert!(
-        !types.iter().any(|t| t.starts_with("process_cpu:") && t.contains("wallclock")),
+        !types
+            .iter()
+            .any(|t| t.starts_with("process_cpu:") && t.contains("wallclock")),
         "a wall-clock profile filed as CPU: {types:?}"
     );
     // One wall-clock profile at a time: the push holds the sampler.

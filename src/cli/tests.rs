@@ -78,7 +78,12 @@ fn every_flag_is_unique_parsed_in_both_styles_and_documented() {
                 let bare = serve(&[&format!("-{}", f.name)]);
                 assert_eq!(serve(&[&format!("--{}=true", f.name)]), bare, "{}", f.name);
                 assert_ne!(serve(&[&format!("-{}=false", f.name)]), bare, "{}", f.name);
-                assert_eq!(serve(&[&format!("-{}=false", f.name)]), serve(&[]), "{}", f.name);
+                assert_eq!(
+                    serve(&[&format!("-{}=false", f.name)]),
+                    serve(&[]),
+                    "{}",
+                    f.name
+                );
             }
             crate::goflag::Takes::Stop => {
                 let want = if f.name == "help" {
@@ -134,7 +139,11 @@ fn the_wall_flag_reaches_every_push_target() {
     assert!(serve(&["-profiling-wall"]).wall);
     let off = resolve(&["-profiling-pyroscope", "http://p:1"], false).unwrap();
     assert!(!off.startup().target_for("http://p:1").0.wall);
-    let on = resolve(&["-profiling-pyroscope", "http://p:1", "-profiling-wall"], false).unwrap();
+    let on = resolve(
+        &["-profiling-pyroscope", "http://p:1", "-profiling-wall"],
+        false,
+    )
+    .unwrap();
     assert!(on.startup().target_for("http://p:1").0.wall);
     assert!(on.startup().target_for("http://elsewhere:2").0.wall);
     let runtime_only = resolve(&["-profiling-wall"], false).unwrap();

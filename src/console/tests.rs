@@ -251,9 +251,17 @@ fn the_flame_graph_shows_either_profile_on_request() {
     let get = |q: &str| api.handle(&Request::new("GET", &format!("{FLAMEGRAPH_PATH}{q}")));
     let none = get("?profile=wall");
     assert_eq!(none.status, 404);
-    assert!(none.text().contains("/debug/fgprof?seconds=5"), "{}", none.text());
+    assert!(
+        none.text().contains("/debug/fgprof?seconds=5"),
+        "{}",
+        none.text()
+    );
     slot.remember(&encode_gz(&cpu_profile(HOT)), UNIX_EPOCH, CpuSource::Pull);
-    assert_eq!(get("?profile=wall").status, 404, "a CPU profile is not a wall-clock one");
+    assert_eq!(
+        get("?profile=wall").status,
+        404,
+        "a CPU profile is not a wall-clock one"
+    );
     let other = &[(&["nl6::lab::trap::wait_for_ack", "main"][..], 9)];
     slot.remember_wall(&encode_gz(&cpu_profile(other)), UNIX_EPOCH, CpuSource::Pull);
     let wall = get("?profile=wall&t=1");
@@ -267,7 +275,9 @@ fn the_flame_graph_shows_either_profile_on_request() {
     let cpu = get("?t=2");
     assert!(cpu.text().contains("hot_walk") && !cpu.text().contains("wait_for_ack"));
     assert_eq!(get("?profile=cpu").body, cpu.body);
-    assert!(get("?profile=wall&by=subsystem").text().contains("subsystem="));
+    assert!(get("?profile=wall&by=subsystem")
+        .text()
+        .contains("subsystem="));
     let bad = get("?profile=heap");
     assert_eq!(bad.status, 400);
     assert!(bad.text().contains("profile=wall"), "{}", bad.text());

@@ -9,8 +9,8 @@ use nl6::push::{
     EncodedProfile, Hostname, ProfileKind, ProfileSource, PushConfig, PyroscopePusher,
 };
 use nl6_profile::cpu::CpuError;
-use nl6_profile::wall::WallError;
 use nl6_profile::proto::{Function, Label, Line, Location, Profile, Sample, ValueType};
+use nl6_profile::wall::WallError;
 use prost::Message;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

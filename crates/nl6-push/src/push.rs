@@ -340,11 +340,8 @@ impl Worker {
             return;
         }
         if self.wall_running {
-            match self.with_source("wall-clock profile", |s| s.wall_window()) {
-                Ok(Some(p)) => self.enqueue(p),
-                Ok(None) => self.wall_running = false,
-                Err(panicked) => self.fail(panicked),
-            }
+            let window = self.with_source("wall-clock profile", |s| s.wall_window());
+            self.wall_running = self.enqueue_window(window);
         }
         if !self.wall_running {
             self.wall_begin();
@@ -356,11 +353,8 @@ impl Worker {
         let now = SystemTime::now();
         self.collect_wall();
         if self.cpu_running {
-            match self.with_source("cpu profile", |s| s.cpu_window()) {
-                Ok(Some(p)) => self.enqueue(p),
-                Ok(None) => self.cpu_running = false,
-                Err(panicked) => self.fail(panicked),
-            }
+            let window = self.with_source("cpu profile", |s| s.cpu_window());
+            self.cpu_running = self.enqueue_window(window);
         }
         if !self.cpu_running {
             self.cpu_begin();
@@ -370,6 +364,17 @@ impl Worker {
         let threads = self.with_source("thread stacks", |s| s.threads(window_start));
         self.enqueue_or_fail(threads);
         now
+    }
+
+    /// Queues a sampler's window; `false` when the source had none (its sampler no longer runs). A
+    /// panicked source is counted and leaves the sampler as it was.
+    fn enqueue_window(&mut self, r: Result<Option<EncodedProfile>, SourceError>) -> bool {
+        match r {
+            Ok(Some(p)) => self.enqueue(p),
+            Ok(None) => return false,
+            Err(panicked) => self.fail(panicked),
+        }
+        true
     }
 
     fn enqueue_or_fail(&mut self, r: Result<EncodedProfile, SourceError>) {
@@ -417,21 +422,13 @@ impl Worker {
             // Always stopped, even past the deadline: the sampler must be free for the next user.
             let last = self.with_source("cpu profile", |s| s.cpu_stop());
             self.cpu_running = false;
-            match last {
-                Ok(Some(p)) => self.enqueue(p),
-                Ok(None) => {}
-                Err(panicked) => self.fail(panicked),
-            }
+            self.enqueue_window(last);
         }
         if self.wall_running {
             // Stopped even past the deadline, as the CPU one: a pull may want the sampler next.
             let last = self.with_source("wall-clock profile", |s| s.wall_stop());
             self.wall_running = false;
-            match last {
-                Ok(Some(p)) => self.enqueue(p),
-                Ok(None) => {}
-                Err(panicked) => self.fail(panicked),
-            }
+            self.enqueue_window(last);
         }
         if Instant::now() < deadline {
             let heap = self.with_source("heap profile", |s| s.heap(window_start));
