@@ -1,13 +1,14 @@
-//! What a wall-clock profile costs: `cargo bench --bench wall_cost` (`NL6_BENCH_SECS`, default 3).
+//! What a wall-clock profile costs: `cargo bench --bench wall_cost` (`NL6_BENCH_SECS`, default 3;
+//! `NL6_BENCH_THREADS`, comma-separated thread counts, default `22,200,2000`).
 //!
-//! For 22, 200 and 2 000 parked threads (blocked on a condition variable, as most of nl6's are), three
+//! For each count of parked threads (22, 200 and 2 000 by default) (blocked on a condition variable, as most of nl6's are), three
 //! windows of the same length side by side: no profile, a 99 Hz wall-clock profile with the default cap
 //! (`wall::DEFAULT_MAX_THREADS` a tick), and one with no cap (every thread every tick). The process CPU
 //! each window used beyond the idle one is the sampler's; divided by the stacks it took, that is the cost
 //! per thread sampled. Printed per row: stacks taken, extra CPU as a share of one core, µs per stack.
 use nl6_profile::wall::{self, WallConfig};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn process_cpu() -> Duration {
     // SAFETY: writes one rusage we own.
@@ -27,15 +28,32 @@ fn window(secs: u64, config: Option<WallConfig>) -> (Duration, u64) {
     (process_cpu() - cpu0, stacks)
 }
 
+/// `NL6_BENCH_THREADS` (ascending, each ≥ 2), or 22, 200 and 2 000.
+fn thread_counts() -> Vec<usize> {
+    let Ok(text) = std::env::var("NL6_BENCH_THREADS") else {
+        return vec![22, 200, 2000];
+    };
+    let mut counts: Vec<usize> = text
+        .split(',')
+        .map(|c| match c.trim().parse::<usize>() {
+            Ok(n) if n >= 2 => n,
+            _ => panic!("NL6_BENCH_THREADS={text:?}: {c:?} is not a thread count of at least 2"),
+        })
+        .collect();
+    counts.sort_unstable();
+    counts
+}
+
 fn main() {
     let secs: u64 = std::env::var("NL6_BENCH_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(3);
+    let counts = thread_counts();
     let park = Arc::new((Mutex::new(false), Condvar::new()));
     let mut handles = Vec::new();
     println!("threads | profile | stacks taken | extra CPU (% of a core) | µs per stack");
-    for target in [22usize, 200, 2000] {
+    for target in counts {
         while handles.len() + 1 < target {
             let p = park.clone();
             handles.push(
@@ -50,7 +68,6 @@ fn main() {
             );
         }
         std::thread::sleep(Duration::from_millis(200));
-        let started = Instant::now();
         let (idle, _) = window(secs, None);
         for (name, cap) in [("capped", wall::DEFAULT_MAX_THREADS), ("uncapped", target)] {
             let (cpu, stacks) = window(
@@ -67,7 +84,6 @@ fn main() {
                 extra.as_secs_f64() * 1e6 / stacks.max(1) as f64
             );
         }
-        let _ = started;
     }
     *park.0.lock().unwrap() = true;
     park.1.notify_all();

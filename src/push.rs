@@ -42,7 +42,8 @@ impl PyroscopePusher {
 
 impl Pusher for PyroscopePusher {
     fn start(&self, gate_target: PushTarget) -> Result<Box<dyn PushRun>, String> {
-        let mut target = nl6_push::Target::new(gate_target.address, gate_target.interval);
+        let mut target = nl6_push::Target::new(gate_target.address, gate_target.interval)
+            .with_wall(gate_target.wall);
         target.basic_auth = gate_target.basic_auth;
         target.tenant = gate_target.tenant;
         let push = self.0.start(target).map_err(|e| e.to_string())?;

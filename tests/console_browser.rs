@@ -3,7 +3,8 @@
 //!
 //! With the gate closed, clicking "CPU profile" shows the server's 503 text; "open pull-only" opens the
 //! gate; "heap profile" downloads a file that `go tool pprof` opens; "CPU profile (5 s)" downloads one and
-//! shows its flame graph; a bad address shows the server's 400 message as it is; the page fits a
+//! shows its flame graph; "wall-clock profile (5 s)" downloads fgprof's shape and switches the flame graph
+//! to it, and the chooser switches back to the CPU one; a bad address shows the server's 400 message as it is; the page fits a
 //! phone-sized window. Each state is captured under `target/console-screenshots/` for review.
 //!
 //! Another site cannot do the same: a page served by a tiny HTTP server of this test on another loopback
@@ -314,6 +315,48 @@ fn console_drives_the_gate_and_the_profiles_in_headless_chromium() {
     );
     b.screenshot(&shots.join("05b-cpu-flamegraph-by-subsystem.png"));
 
+    // "wall-clock profile (5 s)" downloads fgprof's shape (go tool pprof reads its `time` type) and
+    // switches the flame graph to it; the chooser switches back to the CPU one, which is still kept.
+    b.click("flame-split");
+    b.click("wall-profile");
+    let wall = b.wait_download(&downloads.join("wall.pb.gz"), WAIT + Duration::from_secs(5));
+    let top = go_pprof_top(&wall, tmp.path());
+    assert!(top.contains("Type: time"), "go tool pprof -top:\n{top}");
+    b.wait_eval(
+        WAIT,
+        "(() => { const i = document.getElementById('flame-img'); \
+         return i.src.includes('profile=wall') && i.complete && i.naturalWidth > 0; })()",
+    );
+    assert_eq!(
+        b.eval("document.getElementById('flame-kind').value"),
+        "wall"
+    );
+    let caption = b.wait_text("flame-source", WAIT, |t| t.contains("wall-clock"));
+    assert!(
+        caption.starts_with("nl6 wall-clock profile, ")
+            && caption.contains("from GET /debug/fgprof"),
+        "{caption}"
+    );
+    let (status, _, svg) = nl6.http("GET", "/api/v1/profiling/flamegraph.svg?profile=wall", b"");
+    assert_eq!(status, 200);
+    let svg = String::from_utf8_lossy(&svg);
+    assert!(
+        svg.contains("nl6 wall-clock profile") && svg.contains("time:"),
+        "the wall-clock flame graph draws the time type: {svg}"
+    );
+    b.scroll_to("flame-panel");
+    b.screenshot(&shots.join("05c-wall-flamegraph.png"));
+    b.eval(
+        "(() => { const k = document.getElementById('flame-kind'); k.value = 'cpu'; \
+         k.dispatchEvent(new Event('change')); return true; })()",
+    );
+    b.wait_eval(
+        WAIT,
+        "(() => { const i = document.getElementById('flame-img'); \
+         return !i.src.includes('profile=wall') && i.complete && i.naturalWidth > 0; })()",
+    );
+    b.wait_text("flame-source", WAIT, |t| t.starts_with("nl6 CPU profile, "));
+
     // A refused POST: the page shows the server's message exactly.
     let bad = "ftp://pyroscope.invalid:4040";
     let (status, _, body) = nl6.http(
@@ -365,6 +408,7 @@ fn console_drives_the_gate_and_the_profiles_in_headless_chromium() {
         "open-push",
         "heap-profile",
         "cpu-profile",
+        "wall-profile",
     ] {
         let fits = b.eval(&format!(
             "(() => {{ const r = document.getElementById('{id}').getBoundingClientRect(); \

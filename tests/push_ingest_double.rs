@@ -262,6 +262,48 @@ fn metric_names_follow_the_sample_types_and_the_config() {
     }
 }
 
+/// A display name no rule matches is kept as the metric (metricName()'s last word): fgprof's types shown
+/// as `fgprof` land under `fgprof`; the control, the same profile without the part, under `process_cpu`
+/// (the default mapping reads `samples` as `cpu`).
+#[test]
+fn a_display_name_no_rule_matches_becomes_the_metric() {
+    let server = StandIn::start(&[]);
+    let wall = pprof(
+        &[("samples", "count"), ("time", "nanoseconds")],
+        ("wallclock", "nanoseconds"),
+        10_101_010,
+        &[(&["park", "main_fn"], vec![4, 40_404_040], None)],
+        SystemTime::now(),
+    );
+    let config = br#"{"samples":{"display-name":"fgprof"},"time":{"display-name":"fgprof"}}"#;
+    let (status, body) = upload(
+        &server,
+        "svc",
+        &[
+            ("profile", Some("p"), &wall),
+            ("sample_type_config", Some("c"), config),
+        ],
+    );
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = upload(&server, "other", &[("profile", Some("p"), &wall)]);
+    assert_eq!(status, 200, "{body}");
+    let fgprof = "fgprof:time:nanoseconds:wallclock:nanoseconds";
+    let as_cpu = "process_cpu:time:nanoseconds:wallclock:nanoseconds";
+    assert_eq!(server.total(fgprof, r#"{service_name="svc"}"#), 40_404_040);
+    assert_eq!(
+        server.total(
+            "fgprof:samples:count:wallclock:nanoseconds",
+            r#"{service_name="svc"}"#
+        ),
+        4
+    );
+    assert_eq!(server.total(fgprof, r#"{service_name="other"}"#), 0);
+    assert_eq!(
+        server.total(as_cpu, r#"{service_name="other"}"#),
+        40_404_040
+    );
+}
+
 #[test]
 fn sample_labels_become_series_labels_but_never_override_the_service() {
     let server = StandIn::start(&["-multitenancy"]);

@@ -139,6 +139,12 @@ impl Api {
         self
     }
 
+    /// Hands every wall-clock profile the pull surface serves to `hook` (the console keeps the last one).
+    pub fn on_wall_profile(mut self, hook: CpuHook) -> Api {
+        self.pull = std::mem::take(&mut self.pull).on_wall_profile(hook);
+        self
+    }
+
     /// Mounts another surface (fleet REST, console): asked for paths the built-in routes do not know.
     pub fn with_extension(mut self, extension: Box<Extension>) -> Api {
         self.extension = Some(extension);

@@ -31,6 +31,7 @@ impl Config {
             tenant,
             heap_rate,
             upload_interval,
+            wall,
             allowed_hosts,
             allowed_origins,
             fleet,
@@ -69,7 +70,7 @@ impl Config {
         };
         Ok(Config {
             listen,
-            startup: Startup::new(pyroscope, basic_auth, tenant, upload_interval),
+            startup: Startup::new(pyroscope, basic_auth, tenant, upload_interval).with_wall(wall),
             heap_rate,
             allowed_hosts,
             allowed_origins,

@@ -29,6 +29,7 @@ pub struct ServeFlags {
     tenant: Option<String>,
     heap_rate: Option<usize>,
     upload_interval: Option<Duration>,
+    wall: bool,
     allowed_hosts: Vec<AllowedHost>,
     allowed_origins: Vec<String>,
 }
@@ -141,6 +142,15 @@ pub const FLAGS: &[Flag<ServeFlags>] = &[
             Ok(())
         },
     ),
+    Flag::boolean(
+        "profiling-wall",
+        "false",
+        "Also push a wall-clock profile (every thread, running or waiting; fgprof's shape) each interval, as the fgprof series.",
+        |s, v| {
+            s.wall = crate::goflag::parse_bool(v)?;
+            Ok(())
+        },
+    ),
     Flag::stop("help", "Print this help and exit (also -h)."),
     Flag::stop("version", "Print the version and git commit and exit."),
 ];
@@ -168,6 +178,8 @@ pub struct Args {
     pub tenant: Option<String>,
     pub heap_rate: Option<usize>,
     pub upload_interval: Duration,
+    /// `-profiling-wall`: pushes also upload a wall-clock window.
+    pub wall: bool,
     /// `-allowed-hosts`: names served beside the built-in ones (see [`crate::api::browser`]).
     pub allowed_hosts: Vec<AllowedHost>,
     /// `-allowed-origins`: browser origins accepted beside nl6's own.
@@ -186,6 +198,7 @@ impl std::fmt::Debug for Args {
             .field("tenant", &self.tenant.as_ref().map(|_| "<set>"))
             .field("heap_rate", &self.heap_rate)
             .field("upload_interval", &self.upload_interval)
+            .field("wall", &self.wall)
             .field("allowed_hosts", &self.allowed_hosts)
             .field("allowed_origins", &self.allowed_origins)
             .field("fleet", &self.fleet)
@@ -284,6 +297,7 @@ pub fn parse(argv: Vec<OsString>) -> Result<Mode, CliError> {
         tenant: flags.tenant,
         heap_rate: flags.heap_rate,
         upload_interval: flags.upload_interval.unwrap_or(UPLOAD_INTERVAL),
+        wall: flags.wall,
         allowed_hosts: flags.allowed_hosts,
         allowed_origins: flags.allowed_origins,
         fleet,

@@ -74,7 +74,17 @@ fn every_flag_is_unique_parsed_in_both_styles_and_documented() {
                 b_args.extend(&single[2..]);
                 assert_eq!(serve(&b_args), a, "{}", f.name);
             }
-            crate::goflag::Takes::Bool => panic!("serve mode has no boolean flag of its own"),
+            crate::goflag::Takes::Bool => {
+                let bare = serve(&[&format!("-{}", f.name)]);
+                assert_eq!(serve(&[&format!("--{}=true", f.name)]), bare, "{}", f.name);
+                assert_ne!(serve(&[&format!("-{}=false", f.name)]), bare, "{}", f.name);
+                assert_eq!(
+                    serve(&[&format!("-{}=false", f.name)]),
+                    serve(&[]),
+                    "{}",
+                    f.name
+                );
+            }
             crate::goflag::Takes::Stop => {
                 let want = if f.name == "help" {
                     Mode::Help
@@ -119,6 +129,25 @@ fn defaults_and_values() {
         serve(&["-profiling-upload-interval", "1m30s"]).upload_interval,
         Duration::from_secs(90)
     );
+}
+
+/// `-profiling-wall` is off by default and, given, reaches every push target the gate hands out: the
+/// flag's address and a runtime one alike.
+#[test]
+fn the_wall_flag_reaches_every_push_target() {
+    assert!(!serve(&[]).wall);
+    assert!(serve(&["-profiling-wall"]).wall);
+    let off = resolve(&["-profiling-pyroscope", "http://p:1"], false).unwrap();
+    assert!(!off.startup().target_for("http://p:1").0.wall);
+    let on = resolve(
+        &["-profiling-pyroscope", "http://p:1", "-profiling-wall"],
+        false,
+    )
+    .unwrap();
+    assert!(on.startup().target_for("http://p:1").0.wall);
+    assert!(on.startup().target_for("http://elsewhere:2").0.wall);
+    let runtime_only = resolve(&["-profiling-wall"], false).unwrap();
+    assert!(runtime_only.startup().target_for("http://q:3").0.wall);
 }
 
 #[test]

@@ -168,19 +168,28 @@ function pointAt(button) {
   setTimeout(() => button.classList.remove("attention"), 4000);
 }
 
-// The flame graph's URL: split into one tower per subsystem when the box is ticked; a cache-buster,
-// since the URL stays the same from one profile to the next.
+// The flame graph's URL: the profile chosen (CPU or wall-clock), split into one tower per subsystem
+// when the box is ticked; a cache-buster, since the URL stays the same from one profile to the next.
 function flameUrl() {
-  return FLAME + "?" + ($("flame-split").checked ? "by=subsystem&" : "") + "t=" + Date.now();
+  const kind = $("flame-kind").value === "wall" ? "profile=wall&" : "";
+  return FLAME + "?" + kind + ($("flame-split").checked ? "by=subsystem&" : "") + "t=" + Date.now();
 }
 
-// The server keeps the last CPU profile with samples (an idle one does not replace it) and says where
-// it came from in X-Nl6-Flame-Source, shown as the caption.
+// The server keeps the last CPU and the last wall-clock profile with samples (an idle one does not
+// replace it) and says where each came from in X-Nl6-Flame-Source, shown as the caption. Switching to a
+// kind with no profile yet says so instead of keeping the other kind's picture.
 async function showFlame() {
   const src = flameUrl();
   try {
     const resp = await fetch(src, { method: "HEAD", cache: "no-store" });
-    if (!resp.ok) return;
+    if (!resp.ok) {
+      if (!$("flame-panel").hidden) {
+        $("flame-source").textContent = "no " + $("flame-kind").selectedOptions[0].text.split(" (")[0] +
+          " profile yet: take one with the button above";
+        $("flame-img").removeAttribute("src");
+      }
+      return;
+    }
     $("flame-source").textContent = resp.headers.get("X-Nl6-Flame-Source") || "";
   } catch (_) { return; }
   $("flame-img").src = src;
@@ -302,8 +311,14 @@ function init() {
   $("cpu-profile").addEventListener("click", async (ev) => {
     const ok = await takeProfile(ev.currentTarget, "/debug/pprof/profile?seconds=5", "cpu.pb.gz",
       "profiling CPU for 5 s…");
-    if (ok) showFlame();
+    if (ok) { $("flame-kind").value = "cpu"; showFlame(); }
   });
+  $("wall-profile").addEventListener("click", async (ev) => {
+    const ok = await takeProfile(ev.currentTarget, "/debug/fgprof?seconds=5", "wall.pb.gz",
+      "profiling wall-clock time (every thread, running or waiting) for 5 s…");
+    if (ok) { $("flame-kind").value = "wall"; showFlame(); }
+  });
+  $("flame-kind").addEventListener("change", showFlame);
   $("flame-split").addEventListener("change", showFlame);
   $("device-filter").addEventListener("input", () => { deviceOffset = 0; refreshFleet(); });
   $("refresh-fleet").addEventListener("click", refreshFleet);

@@ -1,15 +1,16 @@
 //! The web console: one HTML page served at `/` and the flame graph of the last CPU profile at
-//! `/api/v1/profiling/flamegraph.svg`.
+//! `/api/v1/profiling/flamegraph.svg` (of the last wall-clock profile with `?profile=wall`).
 //!
 //! The page (`page.html`, with `console.css` and `console.js` inlined into it once, at first use) is
 //! embedded in the binary: no build step, no framework, no request leaves the page's origin (lab VMs are
 //! offline). It drives the same REST and pull routes a script would use — `GET`/`POST
-//! /api/v1/profiling`, `/debug/pprof/heap`, `/debug/pprof/profile?seconds=5`, and the fleet's
+//! /api/v1/profiling`, `/debug/pprof/heap`, `/debug/pprof/profile?seconds=5`, `/debug/fgprof?seconds=5`
+//! (the wall-clock profile), and the fleet's
 //! `/api/v1/devices` and `/api/v1/scenarios` when they answer — and shows the server's own error text.
 //!
 //! Owns one small slot type, [`CpuSlot`]: the last CPU profile with samples that the pull surface served
 //! or the push encoded (each told through the [`cpu_hook`] the composition root, `cli/run.rs`, hands it;
-//! there is no global) — an idle one never
+//! there is no global), and beside it the last wall-clock profile the pull surface served — an idle one never
 //! replaces it, it is only mentioned — and the SVGs rendered from it (by [`crate::report::flamegraph_svg`],
 //! lazily, once per profile; whole, or split by `subsystem` with `?by=subsystem`), titled with where and
 //! when the profile was taken. The flame graph is not gated: it only shows a profile already taken while
@@ -41,22 +42,43 @@ pub fn cpu_hook(slot: Arc<CpuSlot>, source: CpuSource) -> nl6_profile::pull::Cpu
     Box::new(move |pprof_gz| slot.remember(pprof_gz, SystemTime::now(), source))
 }
 
-/// Mounts the console on `api` over `slot`: its routes, and every CPU profile the pull surface serves.
+/// Mounts the console on `api` over `slot`: its routes, and every CPU and wall-clock profile the pull
+/// surface serves.
 pub fn mount(api: crate::api::Api, slot: &Arc<CpuSlot>) -> crate::api::Api {
+    let wall = Arc::clone(slot);
     api.with_console(handler(Arc::clone(slot)))
         .on_cpu_profile(cpu_hook(Arc::clone(slot), CpuSource::Pull))
+        .on_wall_profile(Box::new(move |pprof_gz| {
+            wall.remember_wall(pprof_gz, SystemTime::now(), CpuSource::Pull)
+        }))
 }
 
 /// Answers one console request; the flame graph is `slot`'s.
 pub fn handle(route: ConsoleRoute, req: &Request, slot: &CpuSlot) -> Response {
     match route {
         ConsoleRoute::Page => page(),
-        ConsoleRoute::Flamegraph => slot.flamegraph(wants_split(&req.query)),
+        ConsoleRoute::Flamegraph => match wanted_kind(&req.query) {
+            Ok(kind) => slot.flamegraph_of(kind, wants_split(&req.query)),
+            Err(bad) => crate::api::rest::error(
+                400,
+                &format!("profile={bad:?}: the flame graph shows profile=cpu (the default) or profile=wall"),
+            ),
+        },
         ConsoleRoute::MethodNotAllowed => crate::api::rest::error(
             405,
             &format!("method {} not allowed on {}: use GET", req.method, req.path),
         )
         .header("Allow", "GET, HEAD"),
+    }
+}
+
+/// Which profile the flame graph's query asks for (`profile=cpu`, the default, or `profile=wall`); `Err`
+/// names anything else.
+fn wanted_kind(query: &str) -> Result<ProfileKind, String> {
+    match query.split('&').find_map(|kv| kv.strip_prefix("profile=")) {
+        None | Some("cpu") => Ok(ProfileKind::Cpu),
+        Some("wall") => Ok(ProfileKind::Wall),
+        Some(other) => Err(other.to_string()),
     }
 }
 
@@ -113,11 +135,32 @@ pub fn page() -> Response {
 }
 
 /// The CPU profile the flame graph shows, and its flame graphs (whole, and split by `subsystem`) once
-/// rendered. The composition root makes one and hands it to the routes ([`handler`]) and to the pull
-/// surface and the push ([`cpu_hook`]); tests make their own.
-pub struct CpuSlot(Mutex<LastCpu>);
+/// rendered; the same for the last wall-clock profile. The composition root makes one and hands it to the
+/// routes ([`handler`]) and to the pull surface and the push ([`cpu_hook`]); tests make their own.
+pub struct CpuSlot {
+    cpu: Mutex<LastCpu>,
+    wall: Mutex<LastCpu>,
+}
 
-/// Where a remembered CPU profile came from, said in the flame graph's title.
+/// Which of the slot's two profiles (`?profile=` of the flame graph).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProfileKind {
+    /// The last CPU profile (the default).
+    Cpu,
+    /// The last wall-clock profile (`/debug/fgprof`).
+    Wall,
+}
+
+impl ProfileKind {
+    fn title_words(self) -> &'static str {
+        match self {
+            ProfileKind::Cpu => "CPU profile",
+            ProfileKind::Wall => "wall-clock profile",
+        }
+    }
+}
+
+/// Where a remembered profile came from, said in the flame graph's title.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CpuSource {
     /// `GET /debug/pprof/profile` (a person, the console's button, a scraper).
@@ -127,10 +170,11 @@ pub enum CpuSource {
 }
 
 impl CpuSource {
-    fn words(self) -> &'static str {
-        match self {
-            CpuSource::Pull => "GET /debug/pprof/profile",
-            CpuSource::Push => "the push's upload window",
+    fn words(self, kind: ProfileKind) -> &'static str {
+        match (self, kind) {
+            (CpuSource::Pull, ProfileKind::Cpu) => "GET /debug/pprof/profile",
+            (CpuSource::Pull, ProfileKind::Wall) => "GET /debug/fgprof",
+            (CpuSource::Push, _) => "the push's upload window",
         }
     }
 }
@@ -157,28 +201,53 @@ struct LastCpu {
 impl CpuSlot {
     /// An empty slot.
     pub const fn new() -> CpuSlot {
-        CpuSlot(Mutex::new(LastCpu {
+        const EMPTY: LastCpu = LastCpu {
             generation: 0,
             kept: None,
             newer_empty: None,
             svg: None,
             svg_by_subsystem: None,
-        }))
+        };
+        CpuSlot {
+            cpu: Mutex::new(EMPTY),
+            wall: Mutex::new(EMPTY),
+        }
     }
 
-    /// The slot, even if a panicking renderer poisoned it (its values stay consistent: each is set whole).
-    fn lock(&self) -> MutexGuard<'_, LastCpu> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    /// One profile's slot, even if a panicking renderer poisoned it (its values stay consistent: each is
+    /// set whole).
+    fn lock(&self, kind: ProfileKind) -> MutexGuard<'_, LastCpu> {
+        let m = match kind {
+            ProfileKind::Cpu => &self.cpu,
+            ProfileKind::Wall => &self.wall,
+        };
+        m.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Keeps a profile taken at `taken_at` from `source`. One without samples (an idle scrape or window)
-    /// replaces only a kept profile that has none either; otherwise it is only mentioned in the title.
+    /// Keeps a CPU profile taken at `taken_at` from `source`. One without samples (an idle scrape or
+    /// window) replaces only a kept profile that has none either; otherwise it is only mentioned in the
+    /// title.
     pub fn remember(&self, pprof_gz: &[u8], taken_at: SystemTime, source: CpuSource) {
+        self.remember_kind(ProfileKind::Cpu, pprof_gz, taken_at, source)
+    }
+
+    /// Keeps a wall-clock profile, by the same rule as [`CpuSlot::remember`].
+    pub fn remember_wall(&self, pprof_gz: &[u8], taken_at: SystemTime, source: CpuSource) {
+        self.remember_kind(ProfileKind::Wall, pprof_gz, taken_at, source)
+    }
+
+    fn remember_kind(
+        &self,
+        kind: ProfileKind,
+        pprof_gz: &[u8],
+        taken_at: SystemTime,
+        source: CpuSource,
+    ) {
         // An undecodable profile counts as having samples, so the route reports the decode error.
         let has_samples = nl6_profile::proto::decode(pprof_gz)
             .map(|p| !p.sample.is_empty())
             .unwrap_or(true);
-        let mut slot = self.lock();
+        let mut slot = self.lock(kind);
         slot.generation += 1;
         if !has_samples && slot.kept.as_ref().is_some_and(|k| k.has_samples) {
             slot.newer_empty = Some((taken_at, source));
@@ -195,6 +264,7 @@ impl CpuSlot {
 
     /// The title: when the profile was taken, its window, where it came from, and any newer idle one.
     fn title(
+        kind: ProfileKind,
         taken: (SystemTime, CpuSource),
         window_nanos: i64,
         newer_empty: Option<(SystemTime, CpuSource)>,
@@ -204,14 +274,15 @@ impl CpuSlot {
         let window =
             crate::timefmt::format_go_duration(std::time::Duration::from_millis(window_millis));
         let mut title = format!(
-            "nl6 CPU profile, {}, {window} from {}",
+            "nl6 {}, {}, {window} from {}",
+            kind.title_words(),
             crate::timefmt::rfc3339_millis(taken.0),
-            taken.1.words()
+            taken.1.words(kind)
         );
         if let Some((t, source)) = newer_empty {
             title.push_str(&format!(
                 " (a newer one from {}, {}, had no samples)",
-                source.words(),
+                source.words(kind),
                 crate::timefmt::rfc3339_millis(t)
             ));
         }
@@ -222,8 +293,13 @@ impl CpuSlot {
     /// profile); 404 JSON when none is kept, 500 JSON when it does not decode. The title is also sent as
     /// `X-Nl6-Flame-Source` for the page's caption.
     pub fn flamegraph(&self, by_subsystem: bool) -> Response {
+        self.flamegraph_of(ProfileKind::Cpu, by_subsystem)
+    }
+
+    /// [`CpuSlot::flamegraph`] of either profile.
+    pub fn flamegraph_of(&self, kind: ProfileKind, by_subsystem: bool) -> Response {
         let (generation, profile, taken, newer_empty) = {
-            let slot = self.lock();
+            let slot = self.lock(kind);
             let cache = if by_subsystem {
                 &slot.svg_by_subsystem
             } else {
@@ -235,7 +311,11 @@ impl CpuSlot {
                 }
             }
             let Some(kept) = &slot.kept else {
-                return crate::api::rest::error(404, NO_PROFILE_YET);
+                let none = match kind {
+                    ProfileKind::Cpu => NO_PROFILE_YET,
+                    ProfileKind::Wall => NO_WALL_PROFILE_YET,
+                };
+                return crate::api::rest::error(404, none);
             };
             (
                 slot.generation,
@@ -250,18 +330,18 @@ impl CpuSlot {
             Err(e) => {
                 return crate::api::rest::error(
                     500,
-                    &format!("the last CPU profile could not be decoded: {e}"),
+                    &format!("the last {} could not be decoded: {e}", kind.title_words()),
                 )
             }
         };
-        let title = Self::title(taken, decoded.duration_nanos, newer_empty);
+        let title = Self::title(kind, taken, decoded.duration_nanos, newer_empty);
         let svg = if by_subsystem {
             crate::report::flamegraph_svg(&split_by_subsystem(&decoded), &title)
         } else {
             crate::report::flamegraph_svg(&decoded, &title)
         };
         let svg = Arc::new(svg);
-        let mut slot = self.lock();
+        let mut slot = self.lock(kind);
         if slot.generation == generation {
             let cache = if by_subsystem {
                 &mut slot.svg_by_subsystem
@@ -330,6 +410,10 @@ impl Default for CpuSlot {
 /// The 404 before any CPU profile.
 pub const NO_PROFILE_YET: &str = "no CPU profile has been taken yet: take one with \
 GET /debug/pprof/profile?seconds=5 (the console's \"CPU profile\" button) while the profiling gate is open";
+
+/// The 404 before any wall-clock profile.
+pub const NO_WALL_PROFILE_YET: &str = "no wall-clock profile has been taken yet: take one with \
+GET /debug/fgprof?seconds=5 (the console's \"wall-clock profile\" button) while the profiling gate is open";
 
 fn svg_response(svg: &[u8], title: &str) -> Response {
     Response::new(200, "image/svg+xml", svg.to_vec())

@@ -48,6 +48,9 @@ fn root_serves_the_page_with_its_buttons_inlined() {
         "<meta name=\"viewport\"",
         ">heap profile</button>",
         ">CPU profile (5 s)</button>",
+        ">wall-clock profile (5 s)</button>",
+        "/debug/fgprof?seconds=5",
+        "id=\"flame-kind\"",
         ">open pull-only</button>",
         ">close</button>",
         "id=\"gate-address\"",
@@ -232,4 +235,50 @@ fn an_undecodable_profile_is_a_500_naming_the_cause() {
     let r = slot.flamegraph(false);
     assert_eq!(r.status, 500);
     assert!(r.text().contains("could not be decoded"), "{}", r.text());
+}
+
+/// The flame graph route serves either profile: `?profile=wall` the last wall-clock one (404 naming the
+/// wall-clock button before any), the default the CPU one, each titled with its kind and source; any
+/// other `profile=` is a 400 naming the two it takes.
+#[test]
+fn the_flame_graph_shows_either_profile_on_request() {
+    let slot = Arc::new(CpuSlot::new());
+    let gate = Gate::new(
+        Startup::new(None, None, None, Duration::from_secs(15)),
+        Box::new(NoopPusher),
+    );
+    let api = mount(Api::new(gate), &slot);
+    let get = |q: &str| api.handle(&Request::new("GET", &format!("{FLAMEGRAPH_PATH}{q}")));
+    let none = get("?profile=wall");
+    assert_eq!(none.status, 404);
+    assert!(
+        none.text().contains("/debug/fgprof?seconds=5"),
+        "{}",
+        none.text()
+    );
+    slot.remember(&encode_gz(&cpu_profile(HOT)), UNIX_EPOCH, CpuSource::Pull);
+    assert_eq!(
+        get("?profile=wall").status,
+        404,
+        "a CPU profile is not a wall-clock one"
+    );
+    let other = &[(&["nl6::lab::trap::wait_for_ack", "main"][..], 9)];
+    slot.remember_wall(&encode_gz(&cpu_profile(other)), UNIX_EPOCH, CpuSource::Pull);
+    let wall = get("?profile=wall&t=1");
+    assert_eq!(wall.status, 200);
+    let title = wall.get_header("x-nl6-flame-source").unwrap().to_string();
+    assert!(
+        title.starts_with("nl6 wall-clock profile, ") && title.ends_with("from GET /debug/fgprof"),
+        "{title}"
+    );
+    assert!(wall.text().contains("wait_for_ack") && !wall.text().contains("hot_walk"));
+    let cpu = get("?t=2");
+    assert!(cpu.text().contains("hot_walk") && !cpu.text().contains("wait_for_ack"));
+    assert_eq!(get("?profile=cpu").body, cpu.body);
+    assert!(get("?profile=wall&by=subsystem")
+        .text()
+        .contains("subsystem="));
+    let bad = get("?profile=heap");
+    assert_eq!(bad.status, 400);
+    assert!(bad.text().contains("profile=wall"), "{}", bad.text());
 }

@@ -15,6 +15,8 @@ pub struct PushTarget {
     pub tenant: Option<String>,
     /// Upload cadence.
     pub interval: Duration,
+    /// Also push a wall-clock window each interval (`-profiling-wall`).
+    pub wall: bool,
 }
 
 impl std::fmt::Debug for PushTarget {
@@ -25,6 +27,7 @@ impl std::fmt::Debug for PushTarget {
             .field("basic_auth", &self.basic_auth.as_ref().map(|_| "<set>"))
             .field("tenant", &self.tenant.as_ref().map(|_| "<set>"))
             .field("interval", &self.interval)
+            .field("wall", &self.wall)
             .finish()
     }
 }

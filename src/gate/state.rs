@@ -27,6 +27,7 @@ pub struct Startup {
     basic_auth: Option<(String, String)>,
     tenant: Option<String>,
     interval: Duration,
+    wall: bool,
 }
 
 impl std::fmt::Debug for Startup {
@@ -36,6 +37,7 @@ impl std::fmt::Debug for Startup {
             .field("basic_auth", &self.basic_auth.as_ref().map(|_| "<set>"))
             .field("tenant", &self.tenant.as_ref().map(|_| "<set>"))
             .field("interval", &self.interval)
+            .field("wall", &self.wall)
             .finish()
     }
 }
@@ -53,7 +55,17 @@ impl Startup {
             basic_auth,
             tenant,
             interval,
+            wall: false,
         }
+    }
+    /// With `-profiling-wall`: every push (the flag's or a runtime one) also uploads a wall-clock window.
+    pub fn with_wall(mut self, wall: bool) -> Startup {
+        self.wall = wall;
+        self
+    }
+    /// `-profiling-wall`. Defaults to off.
+    pub fn wall(&self) -> bool {
+        self.wall
     }
     /// `-profiling-pyroscope`. Defaults to none.
     pub fn flag_address(&self) -> Option<&str> {
@@ -72,6 +84,7 @@ impl Startup {
             basic_auth,
             tenant,
             interval,
+            wall,
         } = self;
         let bound = flag_address
             .as_deref()
@@ -82,6 +95,7 @@ impl Startup {
             basic_auth: if bound { basic_auth.clone() } else { None },
             tenant: if bound { tenant.clone() } else { None },
             interval: *interval,
+            wall: *wall,
         };
         (target, has_secrets && !bound)
     }

@@ -10,6 +10,7 @@ use nl6::push::{
 };
 use nl6_profile::cpu::CpuError;
 use nl6_profile::proto::{Function, Label, Line, Location, Profile, Sample, ValueType};
+use nl6_profile::wall::WallError;
 use prost::Message;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -65,6 +66,7 @@ pub fn target(address: &str, interval: Duration) -> PushTarget {
         basic_auth: None,
         tenant: None,
         interval,
+        wall: false,
     }
 }
 
@@ -172,6 +174,16 @@ impl ProfileSource for FakeSource {
             from,
             until: SystemTime::now(),
         }
+    }
+    // The fake pushes no wall-clock windows: the binary's tests (tests/push_wall.rs) push the engine's.
+    fn wall_start(&mut self) -> Result<(), WallError> {
+        Err(WallError::Busy)
+    }
+    fn wall_window(&mut self) -> Option<EncodedProfile> {
+        None
+    }
+    fn wall_stop(&mut self) -> Option<EncodedProfile> {
+        None
     }
     fn threads(&mut self, from: SystemTime) -> EncodedProfile {
         self.control.threads.fetch_add(1, Ordering::SeqCst);

@@ -130,14 +130,17 @@ var builtinDisplayNames = map[string]string{
 }
 
 // metricFor is metricName() of pkg/og/convert/pprof/profile.go: `wall` wins outright; otherwise the
-// first sample type whose display name (or own name) matches a rule decides. config is nil when the
-// upload had no `sample_type_config` part. It returns "" when nothing matches.
+// first sample type whose display name (or own name) matches a rule decides, and when none matches the
+// last sample type's display name (or own name) is the metric, as the server keeps it (that is how a
+// `display-name` of `fgprof` files a wall-clock profile as `fgprof`). config is nil when the upload had
+// no `sample_type_config` part. It returns "" only for a profile without sample types.
 func metricFor(types []*profile.ValueType, config map[string]sampleTypeSettings) string {
 	for _, t := range types {
 		if t.Type == "wall" {
 			return "wall"
 		}
 	}
+	last := ""
 	for _, t := range types {
 		shown := t.Type
 		if config == nil {
@@ -159,8 +162,9 @@ func metricFor(types []*profile.ValueType, config map[string]sampleTypeSettings)
 		case strings.Contains(shown, "goroutines"):
 			return "goroutines"
 		}
+		last = shown
 	}
-	return ""
+	return last
 }
 
 // profileTypeID is `__profile_type__` (pkg/phlaredb/labels CreateProfileLabels) for one sample type.

@@ -464,6 +464,7 @@ mod tests {
             basic_auth: Some(("alice".into(), "s3cret".into())),
             tenant: Some("t1".into()),
             interval: Duration::from_secs(15),
+            wall: false,
         };
         let c = Client::new(
             &target,

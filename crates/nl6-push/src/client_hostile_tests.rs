@@ -49,6 +49,7 @@ fn upload_error_within(address: String, timeout: Duration) -> String {
         basic_auth: Some(("alice".into(), "s3cret-pw".into())),
         tenant: None,
         interval: Duration::from_secs(15),
+        wall: false,
     };
     let c = Client::new(
         &target,

@@ -133,6 +133,9 @@ pub struct Target {
     pub tenant: Option<String>,
     /// Upload cadence: one CPU window, one heap profile and one thread profile per interval.
     pub interval: Duration,
+    /// Also a wall-clock window per interval (fgprof's shape, the `fgprof` series); the push then holds
+    /// the wall-clock sampler, as it holds the CPU one. Defaults to off, as Alloy's `profile.fgprof`.
+    pub wall: bool,
 }
 
 impl Target {
@@ -143,7 +146,13 @@ impl Target {
             basic_auth: None,
             tenant: None,
             interval,
+            wall: false,
         }
+    }
+    /// Also uploads a wall-clock window every interval (see [`Target::wall`]).
+    pub fn with_wall(mut self, on: bool) -> Self {
+        self.wall = on;
+        self
     }
     /// Sends `Authorization: Basic` with these credentials.
     pub fn with_basic_auth(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
@@ -165,6 +174,7 @@ impl std::fmt::Debug for Target {
             .field("basic_auth", &self.basic_auth.as_ref().map(|_| "<set>"))
             .field("tenant", &self.tenant.as_ref().map(|_| "<set>"))
             .field("interval", &self.interval)
+            .field("wall", &self.wall)
             .finish()
     }
 }

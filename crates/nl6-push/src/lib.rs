@@ -1,5 +1,5 @@
 //! Continuous profiling for a Rust service: every interval, the [`nl6_profile`] engine's CPU window, heap
-//! profile and every thread's stack are uploaded to Grafana Pyroscope's `/ingest` (the HTTP API
+//! profile, every thread's stack and, when [`Target::with_wall`] asks, its wall-clock window are uploaded to Grafana Pyroscope's `/ingest` (the HTTP API
 //! pyroscope-go and Grafana Alloy use), on one thread named `nl6-push`, with a flush when it stops.
 //!
 //! ```no_run

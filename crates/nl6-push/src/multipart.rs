@@ -1,7 +1,7 @@
 //! The `multipart/form-data` body of one `/ingest` upload, as the server reads it: a file part `profile`
 //! (filename `profile.pprof`, the gzip pprof) and, for every kind but CPU, a file part `sample_type_config`
 //! (filename `sample_type_config.json`) that puts the profile under the right `__name__` (`memory`,
-//! `goroutines`). Both parts carry a filename because the server only looks among file parts: a part
+//! `goroutines`, `fgprof`). Both parts carry a filename because the server only looks among file parts: a part
 //! without one is dropped and the upload is answered 200 with nothing stored.
 //!
 //! Plain bytes in, plain bytes out; never gzips the whole body (the server would not undo it).
@@ -22,6 +22,15 @@ pub const HEAP_SAMPLE_TYPE_CONFIG: &str = concat!(
 /// `goroutines`, which the server maps to `__name__="goroutines"`.
 pub const THREADS_SAMPLE_TYPE_CONFIG: &str =
     r#"{"goroutine":{"display-name":"goroutines","units":"goroutines","aggregation":"average"}}"#;
+
+/// The `sample_type_config` JSON for the wall-clock upload: fgprof's two sample types, both displayed as
+/// `fgprof`, the name Grafana Alloy's `profile.fgprof` scrape files them under. The server's rules match
+/// no other name in `fgprof` and keep it; without this part its default mapping would read `samples` as
+/// `cpu` and file the wall-clock profile as `process_cpu`.
+pub const WALL_SAMPLE_TYPE_CONFIG: &str = concat!(
+    r#"{"samples":{"display-name":"fgprof","units":"samples"},"#,
+    r#""time":{"display-name":"fgprof","units":"nanoseconds"}}"#
+);
 
 /// A finished body and the `Content-Type` header that goes with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -161,7 +170,11 @@ mod tests {
 
     #[test]
     fn heap_and_threads_bodies_carry_a_config_file_part() {
-        for config in [HEAP_SAMPLE_TYPE_CONFIG, THREADS_SAMPLE_TYPE_CONFIG] {
+        for config in [
+            HEAP_SAMPLE_TYPE_CONFIG,
+            THREADS_SAMPLE_TYPE_CONFIG,
+            WALL_SAMPLE_TYPE_CONFIG,
+        ] {
             let body = ingest_body(b"pprof", Some(config));
             let parts = parse_parts(&body.content_type, &body.bytes);
             assert_eq!(parts.len(), 2);
@@ -187,6 +200,11 @@ mod tests {
         }
         let threads: serde_json::Value = serde_json::from_str(THREADS_SAMPLE_TYPE_CONFIG).unwrap();
         assert_eq!(threads["goroutine"]["display-name"], "goroutines");
+        // fgprof's sample types, as the engine's wall-clock encoder writes them.
+        let wall: serde_json::Value = serde_json::from_str(WALL_SAMPLE_TYPE_CONFIG).unwrap();
+        for k in ["samples", "time"] {
+            assert_eq!(wall[k]["display-name"], "fgprof", "{k}");
+        }
     }
 
     #[test]

@@ -5,7 +5,10 @@
 //! the CPU window from the engine's sampler (started at push start; when the sampler is busy with a pull
 //! profile that window is skipped and counted as an error, and starting is retried at the next window), a
 //! heap profile (`alloc_*` as deltas since the previous upload, `inuse_*` absolute) and every thread's
-//! stack, and queues three upload jobs on a bounded queue (full: the oldest job is dropped and counted).
+//! stack, and, when the target asks for it ([`Target::wall`]), the wall-clock window (the wall-clock
+//! sampler is held like the CPU one: refused, that window is skipped and counted, and starting is retried
+//! at the next), and queues those upload jobs on a bounded queue (full: the oldest job is dropped and
+//! counted).
 //! Between collections the same thread drains the queue, one `POST /ingest` at a time, each bounded by
 //! the upload timeout ([`crate::client`] holds the only HTTP code). Collection never waits behind
 //! uploads for long: an upload lasts at most the upload timeout, and the sampler keeps sampling meanwhile,
@@ -13,8 +16,8 @@
 //!
 //! Every failure (transport, TLS, timeout, non-200, full queue, refused CPU, a source error) increments
 //! `sdk_errors` and sets `last_error` (credentials scrubbed); the first of a push logs one line
-//! `[profiling] push to <address> failing: <error>`. Stopping flushes: a final CPU window and heap
-//! profile, then the queue, all before the deadline; past it the rest is abandoned with one log line, and
+//! `[profiling] push to <address> failing: <error>`. Stopping flushes: a final CPU window (and
+//! wall-clock window) and heap profile, then the queue, all before the deadline; past it the rest is abandoned with one log line, and
 //! the thread is joined, so nothing is left running. `start` never touches the network.
 #![forbid(unsafe_code)]
 
@@ -109,6 +112,8 @@ impl Pusher {
             capacity: c.queue_capacity,
             queue: VecDeque::new(),
             cpu_running: false,
+            wall: target.wall,
+            wall_running: false,
         };
         let handle = nl6_profile::threads::spawn_recorded(THREAD_NAME, move || worker.run())
             .map_err(StartError::Thread)?;
@@ -252,12 +257,18 @@ struct Worker {
     capacity: usize,
     queue: VecDeque<EncodedProfile>,
     cpu_running: bool,
+    /// The target asks for wall-clock windows.
+    wall: bool,
+    wall_running: bool,
 }
 
 impl Worker {
     fn run(mut self) -> bool {
         let mut window_start = SystemTime::now();
         self.cpu_begin();
+        if self.wall {
+            self.wall_begin();
+        }
         let mut next_tick = Instant::now() + self.interval;
         loop {
             match self.rx.try_recv() {
@@ -315,15 +326,35 @@ impl Worker {
         }
     }
 
+    fn wall_begin(&mut self) {
+        match self.with_source("wall-clock profile", |s| s.wall_start()) {
+            Ok(Ok(())) => self.wall_running = true,
+            Ok(Err(refused)) => self.fail(SourceError::WallRefused(refused)),
+            Err(panicked) => self.fail(panicked),
+        }
+    }
+
+    /// The wall-clock window, when the target asks for them: taken if sampling runs, else (re)started.
+    fn collect_wall(&mut self) {
+        if !self.wall {
+            return;
+        }
+        if self.wall_running {
+            let window = self.with_source("wall-clock profile", |s| s.wall_window());
+            self.wall_running = self.enqueue_window(window);
+        }
+        if !self.wall_running {
+            self.wall_begin();
+        }
+    }
+
     /// Ends the window that began at `window_start`; returns the next window's start.
     fn collect(&mut self, window_start: SystemTime) -> SystemTime {
         let now = SystemTime::now();
+        self.collect_wall();
         if self.cpu_running {
-            match self.with_source("cpu profile", |s| s.cpu_window()) {
-                Ok(Some(p)) => self.enqueue(p),
-                Ok(None) => self.cpu_running = false,
-                Err(panicked) => self.fail(panicked),
-            }
+            let window = self.with_source("cpu profile", |s| s.cpu_window());
+            self.cpu_running = self.enqueue_window(window);
         }
         if !self.cpu_running {
             self.cpu_begin();
@@ -333,6 +364,17 @@ impl Worker {
         let threads = self.with_source("thread stacks", |s| s.threads(window_start));
         self.enqueue_or_fail(threads);
         now
+    }
+
+    /// Queues a sampler's window; `false` when the source had none (its sampler no longer runs). A
+    /// panicked source is counted and leaves the sampler as it was.
+    fn enqueue_window(&mut self, r: Result<Option<EncodedProfile>, SourceError>) -> bool {
+        match r {
+            Ok(Some(p)) => self.enqueue(p),
+            Ok(None) => return false,
+            Err(panicked) => self.fail(panicked),
+        }
+        true
     }
 
     fn enqueue_or_fail(&mut self, r: Result<EncodedProfile, SourceError>) {
@@ -380,11 +422,13 @@ impl Worker {
             // Always stopped, even past the deadline: the sampler must be free for the next user.
             let last = self.with_source("cpu profile", |s| s.cpu_stop());
             self.cpu_running = false;
-            match last {
-                Ok(Some(p)) => self.enqueue(p),
-                Ok(None) => {}
-                Err(panicked) => self.fail(panicked),
-            }
+            self.enqueue_window(last);
+        }
+        if self.wall_running {
+            // Stopped even past the deadline, as the CPU one: a pull may want the sampler next.
+            let last = self.with_source("wall-clock profile", |s| s.wall_stop());
+            self.wall_running = false;
+            self.enqueue_window(last);
         }
         if Instant::now() < deadline {
             let heap = self.with_source("heap profile", |s| s.heap(window_start));

@@ -1,17 +1,21 @@
 //! Where the push's profiles come from: the [`ProfileSource`] seam and its engine-backed implementation.
 //!
-//! The profiler thread asks a source for a CPU window, a heap profile and the thread stacks, already
-//! encoded as gzip'd pprof with their time bounds. [`EngineSource`] (the default) drives the real engine:
+//! The profiler thread asks a source for a CPU window, a heap profile, the thread stacks and, when the
+//! push asks for it, a wall-clock window, already encoded as gzip'd pprof with their time bounds. [`EngineSource`] (the default) drives the real engine:
 //! the SIGPROF sampler through `nl6_profile::cpu` (one window per interval, `take_window`), the sampling
 //! allocator's snapshot (made a delta by the engine's godeltaprof-style `nl6_profile::delta::HeapDelta`:
 //! `alloc_*` since the previous upload, `inuse_*` absolute, because the server never computes heap deltas
-//! for `/ingest`) and `nl6_profile::threads`. Tests hand the pusher a fake source instead, so queue,
+//! for `/ingest`), `nl6_profile::threads` and the wall-clock sampler `nl6_profile::wall` (a session per
+//! window, ended and begun again at each window's end, encoded in fgprof's shape). Tests hand the pusher a fake source instead, so queue,
 //! uploads, errors and flush are tested without the engine. A source never does network I/O.
 #![forbid(unsafe_code)]
 
-use crate::multipart::{HEAP_SAMPLE_TYPE_CONFIG, THREADS_SAMPLE_TYPE_CONFIG};
+use crate::multipart::{
+    HEAP_SAMPLE_TYPE_CONFIG, THREADS_SAMPLE_TYPE_CONFIG, WALL_SAMPLE_TYPE_CONFIG,
+};
 use nl6_profile::cpu::{self, CpuError};
 use nl6_profile::delta::HeapDelta;
+use nl6_profile::wall::{self, WallError};
 use nl6_profile::{encode, heap, threads};
 use std::time::{Duration, SystemTime};
 
@@ -24,6 +28,8 @@ pub enum ProfileKind {
     Heap,
     /// Every thread's stack, as a goroutine profile (`goroutines`).
     Threads,
+    /// A wall-clock window in fgprof's shape (`fgprof`), when the push's target asks for it.
+    Wall,
 }
 
 impl ProfileKind {
@@ -33,6 +39,7 @@ impl ProfileKind {
             ProfileKind::Cpu => "cpu",
             ProfileKind::Heap => "heap",
             ProfileKind::Threads => "threads",
+            ProfileKind::Wall => "wall-clock",
         }
     }
 
@@ -42,6 +49,7 @@ impl ProfileKind {
             ProfileKind::Cpu => None,
             ProfileKind::Heap => Some(HEAP_SAMPLE_TYPE_CONFIG),
             ProfileKind::Threads => Some(THREADS_SAMPLE_TYPE_CONFIG),
+            ProfileKind::Wall => Some(WALL_SAMPLE_TYPE_CONFIG),
         }
     }
 
@@ -52,6 +60,7 @@ impl ProfileKind {
             ProfileKind::Cpu => ("samples", "sum", cpu::DEFAULT_HZ),
             ProfileKind::Heap => ("", "", 100),
             ProfileKind::Threads => ("goroutines", "average", 0),
+            ProfileKind::Wall => ("samples", "sum", wall::DEFAULT_HZ),
         }
     }
 }
@@ -83,6 +92,14 @@ pub trait ProfileSource: Send {
     fn heap(&mut self, from: SystemTime) -> EncodedProfile;
     /// Every thread's stack; `from` is the window start.
     fn threads(&mut self, from: SystemTime) -> EncodedProfile;
+    /// Starts wall-clock sampling for the push's windows (only asked when the target wants them). `Err`
+    /// when the sampler is refused: busy (a pull `/debug/fgprof` holds it) or the OS said no.
+    fn wall_start(&mut self) -> Result<(), WallError>;
+    /// Ends the current wall-clock window and starts the next one; `None` when sampling is not running
+    /// (or the next window could not start: the push asks [`ProfileSource::wall_start`] again).
+    fn wall_window(&mut self) -> Option<EncodedProfile>;
+    /// Stops wall-clock sampling and returns the last window; `None` when it was not running.
+    fn wall_stop(&mut self) -> Option<EncodedProfile>;
 }
 
 /// Why a source call gave the push no profile; shown as the push's `last_error`.
@@ -91,6 +108,9 @@ pub enum SourceError {
     /// The CPU sampler refused a session (busy: another CPU profile holds it; or the OS said no). The push
     /// asks again at the next window.
     CpuRefused(CpuError),
+    /// The wall-clock sampler refused a session (busy: a pull wall-clock profile holds it; or the OS said
+    /// no). The push asks again at the next window.
+    WallRefused(WallError),
     /// The engine panicked while producing `what` (the push thread survives it).
     Panicked { what: &'static str, message: String },
 }
@@ -99,6 +119,7 @@ impl std::fmt::Display for SourceError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SourceError::CpuRefused(e) => write!(f, "{e}"),
+            SourceError::WallRefused(e) => write!(f, "{e}"),
             SourceError::Panicked { what, message } => write!(f, "{what}: {message}"),
         }
     }
@@ -114,6 +135,7 @@ const THREAD_CAPTURE_TIMEOUT: Duration = Duration::from_millis(500);
 #[derive(Default)]
 pub struct EngineSource {
     session: Option<cpu::CpuSession>,
+    wall: Option<wall::WallSession>,
     heap_delta: HeapDelta,
     cpu_hook: Option<crate::CpuHook>,
 }
@@ -142,6 +164,15 @@ impl EngineSource {
             from: profile.start,
             until: profile.start + profile.duration,
         }
+    }
+}
+
+fn encode_wall(profile: &wall::WallProfile) -> EncodedProfile {
+    EncodedProfile {
+        kind: ProfileKind::Wall,
+        pprof_gz: wall::encode(profile),
+        from: profile.start,
+        until: profile.start + profile.duration,
     }
 }
 
@@ -182,6 +213,25 @@ impl ProfileSource for EngineSource {
             until: SystemTime::now(),
         }
     }
+
+    fn wall_start(&mut self) -> Result<(), WallError> {
+        if self.wall.is_none() {
+            self.wall = Some(wall::start()?);
+        }
+        Ok(())
+    }
+
+    fn wall_window(&mut self) -> Option<EncodedProfile> {
+        let ended = self.wall.take()?.stop();
+        // The engine's session has no window of its own: the next one starts at once. Refused (a pull
+        // took the sampler in between), the push sees `None` next time and asks `wall_start` again.
+        self.wall = wall::start().ok();
+        Some(encode_wall(&ended))
+    }
+
+    fn wall_stop(&mut self) -> Option<EncodedProfile> {
+        self.wall.take().map(|s| encode_wall(&s.stop()))
+    }
 }
 
 #[cfg(test)]
@@ -191,6 +241,29 @@ mod tests {
 
     /// The composition root hands the console's slot to the push as a hook: every CPU window the push
     /// encodes reaches it, byte for byte (nothing else writes the console's state).
+    #[test]
+    fn the_wall_config_names_every_sample_type_the_engine_writes() {
+        let empty = wall::WallProfile {
+            start: SystemTime::now(),
+            duration: Duration::from_secs(1),
+            period_ns: 1_000_000_000 / u64::from(wall::DEFAULT_HZ),
+            ticks: 0,
+            unanswered: 0,
+            capped_ticks: 0,
+            samples: Vec::new(),
+        };
+        let p = nl6_profile::proto::decode(&wall::encode(&empty)).expect("the engine's pprof");
+        let name = |i: i64| p.string_table[i as usize].clone();
+        let types: Vec<String> = p.sample_type.iter().map(|t| name(t.r#type)).collect();
+        let config: serde_json::Value = serde_json::from_str(WALL_SAMPLE_TYPE_CONFIG).unwrap();
+        assert_eq!(config.as_object().unwrap().len(), types.len(), "{types:?}");
+        for t in &types {
+            assert_eq!(config[t]["display-name"], "fgprof", "{t} in {config}");
+        }
+        let period = p.period_type.as_ref().expect("a period type");
+        assert_eq!(name(period.r#type), "wallclock");
+    }
+
     #[test]
     fn every_cpu_window_reaches_the_hook() {
         let seen: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
