@@ -36,12 +36,6 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 mod region;
 mod sites;
 
-/// Whether `addr` lies in the one region that holds every sampled block (a diagnostic: where did a block
-/// go). The region is reserved on the first sample.
-pub fn in_sampled_region(addr: usize) -> bool {
-    region::owns(addr)
-}
-
 /// The region's address range, once reserved (reserved, unbacked address space; see the module doc).
 pub fn sampled_region() -> Option<std::ops::Range<usize>> {
     region::range()

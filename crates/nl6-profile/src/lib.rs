@@ -139,9 +139,11 @@ pub mod heap;
 pub mod labels;
 #[allow(unsafe_code)]
 pub(crate) mod mapped;
-pub mod maps;
+pub(crate) mod maps;
 pub mod notes;
-pub mod proto;
+// The decoder is for the crate's tests and nl6, which compile this file too (`#[path]`).
+#[allow(dead_code)]
+pub(crate) mod proto;
 pub mod pull;
 pub mod sight;
 #[allow(unsafe_code)]

@@ -8,15 +8,16 @@
 #[path = "support/encode_check.rs"]
 mod engine_encode_support;
 
+mod support;
 use engine_encode_support::{check, pprof, write_profile};
 use nl6_profile::cpu::{CpuProfile, CpuSample};
 use nl6_profile::delta::{heap_between, HeapDelta};
 use nl6_profile::encode::{self, HeapView};
 use nl6_profile::heap::{self, HeapRecord, HeapSnapshot, SamplingAllocator};
 use nl6_profile::labels::LabelSet;
-use nl6_profile::proto;
 use nl6_profile::threads::ThreadStack;
 use std::time::{Duration, SystemTime};
+use support::proto;
 
 /// A one-pair label set, `{subsystem = name}` (the engine has no vocabulary of its own).
 fn label(name: &str) -> LabelSet {
@@ -56,10 +57,9 @@ fn cpu_stack() -> Vec<u64> {
 
 /// Executable mappings of this process that a profile lists (files and the vDSO), as Go's runtime/pprof.
 fn executable_mappings() -> usize {
-    nl6_profile::maps::read_self()
-        .unwrap()
+    support::maps::read_self()
         .iter()
-        .filter(|m| m.executable && (m.is_file() || m.path == "[vdso]"))
+        .filter(|m| m.executable && (m.path.starts_with('/') || m.path == "[vdso]"))
         .count()
 }
 

@@ -15,8 +15,8 @@ mod support;
 
 use nl6_profile::encode::{self, HeapView};
 use nl6_profile::heap::{self, SamplingAllocator};
-use nl6_profile::proto;
 use std::alloc::Layout;
+use support::proto;
 
 #[global_allocator]
 static ALLOC: SamplingAllocator = SamplingAllocator::system();

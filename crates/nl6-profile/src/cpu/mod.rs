@@ -201,16 +201,11 @@ pub fn coverage() -> Coverage {
     coverage::current()
 }
 
-/// Timers currently created by the sampler (0 when no session runs: none leak).
-pub fn live_timers() -> usize {
-    timers::live_count()
-}
-
 /// Installs the SIGPROF handler (it stays installed), so a stray SIGPROF before the first profile is
 /// ignored instead of killing the process. The binary calls it at startup; [`start`] does it anyway.
 /// Refuses, naming the owner, when another owner's SIGPROF handler is installed (see
 /// [`crate::SignalOptions::take_foreign`]).
-pub fn install_handler() -> Result<(), crate::SignalError> {
+pub(crate) fn install_handler() -> Result<(), crate::SignalError> {
     signal::install(signal::CPU_SIGNAL, on_sigprof).map_err(|e| e.named(crate::symbols::symbolize))
 }
 
