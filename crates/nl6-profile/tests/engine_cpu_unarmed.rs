@@ -130,11 +130,16 @@ fn no_timer_at_all_fails_the_start_with_the_cause() {
     let timers_before = support::proc_timers();
     let err = cpu::start(100).expect_err("no timer can be created");
     let text = err.to_string();
-    assert!(matches!(err, cpu::CpuError::Os(_)), "{err:?}");
+    assert!(matches!(err, cpu::CpuError::Os { .. }), "{err:?}");
     assert!(
         text.starts_with("timer_create: ") && text.contains("RLIMIT_SIGPENDING"),
         "{text}"
     );
+    // The OS's error itself is kept as the source, not only its text.
+    let source = std::error::Error::source(&err)
+        .and_then(|s| s.downcast_ref::<std::io::Error>())
+        .unwrap_or_else(|| panic!("no io::Error source: {err:?}"));
+    assert_eq!(source.raw_os_error(), Some(libc::EAGAIN), "{source:?}");
     assert!(!cpu::is_running(), "the failed start left a session");
     assert_eq!(
         support::proc_timers(),
