@@ -1,10 +1,11 @@
 //! Naming addresses of this process: function names (demangled) in the executable, every shared object and
 //! the vDSO, and file/line when the executable carries DWARF.
 //!
-//! What it provides: [`Symbolizer::global`], a process-wide view of the process's executable mappings (read
-//! from `/proc/self/maps`, [`super::maps`]), one module per mapped object, the executable first, as Go's
-//! runtime/pprof lists them; [`Symbolizer::mappings`] for the profile's `Mapping` messages (range, file
-//! offset, path, build ID); [`Symbolizer::resolve`]; [`symbolize`] for `/debug/pprof/symbol`.
+//! What it provides: [`symbolize`] (what `/debug/pprof/symbol` answers) and [`demangle`]; crate-private,
+//! `Symbolizer::global`, a process-wide view of the process's executable mappings (read from
+//! `/proc/self/maps` by the crate-private `maps`), one module per mapped object, the executable first, as
+//! Go's runtime/pprof lists them; `Symbolizer::mappings` for the profile's `Mapping` messages (range, file
+//! offset, path, build ID); `Symbolizer::resolve` for the encoder.
 //!
 //! Cost model: an object is mapped read-only when first needed (crate-private `mapped`, never read into the
 //! heap), its function index (4 bytes per function) built on its first lookup, and each function named
