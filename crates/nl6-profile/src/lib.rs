@@ -148,6 +148,8 @@ pub mod notes;
 // The decoder is for the crate's tests and nl6, which compile this file too (`#[path]`).
 #[allow(dead_code)]
 pub(crate) mod proto;
+#[cfg(test)]
+mod proto_tests;
 pub mod pull;
 pub mod sight;
 #[allow(unsafe_code)]

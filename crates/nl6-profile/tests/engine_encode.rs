@@ -164,10 +164,30 @@ fn synthetic_heap() -> HeapSnapshot {
     }
 }
 
+/// Go's `scaleHeapSample` (runtime/pprof/protomem.go), written out here rather than taken from the
+/// engine: (count, size) times 1 / (1 - e^(-(size/count)/rate)), truncated.
+fn go_scale(count: u64, size: u64, rate: usize) -> [i64; 2] {
+    if count == 0 || size == 0 {
+        return [0, 0];
+    }
+    if rate <= 1 {
+        return [count as i64, size as i64];
+    }
+    let avg = size as f64 / count as f64;
+    let scale = 1.0 / (1.0 - (-avg / rate as f64).exp());
+    [(count as f64 * scale) as i64, (size as f64 * scale) as i64]
+}
+
 fn expected_heap_totals(s: &HeapSnapshot) -> Vec<i64> {
     let mut t = vec![0i64; 4];
     for r in &s.records {
-        for (i, v) in encode::heap_values(r, s.rate).iter().enumerate() {
+        let [ao, ab] = go_scale(r.alloc_objects, r.alloc_bytes, s.rate);
+        let [io, ib] = go_scale(
+            r.alloc_objects.saturating_sub(r.free_objects),
+            r.alloc_bytes.saturating_sub(r.free_bytes),
+            s.rate,
+        );
+        for (i, v) in [ao, ab, io, ib].into_iter().enumerate() {
             t[i] += v;
         }
     }
