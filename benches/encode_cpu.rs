@@ -18,11 +18,11 @@ fn code_addresses() -> Vec<u64> {
         encode::goroutine as *const (),
         encode::threadcreate as *const (),
         encode::contention_empty as *const (),
-        encode::scale_heap_sample as *const (),
+        encode::heap_text as *const (),
         nl6_profile::symbols::symbolize as *const (),
         nl6_profile::symbols::demangle as *const (),
         nl6_profile::heap::snapshot as *const (),
-        nl6_profile::proto::decode as *const (),
+        nl6::proto::decode as *const (),
         main as *const (),
         code_addresses as *const (),
     ];

@@ -70,13 +70,7 @@ fn main() {
         std::thread::sleep(Duration::from_millis(200));
         let (idle, _) = window(secs, None);
         for (name, cap) in [("capped", wall::DEFAULT_MAX_THREADS), ("uncapped", target)] {
-            let (cpu, stacks) = window(
-                secs,
-                Some(WallConfig {
-                    hz: wall::DEFAULT_HZ,
-                    max_threads: cap,
-                }),
-            );
+            let (cpu, stacks) = window(secs, Some(WallConfig::default().max_threads(cap)));
             let extra = cpu.saturating_sub(idle);
             println!(
                 "{target} | {name} (cap {cap}) | {stacks} | {:.2} % | {:.1}",

@@ -252,10 +252,9 @@ fn main() {
         eprintln!("cpu_stress: FAIL the heap sampler recorded nothing");
         failed = true;
     }
-    if cpu::live_timers() != 0 || proc_timers().is_some_and(|n| n != 0) {
+    if proc_timers().is_some_and(|n| n != 0) {
         eprintln!(
-            "cpu_stress: FAIL timers leaked: {} live, /proc/self/timers {:?}",
-            cpu::live_timers(),
+            "cpu_stress: FAIL timers leaked: /proc/self/timers lists {:?}",
             proc_timers()
         );
         failed = true;

@@ -4,9 +4,10 @@
 //!
 //! Run: `cargo run --release --target x86_64-unknown-linux-musl --example encode_selfcheck`.
 
+use nl6::proto;
 use nl6_profile::encode::{self, HeapView};
 use nl6_profile::heap::{self, SamplingAllocator};
-use nl6_profile::{proto, symbols};
+use nl6_profile::symbols;
 
 #[global_allocator]
 static ALLOC: SamplingAllocator = SamplingAllocator::system();

@@ -6,6 +6,7 @@
 #      the static binary);
 #   4. the engine's CPU, heap, thread-stack and signal tests on static aarch64 musl under qemu-aarch64;
 #   5. the README's examples against the release build (scripts/readme-examples.sh, about 40 s);
+#   (and between 4 and 5: the engine crate packaged, its tests built outside the workspace);
 #   6. a 60 s signal-safety soak of the CPU + heap samplers on the static build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,6 +55,9 @@ cargo test --target aarch64-unknown-linux-musl -p nl6-profile --no-fail-fast --l
   --skip survives_thread_churn_and_late_sigprof_after_stop \
   --skip two_busy_threads_get_their_own_cpu_and_the_total_matches_rusage \
   --skip one_session_at_a_time
+
+step "the engine crate as packaged (cargo package, publish --dry-run, its tests outside the workspace)"
+bash scripts/package-check.sh
 
 step "other targets compile (every entry point answers Unsupported there)"
 cargo check --target x86_64-apple-darwin -p nl6-profile

@@ -9,9 +9,12 @@
 //!   cargo test --test engine_symbols_binary -- --test-threads=2
 //!   cargo test --target x86_64-unknown-linux-musl --test engine_symbols_binary -- --test-threads=2
 mod common;
+// /proc/PID/maps read by the test, not by the engine.
+#[path = "../crates/nl6-profile/tests/support/maps.rs"]
+mod maps;
 
 use common::{boot, status_field};
-use nl6_profile::proto;
+use nl6::proto;
 use object::{Object, ObjectSymbol};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -19,7 +22,7 @@ use std::time::{Duration, Instant};
 /// The offset of `name` from the start of the vDSO's executable mapping, in this process (the kernel maps
 /// the same image into every process).
 fn vdso_offset_of(name: &str) -> Option<(u64, u64)> {
-    let maps = nl6_profile::maps::read_self().unwrap();
+    let maps = maps::read_self();
     let v = maps.iter().find(|m| m.path == "[vdso]")?;
     // SAFETY: the kernel maps the vDSO readable for the life of the process over the maps entry's range.
     let image =
@@ -38,10 +41,10 @@ fn vdso_offset_of(name: &str) -> Option<(u64, u64)> {
 
 /// The same shared object's address of a function in another process: same file offset, other base.
 fn address_in(pid: u32, path: &str, own_addr: u64) -> u64 {
-    let own = nl6_profile::maps::read_self().unwrap();
+    let own = maps::read_self();
     let mine = own.iter().find(|m| m.contains(own_addr)).unwrap();
     let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
-    let theirs = nl6_profile::maps::parse(&text)
+    let theirs = maps::parse(&text)
         .into_iter()
         .find(|m| m.path == path && m.executable && m.offset == mine.offset)
         .unwrap_or_else(|| panic!("{path} not mapped in {pid}"));
@@ -54,7 +57,7 @@ fn symbol_endpoint_names_shared_objects_and_the_vdso() {
     n.open_pull_only();
     let mut want = Vec::new();
     let text = std::fs::read_to_string(format!("/proc/{}/maps", n.pid())).unwrap();
-    let child = nl6_profile::maps::parse(&text);
+    let child = maps::parse(&text);
     if let (Some((off, len)), Some(v)) = (
         vdso_offset_of("__vdso_clock_gettime"),
         child.iter().find(|m| m.path == "[vdso]"),
@@ -64,8 +67,7 @@ fn symbol_endpoint_names_shared_objects_and_the_vdso() {
     }
     if cfg!(target_env = "gnu") {
         let own = libc::munmap as *const () as u64;
-        let path = nl6_profile::maps::read_self()
-            .unwrap()
+        let path = maps::read_self()
             .into_iter()
             .find(|m| m.contains(own))
             .unwrap()

@@ -4,20 +4,24 @@
 //! - CPU: each request's labels (`route`) are on exactly its own samples, across `.await` while tasks
 //!   interleave on two workers and move between them;
 //! - tokio workers' samples reach the thread root (armed and bounded at birth by `on_thread_start`);
-//! - heap (the allocation-heavy handler) and goroutine (the workers by name) profiles.
+//! - heap (the allocation-heavy handler) and goroutine (the workers by name) profiles;
+//! - a SIGPROF handler the service installed first is refused, the error naming it (the service exits);
+//! - the same service pushing through crates/nl6-push to the repository's Pyroscope `/ingest` double
+//!   (tests/pyroscope-ingest, `NL6_PYROSCOPE_INGEST`): every upload accepted, every series stored.
 //!
 //! The crate is built in release, as a profiled service runs (a debug build's tokio stacks are deeper
 //! than the recorded frames), once per run into one target directory under this workspace's target/ (reused
 //! across runs, so only the first run compiles tokio and axum; crates.io must be reachable then).
-//! Not checked here: refusing a competing SIGPROF handler and the push (other parts of the engine).
 //!
 //!   cargo test --test engine_tokio_axum
 mod common;
+mod push_support;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// Kills the service when the test ends, however it ends.
@@ -33,10 +37,12 @@ impl Drop for Service {
 fn build_service(crate_dir: &Path) -> PathBuf {
     let support = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tokio_axum_support");
     let engine = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/nl6-profile");
+    let push = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/nl6-push");
     std::fs::create_dir_all(crate_dir.join("src")).unwrap();
     let manifest = std::fs::read_to_string(support.join("Cargo.toml.in"))
         .unwrap()
-        .replace("@ENGINE@", engine.to_str().unwrap());
+        .replace("@ENGINE@", engine.to_str().unwrap())
+        .replace("@PUSH@", push.to_str().unwrap());
     std::fs::write(crate_dir.join("Cargo.toml"), manifest).unwrap();
     std::fs::copy(support.join("service.rs"), crate_dir.join("src/main.rs")).unwrap();
     let target_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tokio-axum-target");
@@ -59,8 +65,21 @@ fn build_service(crate_dir: &Path) -> PathBuf {
     target_dir.join("release/tokio-axum-profiled")
 }
 
-fn start(bin: &Path) -> (Service, SocketAddr) {
+/// The service, built once for this test binary's tests (its crate in a temp dir of this process).
+fn service_binary() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let work = std::env::temp_dir().join(format!("nl6-tokio-axum-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&work);
+        let bin = build_service(&work.join("crate"));
+        let _ = std::fs::remove_dir_all(&work);
+        bin
+    })
+}
+
+fn start(bin: &Path, env: &[(&str, &str)]) -> (Service, SocketAddr) {
     let mut child = Command::new(bin)
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -97,10 +116,10 @@ fn pprof(work: &Path, args: &[&str], file: &Path) -> String {
 
 #[test]
 fn a_tokio_axum_service_gets_labelled_cpu_heap_and_goroutine_profiles() {
-    let work = std::env::temp_dir().join(format!("nl6-tokio-axum-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work);
-    let bin = build_service(&work.join("crate"));
-    let (_service, addr) = start(&bin);
+    let bin = service_binary();
+    let work = std::env::temp_dir().join(format!("nl6-tokio-axum-pull-{}", std::process::id()));
+    std::fs::create_dir_all(&work).unwrap();
+    let (_service, addr) = start(bin, &[]);
 
     // A 4-second CPU profile while four clients (two per route) and an allocating one run.
     let profiler = std::thread::spawn(move || get(addr, "/debug/pprof/profile?seconds=4"));
@@ -198,4 +217,80 @@ fn a_tokio_axum_service_gets_labelled_cpu_heap_and_goroutine_profiles() {
         "tokio's workers are missing from the goroutine profile:\n{g}"
     );
     let _ = std::fs::remove_dir_all(&work);
+}
+
+#[test]
+fn a_competing_sigprof_handler_is_refused_naming_its_owner() {
+    let out = Command::new(service_binary())
+        .env("FOREIGN_SIGPROF", "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("running the service");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "the service was not refused:\n{stderr}"
+    );
+    for want in [
+        "profiling refused: ",
+        "SIGPROF: another handler is installed",
+        "their_sigprof",
+        "SignalOptions::take_foreign(true)",
+    ] {
+        assert!(stderr.contains(want), "{want} missing from:\n{stderr}");
+    }
+    assert!(out.stdout.is_empty(), "it served anyway: {:?}", out.stdout);
+}
+
+#[test]
+fn the_service_pushes_every_series_to_the_ingest_double() {
+    let double = push_support::StandIn::start(&[]);
+    let (_service, addr) = start(service_binary(), &[("PUSH_TO", double.url().as_str())]);
+    // Four one-second intervals of busy and allocating requests.
+    let end = Instant::now() + Duration::from_secs(4);
+    let clients: Vec<_> = ["/busy/a", "/alloc"]
+        .into_iter()
+        .map(|path| {
+            std::thread::spawn(move || {
+                let mut n = 0;
+                while Instant::now() < end && n < 10_000 {
+                    get(addr, path);
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    for c in clients {
+        assert!(c.join().unwrap() > 0, "a client got no answer");
+    }
+    let report = String::from_utf8(get(addr, "/push/stop")).unwrap();
+    assert!(report.starts_with("flushed=true "), "{report}");
+    let uploads: usize = report
+        .split("uploads=")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no upload count in {report:?}"));
+    assert!(report.contains(" sdk_errors=0 "), "{report}");
+
+    let requests = double.requests();
+    assert!(uploads >= 2, "{report}");
+    assert_eq!(uploads, requests.len(), "{report}\n{requests:?}");
+    for r in &requests {
+        assert_eq!(r["status"], 200, "refused upload: {r}");
+    }
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let selector = format!(
+        r#"{{service_name="tokio-axum-profiled",hostname="{}"}}"#,
+        nl6::push::ingest_url::sanitize_label_value(&hostname)
+    );
+    for t in push_support::SERIES_TYPES {
+        assert!(
+            double.total(t, &selector) > 0,
+            "{t} under {selector}: {:?}",
+            double.profile_types()
+        );
+    }
 }

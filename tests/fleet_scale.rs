@@ -9,7 +9,7 @@ mod fleet_common;
 
 use common::{boot, json, status_field, threads_of, Nl6};
 use fleet_common::{device_ip, get_sysname, load, snmp_tool, DEVICES};
-use nl6_profile::proto::{self, Profile};
+use nl6::proto::{self, Profile};
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -377,7 +377,8 @@ const ABSURD_SECONDS: &[&str] = &[
 /// The statuses documented for `path?seconds=<absurd>` while the gate is open and the CPU sampler is
 /// busy (another profile or the push holds it).
 fn documented(path: &str, seconds: &str) -> &'static [u16] {
-    let parsed = nl6::http::percent_decode(seconds).parse::<i64>().ok();
+    let decoded = nl6_profile::pull::query_param(&format!("seconds={seconds}"), "seconds");
+    let parsed = decoded.and_then(|s| s.parse::<i64>().ok());
     match path {
         // bad or ≤ 0 → the 30 s default, refused as busy; above 300 → 400
         "profile" if parsed.is_some_and(|n| n > 300) => &[400],

@@ -67,7 +67,7 @@ fn check_scrape(path: &str, (status, headers, body): common::Reply) -> Result<us
         ));
     }
     alloy_accepts(path, &headers, &body)?;
-    nl6_profile::proto::decode(&body).map_err(|e| format!("{path}: decode: {e:?}"))?;
+    nl6::proto::decode(&body).map_err(|e| format!("{path}: decode: {e:?}"))?;
     let name = path
         .trim_start_matches("/debug/pprof/")
         .replace(['?', '='], "-");

@@ -104,10 +104,6 @@ impl Request {
     }
 }
 
-/// Decodes `%XX` escapes and `+`; invalid escapes are kept as they are (the engine's, shared with the
-/// pull surface so both read a query alike).
-pub use nl6_profile::pull::percent_decode;
-
 /// A reply: status, headers and body. The server adds `Content-Length`, `Date`-free framing, `Connection`
 /// and `X-Content-Type-Options: nosniff`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -227,7 +223,9 @@ mod tests {
         assert_eq!(r.query_param("name").as_deref(), Some("a b c"));
         assert_eq!(r.query_param("flag").as_deref(), Some(""));
         assert_eq!(r.query_param("missing"), None);
-        assert_eq!(percent_decode("100%"), "100%");
-        assert_eq!(percent_decode("%zz%41"), "%zzA");
+        // Invalid escapes are kept as they are.
+        let q = |query: &str| nl6_profile::pull::query_param(query, "a");
+        assert_eq!(q("a=100%").as_deref(), Some("100%"));
+        assert_eq!(q("a=%zz%41").as_deref(), Some("%zzA"));
     }
 }

@@ -1,6 +1,9 @@
 //! A tokio multi-thread + axum service profiled by nl6-profile, as the crate's README tells an embedder:
 //! the sampling allocator, the pool hooks, labels per request across `.await`, and `/debug/pprof/`
-//! answered without blocking a runtime worker. Built and driven by tests/engine_tokio_axum.rs.
+//! answered without blocking a runtime worker; with `PUSH_TO=<url>`, continuous profiling through
+//! nl6-push instead (`GET /push/stop` flushes it and answers its counts); with `FOREIGN_SIGPROF=1`, a
+//! SIGPROF handler of its own installed first, which the engine must refuse. Built and driven by
+//! tests/engine_tokio_axum.rs.
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderName, HeaderValue, Method, StatusCode};
@@ -12,7 +15,7 @@ use nl6_profile::labels::{LabelSet, LabelledFuture};
 use nl6_profile::pull::{PullRequest, PullSurface};
 use nl6_profile::threads;
 use std::hint::black_box;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 #[global_allocator]
@@ -102,8 +105,42 @@ async fn pprof(
     resp
 }
 
+/// Another owner's SIGPROF handler (a competing profiler, say).
+extern "C" fn their_sigprof(_: libc::c_int) {}
+
+/// The running push, stopped (and flushed) by `GET /push/stop`.
+static PUSH: Mutex<Option<nl6_push::Push>> = Mutex::new(None);
+
+async fn stop_push() -> String {
+    let push = PUSH.lock().unwrap().take();
+    let Some(push) = push else {
+        return "no push".to_string();
+    };
+    let (flushed, status) =
+        tokio::task::spawn_blocking(move || push.stop_with_status(Duration::from_secs(10)))
+            .await
+            .unwrap();
+    format!(
+        "flushed={flushed} uploads={} sdk_errors={} last_error={:?}",
+        status.uploads, status.sdk_errors, status.last_error
+    )
+}
+
 fn main() {
-    nl6_profile::install_signal_handlers().expect("profiling signal handlers");
+    if std::env::var_os("FOREIGN_SIGPROF").is_some() {
+        // SAFETY: installs a handler that does nothing, before any other thread exists.
+        unsafe { libc::signal(libc::SIGPROF, their_sigprof as libc::sighandler_t) };
+    }
+    if let Err(e) = nl6_profile::install_signal_handlers() {
+        eprintln!("profiling refused: {e}");
+        std::process::exit(3);
+    }
+    if let Some(url) = std::env::var_os("PUSH_TO") {
+        let config = nl6_push::PushConfig::new("tokio-axum-profiled");
+        let target = nl6_push::Target::new(url.to_string_lossy(), Duration::from_secs(1));
+        let push = nl6_push::Pusher::new(config).start(target).expect("push start");
+        *PUSH.lock().unwrap() = Some(push);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -116,6 +153,7 @@ fn main() {
         let app = Router::new()
             .route("/busy/{route}", get(busy))
             .route("/alloc", get(alloc))
+            .route("/push/stop", get(stop_push))
             .route("/debug/pprof/", get(pprof))
             .route("/debug/pprof/{*path}", get(pprof).post(pprof))
             .with_state(surface);

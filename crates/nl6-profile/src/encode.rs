@@ -1,7 +1,7 @@
 //! Encoding every profile kind exactly in Go's shape: gzip'd pprof protobuf, plus Go's legacy text forms.
 //!
 //! What it owns: the header of each kind (sample types in Go's order, period type and period, default sample
-//! type), Go's heap unbiasing ([`scale_heap_sample`]), which labels each kind carries, and which leading
+//! type), Go's heap unbiasing (`scale_heap_sample`), which labels each kind carries, and which leading
 //! frames are the sampler's own (the allocator's frames are dropped from heap stacks, as Go drops
 //! `runtime.*` frames). Shapes follow runtime/pprof (see the pull surface's reference notes):
 //! - cpu: `samples/count`, `cpu/nanoseconds`; period `cpu/nanoseconds` = period_ns; every pair of the sample's
@@ -96,7 +96,7 @@ pub fn cpu(profile: &CpuProfile) -> Vec<u8> {
 }
 
 /// Go's `scaleHeapSample`: unbias (count, size) sampled at `rate` by 1 / (1 − e^(−avg/rate)), truncating.
-pub fn scale_heap_sample(count: i64, size: i64, rate: i64) -> (i64, i64) {
+pub(crate) fn scale_heap_sample(count: i64, size: i64, rate: i64) -> (i64, i64) {
     if count == 0 || size == 0 {
         return (0, 0);
     }
@@ -109,7 +109,7 @@ pub fn scale_heap_sample(count: i64, size: i64, rate: i64) -> (i64, i64) {
 }
 
 /// The four scaled values of one record: alloc objects/bytes, inuse objects/bytes.
-pub fn heap_values(r: &HeapRecord, rate: usize) -> [i64; 4] {
+pub(crate) fn heap_values(r: &HeapRecord, rate: usize) -> [i64; 4] {
     let rate = rate as i64;
     let (ao, ab) = scale_heap_sample(r.alloc_objects as i64, r.alloc_bytes as i64, rate);
     let inuse_objects = r.alloc_objects.saturating_sub(r.free_objects) as i64;
@@ -163,7 +163,7 @@ pub fn heap(snapshot: &HeapSnapshot, view: HeapView) -> Vec<u8> {
 }
 
 /// Whether a function belongs to the allocation path itself (the analog of Go's leading `runtime.*`).
-pub fn is_allocator_frame(name: &str) -> bool {
+pub(crate) fn is_allocator_frame(name: &str) -> bool {
     const PREFIXES: [&str; 10] = [
         "__rustc::",
         "nl6_profile::heap::",

@@ -36,12 +36,6 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 mod region;
 mod sites;
 
-/// Whether `addr` lies in the one region that holds every sampled block (a diagnostic: where did a block
-/// go). The region is reserved on the first sample.
-pub fn in_sampled_region(addr: usize) -> bool {
-    region::owns(addr)
-}
-
 /// The region's address range, once reserved (reserved, unbacked address space; see the module doc).
 pub fn sampled_region() -> Option<std::ops::Range<usize>> {
     region::range()
@@ -57,7 +51,7 @@ pub const MAX_DEPTH: usize = unwind::MAX_DEPTH;
 /// number + 1 fits the 16 low bits of a site-index slot.
 pub const MAX_SITES: usize = 65_535;
 
-/// On musl ([`SHADOWS`]), a sampled block under this size also takes a *shadow* of its layout from the
+/// On musl, a sampled block under this size also takes a *shadow* of its layout from the
 /// inner allocator, never touched and freed with it, so that allocator sees the requests it would see
 /// without sampling: musl's mallocng sizes its groups by how many blocks of a class are live
 /// (ARCHITECTURE.md has the measurement); above this size (its mmap threshold) blocks are mapped one by one.

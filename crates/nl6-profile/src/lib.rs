@@ -24,7 +24,7 @@
 //!   label and state, in fgprof's shape (`/debug/fgprof`); blocking loops must retry `EINTR` (see there).
 //! - **Saying what it cannot see** ([`sight`]): an executable without frame pointers, symbol table or
 //!   unwind rules is told once on stderr and in every profile's comments.
-//! - **pprof out** ([`encode`], [`delta`], [`proto`], [`symbols`]): gzip'd protobuf in Go's shapes (and
+//! - **pprof out** ([`encode`], [`delta`], [`symbols`]): gzip'd protobuf in Go's shapes (and
 //!   Go's `debug=1`/`debug=2` text), godeltaprof deltas, names from the symbol tables of the executable,
 //!   shared objects and vDSO (DWARF lines when present).
 //! - **No silent gaps** ([`notes`]): threads the CPU sampler could not arm and a heap region smaller than
@@ -51,6 +51,10 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //! `examples/embed.rs` is the same with a `std::net::TcpListener` around it.
+//!
+//! The crate's README has one runnable example per feature (CPU, heap, every thread's stack, wall
+//! clock, labels, labels across `.await`, the pull surface from async code, pool threads, signal
+//! manners); they run as this crate's doc tests (`cargo test -p nl6-profile --doc`).
 //!
 //! ## Threads a pool spawns
 //! Register them from the pool's start and stop hooks, so each is sampled from its first instruction
@@ -139,9 +143,13 @@ pub mod heap;
 pub mod labels;
 #[allow(unsafe_code)]
 pub(crate) mod mapped;
-pub mod maps;
+pub(crate) mod maps;
 pub mod notes;
-pub mod proto;
+// The decoder is for the crate's tests and nl6, which compile this file too (`#[path]`).
+#[allow(dead_code)]
+pub(crate) mod proto;
+#[cfg(test)]
+mod proto_tests;
 pub mod pull;
 pub mod sight;
 #[allow(unsafe_code)]
@@ -153,6 +161,11 @@ pub use signal::{set_signal_options, signal_options, SignalError, SignalOptions}
 #[allow(unsafe_code)]
 pub(crate) mod unwind;
 pub mod wall;
+
+// The README's snippets run as this crate's doc tests (`cargo test --doc`), so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme_examples {}
 
 /// Installs the SIGPROF and stack-capture handlers now, so a stray signal of either before the first
 /// profile is ignored instead of killing the process (both default actions terminate). Called by the

@@ -122,7 +122,7 @@ pub fn query_param(query: &str, name: &str) -> Option<String> {
 }
 
 /// Decodes `%XX` escapes and `+`; an invalid escape is kept as it is.
-pub fn percent_decode(s: &str) -> String {
+pub(crate) fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

@@ -1,10 +1,11 @@
 //! Naming addresses of this process: function names (demangled) in the executable, every shared object and
 //! the vDSO, and file/line when the executable carries DWARF.
 //!
-//! What it provides: [`Symbolizer::global`], a process-wide view of the process's executable mappings (read
-//! from `/proc/self/maps`, [`super::maps`]), one module per mapped object, the executable first, as Go's
-//! runtime/pprof lists them; [`Symbolizer::mappings`] for the profile's `Mapping` messages (range, file
-//! offset, path, build ID); [`Symbolizer::resolve`]; [`symbolize`] for `/debug/pprof/symbol`.
+//! What it provides: [`symbolize`] (what `/debug/pprof/symbol` answers) and [`demangle`]; crate-private,
+//! `Symbolizer::global`, a process-wide view of the process's executable mappings (read from
+//! `/proc/self/maps` by the crate-private `maps`), one module per mapped object, the executable first, as
+//! Go's runtime/pprof lists them; `Symbolizer::mappings` for the profile's `Mapping` messages (range, file
+//! offset, path, build ID); `Symbolizer::resolve` for the encoder.
 //!
 //! Cost model: an object is mapped read-only when first needed (crate-private `mapped`, never read into the
 //! heap), its function index (4 bytes per function) built on its first lookup, and each function named
@@ -38,44 +39,44 @@ use super::maps::{self, MapsEntry};
 /// One frame of an address: for inlined code, the innermost frame comes first and the last frame is the
 /// function the symbol table names.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Frame {
+pub(crate) struct Frame {
     /// Demangled name without the hash (`nl6::lab::snmp::agent::serve`).
-    pub name: String,
+    pub(crate) name: String,
     /// The name as the binary spells it (the mangled symbol), pprof's `system_name`. Because it differs
     /// from `name`, `go tool pprof` shows `name` as it is instead of stripping its `<…>` generics.
-    pub system_name: String,
+    pub(crate) system_name: String,
     /// Source file, when DWARF knows it.
-    pub file: Option<String>,
+    pub(crate) file: Option<String>,
     /// Source line, when DWARF knows it (0 = unknown).
-    pub line: u32,
+    pub(crate) line: u32,
 }
 
 /// Everything known about one address.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Resolved {
+pub(crate) struct Resolved {
     /// Innermost first; never empty.
-    pub frames: Vec<Frame>,
+    pub(crate) frames: Vec<Frame>,
     /// Runtime address of the enclosing symbol-table function's first instruction.
-    pub entry: u64,
+    pub(crate) entry: u64,
 }
 
 /// One executable mapping of the process, for a pprof `Mapping` message.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct MappingInfo {
+pub(crate) struct MappingInfo {
     /// First address of the mapping.
-    pub start: u64,
+    pub(crate) start: u64,
     /// One past the last address.
-    pub limit: u64,
+    pub(crate) limit: u64,
     /// Offset in the file of the byte mapped at `start`.
-    pub file_offset: u64,
+    pub(crate) file_offset: u64,
     /// The object's path as `/proc/self/maps` prints it (`[vdso]` for the vDSO).
-    pub filename: String,
+    pub(crate) filename: String,
     /// GNU build ID in lowercase hex ("" when absent).
-    pub build_id: String,
+    pub(crate) build_id: String,
     /// True when the object could be read, so its functions are named.
-    pub has_functions: bool,
+    pub(crate) has_functions: bool,
     /// True when the object carries DWARF line tables (file/line known).
-    pub has_debug_info: bool,
+    pub(crate) has_debug_info: bool,
 }
 
 type Reader = gimli::EndianSlice<'static, gimli::RunTimeEndian>;
@@ -105,7 +106,7 @@ struct Modules {
 }
 
 /// The process-wide symbolizer.
-pub struct Symbolizer {
+pub(crate) struct Symbolizer {
     /// `/proc/self/exe`'s target: the path the map gives the executable.
     exe: String,
     modules: Mutex<Modules>,
@@ -124,7 +125,7 @@ impl std::fmt::Debug for Symbolizer {
 impl Symbolizer {
     /// The symbolizer of this process; `None` if `/proc/self/maps` cannot be read (profiles then carry bare
     /// addresses).
-    pub fn global() -> Option<&'static Symbolizer> {
+    pub(crate) fn global() -> Option<&'static Symbolizer> {
         GLOBAL
             .get_or_init(|| heap::unsampled(Symbolizer::new))
             .as_ref()
@@ -171,7 +172,7 @@ impl Symbolizer {
 
     /// One entry per executable mapping of the process, the executable's first, then in address order
     /// (Go's order). Reads the map again if it is older than a second.
-    pub fn mappings(&self) -> Vec<MappingInfo> {
+    pub(crate) fn mappings(&self) -> Vec<MappingInfo> {
         heap::unsampled(|| {
             let list = self.modules(false);
             let mut out = Vec::new();
@@ -195,7 +196,7 @@ impl Symbolizer {
 
     /// Resolves a runtime address (pass `addr - 1` for return addresses). `None` when no executable
     /// mapping of the process contains it.
-    pub fn resolve(&self, addr: u64) -> Option<Arc<Resolved>> {
+    pub(crate) fn resolve(&self, addr: u64) -> Option<Arc<Resolved>> {
         if let Some(name) = super::unwind::stop_name(addr) {
             return Some(heap::unsampled(|| stop_frame(name, addr)));
         }
@@ -223,7 +224,7 @@ impl Symbolizer {
     }
 
     /// The name of the outermost function containing `addr` (the symbol table's), for `/symbol`.
-    pub fn function_name(&self, addr: u64) -> Option<String> {
+    pub(crate) fn function_name(&self, addr: u64) -> Option<String> {
         self.resolve(addr)
             .and_then(|r| r.frames.last().map(|f| f.name.clone()))
     }

@@ -299,7 +299,7 @@ unsafe extern "C" fn on_stacks_signal(_sig: c_int, _info: *mut libc::siginfo_t, 
 /// first capture is ignored instead of killing the process. The binary calls it at startup. Refuses,
 /// naming the owner, when another owner's handler holds the capture signal (see
 /// [`crate::SignalOptions`]).
-pub fn install_handler() -> Result<(), crate::SignalError> {
+pub(crate) fn install_handler() -> Result<(), crate::SignalError> {
     signal::install(signal::stacks_signal(), on_stacks_signal)
         .map_err(|e| e.named(crate::symbols::symbolize))
 }

@@ -6,6 +6,7 @@
 //! - limit 0: no timer at all: the start fails with the cause and the remedy.
 //!
 //! Needs root (setpriv), as nl6's `serve_pull_low_limits`.
+mod support;
 use nl6_profile::cpu;
 use std::hint::black_box;
 use std::process::Command;
@@ -126,14 +127,24 @@ fn no_timer_at_all_fails_the_start_with_the_cause() {
         assert!(out.contains("limited run checked"), "{out}");
         return;
     }
+    let timers_before = support::proc_timers();
     let err = cpu::start(100).expect_err("no timer can be created");
     let text = err.to_string();
-    assert!(matches!(err, cpu::CpuError::Os(_)), "{err:?}");
+    assert!(matches!(err, cpu::CpuError::Os { .. }), "{err:?}");
     assert!(
         text.starts_with("timer_create: ") && text.contains("RLIMIT_SIGPENDING"),
         "{text}"
     );
+    // The OS's error itself is kept as the source, not only its text.
+    let source = std::error::Error::source(&err)
+        .and_then(|s| s.downcast_ref::<std::io::Error>())
+        .unwrap_or_else(|| panic!("no io::Error source: {err:?}"));
+    assert_eq!(source.raw_os_error(), Some(libc::EAGAIN), "{source:?}");
     assert!(!cpu::is_running(), "the failed start left a session");
-    assert_eq!(cpu::live_timers(), 0, "the failed start leaked timers");
+    assert_eq!(
+        support::proc_timers(),
+        timers_before,
+        "the failed start leaked timers"
+    );
     println!("limited run checked");
 }

@@ -8,15 +8,16 @@
 #[path = "support/encode_check.rs"]
 mod engine_encode_support;
 
+mod support;
 use engine_encode_support::{check, pprof, write_profile};
 use nl6_profile::cpu::{CpuProfile, CpuSample};
 use nl6_profile::delta::{heap_between, HeapDelta};
 use nl6_profile::encode::{self, HeapView};
 use nl6_profile::heap::{self, HeapRecord, HeapSnapshot, SamplingAllocator};
 use nl6_profile::labels::LabelSet;
-use nl6_profile::proto;
 use nl6_profile::threads::ThreadStack;
 use std::time::{Duration, SystemTime};
+use support::proto;
 
 /// A one-pair label set, `{subsystem = name}` (the engine has no vocabulary of its own).
 fn label(name: &str) -> LabelSet {
@@ -56,10 +57,9 @@ fn cpu_stack() -> Vec<u64> {
 
 /// Executable mappings of this process that a profile lists (files and the vDSO), as Go's runtime/pprof.
 fn executable_mappings() -> usize {
-    nl6_profile::maps::read_self()
-        .unwrap()
+    support::maps::read_self()
         .iter()
-        .filter(|m| m.executable && (m.is_file() || m.path == "[vdso]"))
+        .filter(|m| m.executable && (m.path.starts_with('/') || m.path == "[vdso]"))
         .count()
 }
 
@@ -164,10 +164,30 @@ fn synthetic_heap() -> HeapSnapshot {
     }
 }
 
+/// Go's `scaleHeapSample` (runtime/pprof/protomem.go), written out here rather than taken from the
+/// engine: (count, size) times 1 / (1 - e^(-(size/count)/rate)), truncated.
+fn go_scale(count: u64, size: u64, rate: usize) -> [i64; 2] {
+    if count == 0 || size == 0 {
+        return [0, 0];
+    }
+    if rate <= 1 {
+        return [count as i64, size as i64];
+    }
+    let avg = size as f64 / count as f64;
+    let scale = 1.0 / (1.0 - (-avg / rate as f64).exp());
+    [(count as f64 * scale) as i64, (size as f64 * scale) as i64]
+}
+
 fn expected_heap_totals(s: &HeapSnapshot) -> Vec<i64> {
     let mut t = vec![0i64; 4];
     for r in &s.records {
-        for (i, v) in encode::heap_values(r, s.rate).iter().enumerate() {
+        let [ao, ab] = go_scale(r.alloc_objects, r.alloc_bytes, s.rate);
+        let [io, ib] = go_scale(
+            r.alloc_objects.saturating_sub(r.free_objects),
+            r.alloc_bytes.saturating_sub(r.free_bytes),
+            s.rate,
+        );
+        for (i, v) in [ao, ab, io, ib].into_iter().enumerate() {
             t[i] += v;
         }
     }

@@ -6,7 +6,7 @@
 //! Its own test binary: it changes the process-wide rate.
 
 use nl6_profile::heap::{self, SamplingAllocator};
-use nl6_profile::symbols::Symbolizer;
+use nl6_profile::symbols::symbolize;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -86,11 +86,9 @@ fn rate_one_never_recurses_or_deadlocks_and_frees_match() {
 
     let (unplaced, dropped) = heap::lost_counts();
     let snap = heap::snapshot();
-    let sym = Symbolizer::global().unwrap();
     let in_churn = |stack: &[u64]| {
         stack.iter().any(|&a| {
-            sym.function_name(a - 1)
-                .is_some_and(|n| n.ends_with("engine_encode_heap_stress::churn"))
+            symbolize(a - 1).is_some_and(|n| n.ends_with("engine_encode_heap_stress::churn"))
         })
     };
     let mut allocs = 0;

@@ -15,8 +15,8 @@ mod support;
 
 use nl6_profile::encode::{self, HeapView};
 use nl6_profile::heap::{self, SamplingAllocator};
-use nl6_profile::proto;
 use std::alloc::Layout;
+use support::proto;
 
 #[global_allocator]
 static ALLOC: SamplingAllocator = SamplingAllocator::system();
@@ -54,7 +54,20 @@ fn free_direct(blocks: &[usize]) {
 
 /// Whether a function name belongs to the sampler or the allocation path.
 fn allocator_name(name: &str) -> bool {
-    encode::is_allocator_frame(name)
+    // The allocation path as Rust's std and the sampler name it (`Vec::with_capacity` is the caller's).
+    const ALLOCATION_PATH: [&str; 10] = [
+        "__rustc::",
+        "__rust_",
+        "__rg_",
+        "__rdl_",
+        "alloc::alloc::",
+        "<alloc::alloc::Global",
+        "alloc::raw_vec::",
+        "<alloc::raw_vec::",
+        "nl6_profile::heap::",
+        "<nl6_profile::heap::",
+    ];
+    ALLOCATION_PATH.iter().any(|p| name.starts_with(p))
         || name.contains("SamplingAllocator")
         || name.contains("heap::")
 }

@@ -12,7 +12,7 @@ use std::hint::black_box;
 static ALLOC: SamplingAllocator = SamplingAllocator::system();
 
 fn in_region<T>(v: &[T]) -> bool {
-    heap::in_sampled_region(v.as_ptr() as usize)
+    heap::sampled_region().is_some_and(|r| r.contains(&(v.as_ptr() as usize)))
 }
 
 /// Bytes still in use at sites of `size` bytes (unscaled), over every site.

@@ -7,14 +7,14 @@
 //! Its own test binary: it installs the sampling allocator and samples every allocation (rate 1).
 
 use nl6_profile::heap::{self, SamplingAllocator};
-use nl6_profile::symbols::Symbolizer;
+use nl6_profile::symbols::symbolize;
 use std::alloc::{GlobalAlloc, Layout};
 
 #[global_allocator]
 static ALLOC: SamplingAllocator = SamplingAllocator::system();
 
 fn in_region<T>(v: &[T]) -> bool {
-    heap::in_sampled_region(v.as_ptr() as usize)
+    heap::sampled_region().is_some_and(|r| r.contains(&(v.as_ptr() as usize)))
 }
 
 /// Allocates `n` blocks of `size` bytes from one call site and keeps every other one.
@@ -32,16 +32,14 @@ fn keep_every_other(n: usize, size: usize) -> Vec<Vec<u8>> {
 
 /// (alloc_objects, free_objects) of the sites whose stack passes through `function`, of `size` bytes.
 fn counts_in(function: &str, size: usize) -> (u64, u64) {
-    let sym = Symbolizer::global().expect("symbol table of the test binary");
     heap::snapshot()
         .records
         .iter()
         .filter(|r| r.size == size as u64)
         .filter(|r| {
-            r.stack.iter().any(|&a| {
-                sym.function_name(a - 1)
-                    .is_some_and(|n| n.ends_with(function))
-            })
+            r.stack
+                .iter()
+                .any(|&a| symbolize(a - 1).is_some_and(|n| n.ends_with(function)))
         })
         .fold((0, 0), |(a, f), r| {
             (a + r.alloc_objects, f + r.free_objects)
@@ -99,7 +97,9 @@ fn sampled_blocks_are_placed_moved_zeroed_and_counted() {
         // SAFETY: a nonzero layout; the block is written within its size and freed with the same layout.
         unsafe {
             let p = ALLOC.alloc(layout);
-            assert!(!p.is_null() && heap::in_sampled_region(p as usize));
+            assert!(
+                !p.is_null() && heap::sampled_region().is_some_and(|r| r.contains(&(p as usize)))
+            );
             assert_eq!(p as usize % align, 0, "alignment {align}");
             std::ptr::write_bytes(p, 0x11, 300);
             ALLOC.dealloc(p, layout);

@@ -1,11 +1,13 @@
 //! The label-set table is bounded and says so: past its text limit and past its set limit, building a
 //! set returns a typed error (`try_new`) or the overflow set (`new`), never a panic; every refusal is
 //! counted, and the profiles' comments name it. Its own test binary: it fills the process's table.
+mod support;
 use nl6_profile::labels::{self, LabelError, LabelSet, MAX_SETS, MAX_TEXT_BYTES};
-use nl6_profile::{encode, proto, threads};
+use nl6_profile::{encode, threads};
 use prost::Message;
 use std::io::Read;
 use std::time::Duration;
+use support::proto;
 
 #[test]
 fn a_full_table_refuses_with_a_reason_and_the_profiles_say_so() {

@@ -11,8 +11,10 @@
 #[path = "support/go_pprof.rs"]
 mod go_pprof_support;
 
-use nl6_profile::{cpu, encode, proto};
+mod support;
+use nl6_profile::{cpu, encode};
 use std::time::Duration;
+use support::proto;
 
 use nl6_profile::labels::LabelSet;
 use object::Object;
@@ -129,8 +131,11 @@ fn cpu_profile_of_libc_work_names_every_leaf() {
         exe.to_string_lossy(),
         "the executable's Mapping comes first"
     );
-    let maps = nl6_profile::maps::read_self().unwrap();
-    for m in maps.iter().filter(|m| m.executable && m.is_file()) {
+    let maps = support::maps::read_self();
+    for m in maps
+        .iter()
+        .filter(|m| m.executable && m.path.starts_with('/'))
+    {
         let mapping = prof
             .mapping
             .iter()

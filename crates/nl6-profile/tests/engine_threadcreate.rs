@@ -5,7 +5,8 @@
 //!   cargo test -p nl6-profile --target x86_64-unknown-linux-musl --test engine_threadcreate
 mod support;
 
-use nl6_profile::{encode, proto, threads};
+use nl6_profile::{encode, threads};
+use support::proto;
 
 #[inline(never)]
 fn spawn_site_inner() -> std::thread::JoinHandle<u32> {

@@ -143,3 +143,66 @@ fn the_scan_sees_items_and_skips_test_modules() {
         ]
     );
 }
+
+/// Every public type prints with `{:?}` (a type added to the API without `Debug` fails to compile here
+/// once it is listed; the list is checked against the snapshot's `pub struct`/`pub enum` lines).
+#[test]
+fn every_public_type_is_debug() {
+    fn debug<T: std::fmt::Debug + ?Sized>(name: &str) -> String {
+        let _ = std::marker::PhantomData::<T>;
+        name.to_string()
+    }
+    use nl6_profile::*;
+    let checked = [
+        debug::<cpu::UnarmedThread>("UnarmedThread"),
+        debug::<cpu::Coverage>("Coverage"),
+        debug::<cpu::CpuError>("CpuError"),
+        debug::<cpu::CpuSample>("CpuSample"),
+        debug::<cpu::CpuProfile>("CpuProfile"),
+        debug::<cpu::CpuSession>("CpuSession"),
+        debug::<delta::HeapDelta>("HeapDelta"),
+        debug::<delta::ContentionDelta>("ContentionDelta"),
+        debug::<encode::HeapView>("HeapView"),
+        debug::<heap::SamplingAllocator>("SamplingAllocator"),
+        debug::<heap::HeapRecord>("HeapRecord"),
+        debug::<heap::HeapSnapshot>("HeapSnapshot"),
+        debug::<labels::Labelled<std::future::Ready<()>>>("Labelled"),
+        debug::<labels::LabelSet>("LabelSet"),
+        debug::<labels::LabelError>("LabelError"),
+        debug::<labels::Entered>("Entered"),
+        debug::<pull::PullFuture>("PullFuture"),
+        debug::<pull::PullRequest>("PullRequest"),
+        debug::<pull::PullResponse>("PullResponse"),
+        debug::<pull::ProfileEntry>("ProfileEntry"),
+        debug::<pull::PullRoute>("PullRoute"),
+        debug::<pull::PullSurface>("PullSurface"),
+        debug::<SignalOptions>("SignalOptions"),
+        debug::<SignalError>("SignalError"),
+        debug::<threads::Missing>("Missing"),
+        debug::<threads::ThreadStack>("ThreadStack"),
+        debug::<wall::WallConfig>("WallConfig"),
+        debug::<wall::WallError>("WallError"),
+        debug::<wall::WallSample>("WallSample"),
+        debug::<wall::WallProfile>("WallProfile"),
+        debug::<wall::WallSession>("WallSession"),
+    ];
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let listed = std::fs::read_to_string(root.join("tests/public_api.txt")).unwrap();
+    for line in listed.lines() {
+        let Some(decl) = line
+            .split_once(": pub struct ")
+            .or_else(|| line.split_once(": pub enum "))
+            .map(|(_, d)| d)
+        else {
+            continue;
+        };
+        let name: String = decl
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        assert!(
+            checked.contains(&name),
+            "{name} is public: add it to every_public_type_is_debug"
+        );
+    }
+}

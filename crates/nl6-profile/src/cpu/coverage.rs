@@ -42,7 +42,7 @@ pub(crate) fn thread_name(tid: i32) -> String {
 const NAMES_SHOWN: usize = 64;
 
 /// Why `timer_create` refused, with the remedy when it is a limit.
-pub fn cause(errno: i32) -> String {
+pub(crate) fn cause(errno: i32) -> String {
     let err = std::io::Error::from_raw_os_error(errno);
     if errno == libc::EAGAIN {
         format!(
@@ -110,7 +110,7 @@ fn lock() -> std::sync::MutexGuard<'static, Current> {
 }
 
 /// The running (or last) CPU session's coverage: which threads it could not arm.
-pub fn current() -> Coverage {
+pub(crate) fn current() -> Coverage {
     lock().coverage.clone()
 }
 

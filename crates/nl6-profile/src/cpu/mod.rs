@@ -67,13 +67,20 @@ pub const MAX_HZ: u32 = 250;
 /// How often the collector drains the ring and rescans the threads.
 const RESCAN_EVERY: Duration = Duration::from_millis(100);
 /// Why a CPU profile could not start.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum CpuError {
     /// Another CPU profile is running (Display: "cpu profiling already in use").
     Busy,
-    /// The OS refused a timer or the signal handler (Display names the call and errno).
-    Os(String),
+    /// The OS refused what the engine was doing: `context` names it (`timer_create`, spawning the
+    /// collector thread) and `source` is the OS's error (also [`std::error::Error::source`]). Display adds
+    /// the remedy when the error is a limit (`RLIMIT_SIGPENDING`).
+    Os {
+        /// What the engine was doing.
+        context: &'static str,
+        /// The OS's error (shared, so the error stays `Clone`).
+        source: Arc<std::io::Error>,
+    },
     /// SIGPROF is not the engine's to take: another owner's handler is installed (and
     /// [`crate::SignalOptions::take_foreign`] is off), or `sigaction` failed.
     Signal(crate::SignalError),
@@ -81,11 +88,48 @@ pub enum CpuError {
     Unsupported,
 }
 
+impl CpuError {
+    fn os(context: &'static str, error: std::io::Error) -> CpuError {
+        CpuError::Os {
+            context,
+            source: Arc::new(error),
+        }
+    }
+}
+
+/// Equal when the same variant says the same: `Os` errors by context and the OS's error kind and code.
+impl PartialEq for CpuError {
+    fn eq(&self, other: &CpuError) -> bool {
+        match (self, other) {
+            (CpuError::Busy, CpuError::Busy) | (CpuError::Unsupported, CpuError::Unsupported) => {
+                true
+            }
+            (CpuError::Signal(a), CpuError::Signal(b)) => a == b,
+            (
+                CpuError::Os { context, source },
+                CpuError::Os {
+                    context: c,
+                    source: s,
+                },
+            ) => {
+                context == c
+                    && source.kind() == s.kind()
+                    && source.raw_os_error() == s.raw_os_error()
+            }
+            _ => false,
+        }
+    }
+}
+impl Eq for CpuError {}
+
 impl std::fmt::Display for CpuError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             CpuError::Busy => f.write_str("cpu profiling already in use"),
-            CpuError::Os(m) => f.write_str(m),
+            CpuError::Os { context, source } => match source.raw_os_error() {
+                Some(errno) if *context == TIMER_CREATE => f.write_str(&coverage::cause(errno)),
+                _ => write!(f, "{context}: {source}"),
+            },
             CpuError::Signal(e) => write!(f, "cpu profile: {e}"),
             CpuError::Unsupported => write!(f, "cpu profile: {}", signal::unsupported()),
         }
@@ -95,10 +139,14 @@ impl std::error::Error for CpuError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             CpuError::Signal(e) => Some(e),
+            CpuError::Os { source, .. } => Some(source.as_ref()),
             _ => None,
         }
     }
 }
+
+/// The context of a refused per-thread timer (its Display carries the remedy for a limit).
+const TIMER_CREATE: &str = "timer_create";
 
 /// One aggregated CPU sample: a stack, the label-set index at sample time (0 = none), and how many
 /// signals landed on it.
@@ -201,16 +249,11 @@ pub fn coverage() -> Coverage {
     coverage::current()
 }
 
-/// Timers currently created by the sampler (0 when no session runs: none leak).
-pub fn live_timers() -> usize {
-    timers::live_count()
-}
-
 /// Installs the SIGPROF handler (it stays installed), so a stray SIGPROF before the first profile is
 /// ignored instead of killing the process. The binary calls it at startup; [`start`] does it anyway.
 /// Refuses, naming the owner, when another owner's SIGPROF handler is installed (see
 /// [`crate::SignalOptions::take_foreign`]).
-pub fn install_handler() -> Result<(), crate::SignalError> {
+pub(crate) fn install_handler() -> Result<(), crate::SignalError> {
     signal::install(signal::CPU_SIGNAL, on_sigprof).map_err(|e| e.named(crate::symbols::symbolize))
 }
 
@@ -424,12 +467,7 @@ fn start_inner(hz: u32, number: u64) -> Result<CpuSession, CpuError> {
     let gaps = {
         let mut slot = timers();
         let t = slot.insert(Timers::new(period_ns));
-        t.sync().map_err(|e| {
-            CpuError::Os(match e.raw_os_error() {
-                Some(errno) => coverage::cause(errno),
-                None => format!("timer_create: {e}"),
-            })
-        })?;
+        t.sync().map_err(|e| CpuError::os(TIMER_CREATE, e))?;
         unarmed_news(t)
     };
     // The collector logs, at its first tick: then the line counts the collector thread too.
@@ -438,7 +476,7 @@ fn start_inner(hz: u32, number: u64) -> Result<CpuSession, CpuError> {
     let collector = std::thread::Builder::new()
         .name("nl6-cpu-collect".to_string())
         .spawn(move || collect(for_collector, number))
-        .map_err(|e| CpuError::Os(format!("spawning the cpu collector: {e}")))?;
+        .map_err(|e| CpuError::os("spawning the cpu collector", e))?;
     Ok(CpuSession {
         shared,
         collector: Some(collector),

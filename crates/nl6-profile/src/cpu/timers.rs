@@ -25,16 +25,8 @@ use crate::signal;
 use crate::unwind;
 use std::collections::{BTreeMap, HashMap};
 use std::os::raw::c_int;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
-
-/// Timers created and not yet deleted (process lifetime).
-static LIVE_TIMERS: AtomicUsize = AtomicUsize::new(0);
-
-/// How many timers exist right now.
-pub(super) fn live_count() -> usize {
-    LIVE_TIMERS.load(Ordering::Relaxed)
-}
 
 /// Linux's clock id for a thread's CPU time (`MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)`).
 #[cfg(target_os = "linux")]
@@ -83,7 +75,6 @@ fn arm_timer(tid: i32, period_ns: u64) -> Result<c_int, std::io::Error> {
     if rc != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    LIVE_TIMERS.fetch_add(1, Ordering::Relaxed);
     let period = libc::timespec {
         tv_sec: (period_ns / 1_000_000_000) as _,
         tv_nsec: (period_ns % 1_000_000_000) as _,
@@ -133,9 +124,7 @@ fn delete_timer(id: c_int) {
     let _ = id;
     #[cfg(target_os = "linux")]
     // SAFETY: deleting a timer id we created; a wrong id only returns EINVAL.
-    if unsafe { libc::syscall(libc::SYS_timer_delete, id) } == 0 {
-        LIVE_TIMERS.fetch_sub(1, Ordering::Relaxed);
-    }
+    if unsafe { libc::syscall(libc::SYS_timer_delete, id) } == 0 {}
 }
 
 /// Ticks (30 s) after which the collector lists the threads even though nothing said they changed: a

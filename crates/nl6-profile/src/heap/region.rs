@@ -50,7 +50,7 @@ const CLASS_AT: usize = 2;
 /// A freed block's flag (at 3): 1 when it kept its pages (counted in `Region::kept`).
 const KEPT_AT: usize = 3;
 /// Most bytes of freed blocks (larger than a page) that keep their pages for reuse: 256 KiB.
-pub const KEEP_FREED: usize = 256 << 10;
+pub(crate) const KEEP_FREED: usize = 256 << 10;
 const LINK_AT: usize = 8;
 const SHADOW_AT: usize = LINK_AT;
 
@@ -74,7 +74,7 @@ static REFUSED_ERRNO: AtomicI32 = AtomicI32::new(0);
 
 /// What the reservation got, for reports made outside the allocator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Nothing sampled yet: no reservation tried.
     NotTried,
     /// The full range.
@@ -90,7 +90,7 @@ pub enum Outcome {
 }
 
 /// What the first reservation got.
-pub fn outcome() -> Outcome {
+pub(crate) fn outcome() -> Outcome {
     if !TRIED.load(Ordering::Acquire) {
         return Outcome::NotTried;
     }
@@ -110,19 +110,19 @@ pub fn outcome() -> Outcome {
 }
 
 /// The smallest range tried.
-pub const SMALLEST: usize = 1 << RANGE_LOG2[RANGE_LOG2.len() - 1];
+pub(crate) const SMALLEST: usize = 1 << RANGE_LOG2[RANGE_LOG2.len() - 1];
 
 /// Whether `ptr` lies in the range: then it is a sampled block's. Two loads of a line that never changes
 /// once written, a subtraction and a compare.
 #[inline(always)]
-pub fn owns(ptr: usize) -> bool {
+pub(crate) fn owns(ptr: usize) -> bool {
     // The length first (see `ensure_reserved`): a length without its base would own low addresses.
     let len = RANGE.len.load(Ordering::Acquire);
     ptr.wrapping_sub(RANGE.base.load(Ordering::Relaxed)) < len
 }
 
 /// Where the range starts and ends, once reserved.
-pub fn range() -> Option<std::ops::Range<usize>> {
+pub(crate) fn range() -> Option<std::ops::Range<usize>> {
     let len = RANGE.len.load(Ordering::Acquire);
     let base = RANGE.base.load(Ordering::Relaxed);
     (len != 0).then(|| base..base + len)
@@ -130,7 +130,7 @@ pub fn range() -> Option<std::ops::Range<usize>> {
 
 /// Bytes before the caller's pointer: the alignment, at least [`MIN_HEADER`]. A block is aligned to its
 /// class, which is at least the header, so the caller's pointer keeps the alignment asked for.
-pub fn header_len(align: usize) -> usize {
+pub(crate) fn header_len(align: usize) -> usize {
     align.max(MIN_HEADER)
 }
 
@@ -146,7 +146,7 @@ fn class_log2(size: usize, align: usize) -> Option<u32> {
 ///
 /// # Safety
 /// `ptr` came from [`Region::alloc`] with `align`, and the block is live.
-pub unsafe fn site_of(ptr: *mut u8, align: usize) -> u16 {
+pub(crate) unsafe fn site_of(ptr: *mut u8, align: usize) -> u16 {
     // SAFETY: the caller's guarantee; the site is the header's first two bytes.
     unsafe { (block_of(ptr, align) as *const u16).read() }
 }
@@ -161,7 +161,7 @@ fn block_of(ptr: *mut u8, align: usize) -> usize {
 ///
 /// # Safety
 /// `ptr` came from [`Region::alloc`] with `align`, and the block is live.
-pub unsafe fn set_site(ptr: *mut u8, align: usize, site: u16) {
+pub(crate) unsafe fn set_site(ptr: *mut u8, align: usize, site: u16) {
     // SAFETY: the caller's guarantee; the header is the block's first bytes, ours and writable.
     unsafe { (block_of(ptr, align) as *mut u16).write(site) }
 }
@@ -170,7 +170,7 @@ pub unsafe fn set_site(ptr: *mut u8, align: usize, site: u16) {
 ///
 /// # Safety
 /// `ptr` came from [`Region::alloc`] with `align`, and the block is live.
-pub unsafe fn set_shadow(ptr: *mut u8, align: usize, shadow: *mut u8) {
+pub(crate) unsafe fn set_shadow(ptr: *mut u8, align: usize, shadow: *mut u8) {
     // SAFETY: the caller's guarantee; the word is in the header, ours and writable.
     unsafe { ((block_of(ptr, align) + SHADOW_AT) as *mut *mut u8).write(shadow) }
 }
@@ -179,7 +179,7 @@ pub unsafe fn set_shadow(ptr: *mut u8, align: usize, shadow: *mut u8) {
 ///
 /// # Safety
 /// `ptr` came from [`Region::alloc`] with `align`, and the block is live.
-pub unsafe fn shadow_of(ptr: *mut u8, align: usize) -> *mut u8 {
+pub(crate) unsafe fn shadow_of(ptr: *mut u8, align: usize) -> *mut u8 {
     // SAFETY: the caller's guarantee.
     unsafe { ((block_of(ptr, align) + SHADOW_AT) as *const *mut u8).read() }
 }
@@ -188,7 +188,7 @@ pub unsafe fn shadow_of(ptr: *mut u8, align: usize) -> *mut u8 {
 ///
 /// # Safety
 /// `ptr` came from [`Region::alloc`] with `align`, and the block is live.
-pub unsafe fn room(ptr: *mut u8, align: usize) -> usize {
+pub(crate) unsafe fn room(ptr: *mut u8, align: usize) -> usize {
     // SAFETY: the caller's guarantee; the class byte is in the header.
     let class_log2 = unsafe { ((block_of(ptr, align) + CLASS_AT) as *const u8).read() };
     (1usize << class_log2) - header_len(align)
@@ -205,7 +205,7 @@ const REMAP_AT_LEAST: usize = 1 << 16;
 /// # Safety
 /// `from` and `to` came from [`Region::alloc`] with `align`, are live, distinct, and each has room for
 /// `len` bytes.
-pub unsafe fn move_contents(from: *mut u8, to: *mut u8, align: usize, len: usize) {
+pub(crate) unsafe fn move_contents(from: *mut u8, to: *mut u8, align: usize, len: usize) {
     let (a, b) = (block_of(from, align), block_of(to, align));
     let page = page_size();
     let span = (header_len(align) + len).next_multiple_of(page);
@@ -449,10 +449,10 @@ impl Region {
 }
 
 /// The share of a finite `RLIMIT_AS` the region may take: an eighth.
-pub const AS_SHARE: usize = 8;
+pub(crate) const AS_SHARE: usize = 8;
 
 /// The soft address-space limit in bytes, None when unlimited (one `getrlimit`, no allocation).
-pub fn address_space_limit() -> Option<usize> {
+pub(crate) fn address_space_limit() -> Option<usize> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,

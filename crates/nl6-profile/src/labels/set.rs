@@ -144,7 +144,7 @@ impl LabelSet {
         self.0 == 0
     }
 
-    /// The raw index a sample carries (0 = no labels): what [`crate::cpu::Sample::label`] and
+    /// The raw index a sample carries (0 = no labels): what [`crate::cpu::CpuSample::label`] and
     /// [`crate::threads::ThreadStack::label`] hold.
     pub fn index(self) -> u16 {
         self.0

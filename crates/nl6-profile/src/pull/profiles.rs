@@ -15,7 +15,7 @@ use std::time::Duration;
 
 /// What a profile path serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Cpu,
     Wall,
     Heap,

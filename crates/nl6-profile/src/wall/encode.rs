@@ -9,7 +9,8 @@ use crate::builder::{LabelValue, LeafKind, ProfileBuilder};
 use crate::labels;
 
 /// The frame a sample without a stack is shown under.
-pub const UNANSWERED_FUNCTION: &str = "[profiler: thread did not answer the wall-clock sampler]";
+pub(crate) const UNANSWERED_FUNCTION: &str =
+    "[profiler: thread did not answer the wall-clock sampler]";
 
 /// The encoded profile.
 pub fn encode(profile: &WallProfile) -> Vec<u8> {

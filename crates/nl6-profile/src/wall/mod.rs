@@ -51,8 +51,14 @@ pub const DEFAULT_MAX_THREADS: usize = 32;
 /// Highest rate accepted.
 pub const MAX_HZ: u32 = 1000;
 
-/// A session's settings.
+/// A session's settings: [`WallConfig::default`], then the builder methods.
+///
+/// ```
+/// let config = nl6_profile::wall::WallConfig::default().hz(49).max_threads(64);
+/// assert_eq!((config.hz, config.max_threads), (49, 64));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WallConfig {
     /// Ticks a second (1..=[`MAX_HZ`]).
     pub hz: u32,
@@ -66,6 +72,20 @@ impl Default for WallConfig {
             hz: DEFAULT_HZ,
             max_threads: DEFAULT_MAX_THREADS,
         }
+    }
+}
+
+impl WallConfig {
+    /// This config ticking `hz` times a second (checked by [`start_with`]).
+    pub fn hz(mut self, hz: u32) -> WallConfig {
+        self.hz = hz;
+        self
+    }
+
+    /// This config sampling at most `n` threads a tick (checked by [`start_with`]).
+    pub fn max_threads(mut self, n: usize) -> WallConfig {
+        self.max_threads = n;
+        self
     }
 }
 
@@ -94,7 +114,15 @@ impl std::fmt::Display for WallError {
     }
 }
 
-impl std::error::Error for WallError {}
+impl std::error::Error for WallError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            WallError::Os(e) => Some(e),
+            WallError::Signal(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 /// One distinct (stack, label, state) of a profile and what it sums to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,6 +179,16 @@ pub struct WallSession {
     start: SystemTime,
     started: Instant,
     period_ns: u64,
+}
+
+impl std::fmt::Debug for WallSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WallSession")
+            .field("start", &self.start)
+            .field("period_ns", &self.period_ns)
+            .field("stopping", &self.stop.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
 }
 
 /// Whether a session runs (one at a time).

@@ -8,9 +8,9 @@
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Pick {
     /// The tids to sample this tick, in the list's order from the window's start.
-    pub tids: Vec<i32>,
+    pub(crate) tids: Vec<i32>,
     /// Wall-clock nanoseconds each sample of this tick stands for: the period times `threads / sampled`.
-    pub weight_ns: u64,
+    pub(crate) weight_ns: u64,
 }
 
 /// Round-robin over a changing list of threads, at most `cap` a tick.
@@ -23,7 +23,7 @@ pub(super) struct Picker {
 
 impl Picker {
     /// A picker taking at most `cap` threads a tick (`cap` ≥ 1).
-    pub fn new(cap: usize) -> Picker {
+    pub(crate) fn new(cap: usize) -> Picker {
         Picker {
             cap: cap.max(1),
             cursor: 0,
@@ -31,7 +31,7 @@ impl Picker {
     }
 
     /// The threads of `tids` to sample this tick, and what each sample weighs for a tick `period_ns` long.
-    pub fn pick(&mut self, tids: &[i32], period_ns: u64) -> Pick {
+    pub(crate) fn pick(&mut self, tids: &[i32], period_ns: u64) -> Pick {
         let n = tids.len();
         if n <= self.cap {
             return Pick {

@@ -20,13 +20,13 @@ pub(super) struct Code(Option<File>);
 impl Code {
     /// This process's memory, or nothing when `/proc/self/mem` cannot be opened (states then come from
     /// the kernel alone).
-    pub fn open() -> Code {
+    pub(crate) fn open() -> Code {
         Code(File::open("/proc/self/mem").ok())
     }
 
     /// Whether the instruction before `pc` is `syscall`: the thread stopped right after entering the
     /// kernel (the kernel's saved user `rip` points past the instruction).
-    pub fn follows_syscall(&self, pc: u64) -> bool {
+    pub(crate) fn follows_syscall(&self, pc: u64) -> bool {
         let (Some(mem), Some(at)) = (&self.0, pc.checked_sub(2)) else {
             return false;
         };

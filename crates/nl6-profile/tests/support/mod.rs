@@ -2,8 +2,24 @@
 //! them): the calling thread's CPU clock, and a decoded profile's samples as function names.
 #![allow(dead_code)] // each test binary uses its own subset
 
-use nl6_profile::proto;
 use std::time::Duration;
+
+/// pprof's wire types and their bounded decoder: the engine keeps them crate-private (prost is no part of
+/// its API), so the tests compile the same file to read what the engine wrote.
+#[path = "../../src/proto.rs"]
+pub mod proto;
+
+/// POSIX timers this process holds, as the kernel lists them (`/proc/self/timers`), not as the engine
+/// counts them.
+pub fn proc_timers() -> usize {
+    std::fs::read_to_string("/proc/self/timers")
+        .expect("/proc/self/timers")
+        .lines()
+        .filter(|l| l.starts_with("ID:"))
+        .count()
+}
+
+pub mod maps;
 
 /// The calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`).
 pub fn thread_cpu() -> Duration {

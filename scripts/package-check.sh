@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The engine crate as crates.io would ship it: `cargo package` and `cargo publish --dry-run` must pass,
+# and the packaged crate's own tests must pass when unpacked and built outside this workspace (no
+# .cargo/config.toml of ours, only the one build setting its README asks of every user).
+#   bash scripts/package-check.sh
+# Uses $CARGO_TARGET_DIR (default target/) for the package and for the unpacked crate's build, so a
+# second run compiles only the engine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+target="${CARGO_TARGET_DIR:-$PWD/target}"
+cargo package -p nl6-profile --quiet --allow-dirty
+# The package step compiled the packaged sources already; the dry run checks what crates.io would refuse.
+cargo publish --dry-run --no-verify -p nl6-profile --quiet --allow-dirty
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' crates/nl6-profile/Cargo.toml | head -1)
+unpacked=$(mktemp -d /tmp/nl6-profile-packaged.XXXXXX)
+trap 'rm -rf "$unpacked"' EXIT
+tar xzf "$target/package/nl6-profile-$version.crate" -C "$unpacked"
+cd "$unpacked/nl6-profile-$version"
+# Outside the workspace: cargo finds no .cargo/config.toml of ours above /tmp.
+test ! -e .cargo && test ! -e ../.cargo && test ! -e /tmp/.cargo
+# The sampler tests want one CPU profile per process at a time; the binaries run one after another.
+env -u CARGO_ENCODED_RUSTFLAGS RUSTFLAGS="-C force-frame-pointers=yes -C link-arg=-Wl,--build-id" \
+  cargo test --quiet --no-fail-fast --target-dir "$target/packaged" -- --test-threads=1
+echo "package-check: packaged nl6-profile-$version builds and passes its tests outside the workspace"
