@@ -117,3 +117,29 @@ fn without_the_flag_no_wall_series_is_pushed() {
     let (status, _, body) = n.http("GET", "/debug/fgprof?seconds=1", b"");
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
 }
+
+/// The push's `sample_type_config` for the wall-clock profile names every sample type the engine's encoder
+/// writes (read back from the encoded bytes), each shown as fgprof, and the period type is wallclock.
+#[test]
+fn the_wall_config_names_every_sample_type_the_engine_writes() {
+    let empty = nl6_profile::wall::WallProfile {
+        start: std::time::SystemTime::now(),
+        duration: Duration::from_secs(1),
+        period_ns: 1_000_000_000 / u64::from(nl6_profile::wall::DEFAULT_HZ),
+        ticks: 0,
+        unanswered: 0,
+        capped_ticks: 0,
+        samples: Vec::new(),
+    };
+    let p = nl6::proto::decode(&nl6_profile::wall::encode(&empty)).expect("the engine's pprof");
+    let name = |i: i64| p.string_table[i as usize].clone();
+    let types: Vec<String> = p.sample_type.iter().map(|t| name(t.r#type)).collect();
+    let config: serde_json::Value =
+        serde_json::from_str(nl6_push::multipart::WALL_SAMPLE_TYPE_CONFIG).unwrap();
+    assert_eq!(config.as_object().unwrap().len(), types.len(), "{types:?}");
+    for t in &types {
+        assert_eq!(config[t]["display-name"], "fgprof", "{t} in {config}");
+    }
+    let period = p.period_type.as_ref().expect("a period type");
+    assert_eq!(name(period.r#type), "wallclock");
+}

@@ -242,29 +242,6 @@ mod tests {
     /// The composition root hands the console's slot to the push as a hook: every CPU window the push
     /// encodes reaches it, byte for byte (nothing else writes the console's state).
     #[test]
-    fn the_wall_config_names_every_sample_type_the_engine_writes() {
-        let empty = wall::WallProfile {
-            start: SystemTime::now(),
-            duration: Duration::from_secs(1),
-            period_ns: 1_000_000_000 / u64::from(wall::DEFAULT_HZ),
-            ticks: 0,
-            unanswered: 0,
-            capped_ticks: 0,
-            samples: Vec::new(),
-        };
-        let p = nl6_profile::proto::decode(&wall::encode(&empty)).expect("the engine's pprof");
-        let name = |i: i64| p.string_table[i as usize].clone();
-        let types: Vec<String> = p.sample_type.iter().map(|t| name(t.r#type)).collect();
-        let config: serde_json::Value = serde_json::from_str(WALL_SAMPLE_TYPE_CONFIG).unwrap();
-        assert_eq!(config.as_object().unwrap().len(), types.len(), "{types:?}");
-        for t in &types {
-            assert_eq!(config[t]["display-name"], "fgprof", "{t} in {config}");
-        }
-        let period = p.period_type.as_ref().expect("a period type");
-        assert_eq!(name(period.r#type), "wallclock");
-    }
-
-    #[test]
     fn every_cpu_window_reaches_the_hook() {
         let seen: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
         let sink = Arc::clone(&seen);
