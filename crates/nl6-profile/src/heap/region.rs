@@ -775,7 +775,8 @@ mod tests {
             .map(|_| r.alloc(size, 8, true).unwrap() as usize)
             .collect();
         let mut want: Vec<usize> = blocks.iter().map(|&p| p as usize).collect();
-        (again.sort(), want.sort());
+        again.sort();
+        want.sort();
         assert_eq!(
             again, want,
             "every freed block is reused, from the table or the list"
