@@ -109,7 +109,7 @@
 //! | `EINTR` from calls signal(7) never restarts (`poll`, `nanosleep`, socket calls with a timeout) in any thread | while a CPU profile or a dump signals threads | each signal |
 //! | one POSIX timer per thread (each holds one `RLIMIT_SIGPENDING` slot of the user) | a CPU profile | deleted when it stops |
 //! | the collector thread `nl6-cpu-collect` (wakes every 100 ms, reads `/proc/self/task`) | a CPU profile | ends when it stops |
-//! | a ~1.1 MB static sample ring (zero pages until touched) | always (a static) | the process's life |
+//! | a 2.1 MB static sample ring and 1.1 MB of thread-dump slots (128 frames each; zero pages until touched) | always (statics) | the process's life |
 //! | 64 GiB of address space reserved (`PROT_NONE`, `MAP_NORESERVE`; less under `RLIMIT_AS`, down to 16 MiB), made writable as sampled blocks need it | the first heap sample (with [`heap::SamplingAllocator`] as the global allocator) | the process's life (never unmapped) |
 //! | read-only maps of the executable, shared objects' files and their unwind tables | the first profile that names or unwinds | the process's life |
 //! | one line on stderr when the executable lacks frame pointers, symbols or unwind rules ([`sight`]) | the first profile | once |

@@ -68,8 +68,11 @@ pub(crate) fn learn_code() {
     }
 }
 
-/// Deepest stack recorded; deeper stacks are truncated at the root end.
-pub(crate) const MAX_DEPTH: usize = 64;
+/// Deepest stack recorded (Go's 128); deeper stacks are truncated at the root end. A debug build's
+/// tokio/tonic stacks reach 71 frames. Handlers write frames into static slots, never onto the
+/// sigaltstack, so the depth costs the slots (8 bytes a frame each), not the handler's stack
+/// (`tests/engine_depth.rs` measures that).
+pub(crate) const MAX_DEPTH: usize = 128;
 
 /// Largest `high - RSP` a walk trusts: far above any thread stack nl6 or a library sets up (8 MiB by
 /// default, the main thread's `RLIMIT_STACK`), far below the distance to an unrelated mapping a stale bound

@@ -17,10 +17,13 @@
 //!   header again.
 //! - Freed blocks larger than a page keep their pages only up to [`KEEP_FREED`] bytes in all (so the
 //!   common free-then-reuse of a class costs no system call and no page faults); past that a freed block
-//!   gives every page but its first (the header's) back to the kernel (`MADV_DONTNEED`) before it can be
-//!   reused. The region's resident bytes are then the live blocks (rounded to pages), at most
-//!   [`KEEP_FREED`] of kept free blocks, and a page per other freed block; keeping every freed page
-//!   instead cost an allocation-heavy service ~8 MiB (benches/heap_rss.rs).
+//!   gives all its pages back to the kernel (`MADV_DONTNEED`) and waits, by address, in the released
+//!   table (`region/released.rs`, 32 a class), as do the gap pieces larger than a page that a carve
+//!   leaves, never touched; only when that class's table is full does a freed block keep its header's
+//!   page, to link it on the list. The region's resident bytes are then the live blocks (rounded to
+//!   pages), at most [`KEEP_FREED`] of kept free blocks, and a page per freed block past the table;
+//!   keeping every freed page instead cost an allocation-heavy service ~8 MiB, a header page per freed
+//!   block ~0.2 MiB (benches/heap_rss.rs).
 //! - It never allocates, locks (the caller serialises every call: the sampler's site mutex) or gives its
 //!   address space back.
 //!   When the range cannot be reserved, or a block does not fit in what is left, [`Region::alloc`] says no
@@ -29,6 +32,9 @@
 //!   eighth of the limit ([`AS_SHARE`]: the program's stacks and malloc arenas need the rest), down to
 //!   16 MiB, and [`outcome`] tells what it got and the errno of the first refusal, so the sampler can say
 //!   so outside the allocator (the heap profile's comment, one log line).
+mod released;
+
+use released::Released;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 
 /// Sizes of range asked for, largest first, until the kernel grants one (an address-space limit may
@@ -275,6 +281,8 @@ pub(crate) struct Region {
     committed: usize,
     /// Bytes of the freed blocks that kept their pages (at most [`KEEP_FREED`]).
     kept: usize,
+    /// Free blocks larger than a page with no page resident, by class (before the lists).
+    released: Released<CLASSES>,
 }
 
 impl Region {
@@ -287,6 +295,7 @@ impl Region {
             frontier: 0,
             committed: 0,
             kept: 0,
+            released: Released::new(),
         }
     }
 
@@ -302,7 +311,15 @@ impl Region {
         let reused = self.free[c];
         let class = 1usize << class_log2;
         let mut dirty_end = 0;
-        let block = if reused != 0 {
+        // A released block went back whole (or was never touched): it reads as zeros.
+        let released = if reused == 0 {
+            self.released.pop(c)
+        } else {
+            None
+        };
+        let block = if let Some(released) = released {
+            released
+        } else if reused != 0 {
             // SAFETY: a free block of ours holds the next free block's address and its kept flag in its
             // header.
             unsafe {
@@ -324,8 +341,8 @@ impl Region {
             ((block + CLASS_AT) as *mut u8).write(class_log2 as u8);
             ((block + SHADOW_AT) as *mut usize).write(0);
             ((block + KEPT_AT) as *mut u8).write(0);
-            if zeroed && reused != 0 {
-                // A fresh block was never written.
+            if zeroed && dirty_end != 0 {
+                // A fresh or released block reads as zeros.
                 let len = (ptr as usize + size)
                     .min(dirty_end)
                     .saturating_sub(ptr as usize);
@@ -350,6 +367,14 @@ impl Region {
             let keep = class > page && self.kept + class <= KEEP_FREED;
             if keep {
                 self.kept += class;
+            } else if class > page
+                && self
+                    .released
+                    .push((class_log2 - MIN_CLASS_LOG2) as usize, block)
+            {
+                // Listed by address: the header's page can go too.
+                libc::madvise(block as *mut libc::c_void, class, libc::MADV_DONTNEED);
+                return site;
             } else if class > page {
                 // A block larger than a page starts on a page (it is aligned to its class).
                 libc::madvise(
@@ -383,7 +408,11 @@ impl Region {
         while at < start {
             // The frontier is a multiple of the smallest class, so every piece is at least that.
             let piece_log2 = at.trailing_zeros().min((start - at).ilog2());
-            self.push(self.base + at, piece_log2);
+            let c = (piece_log2 - MIN_CLASS_LOG2) as usize;
+            // A piece larger than a page is listed without touching it, while the table has room.
+            if 1usize << piece_log2 <= page_size() || !self.released.push(c, self.base + at) {
+                self.push(self.base + at, piece_log2);
+            }
             at += 1 << piece_log2;
         }
         self.frontier = end;
@@ -663,7 +692,7 @@ mod tests {
     }
 
     #[test]
-    fn a_freed_block_keeps_only_its_header_page_resident() {
+    fn a_freed_block_past_the_budget_keeps_no_page_resident() {
         let mut r = private_region(1 << 30);
         let page = page_size();
         // Within the budget a freed block keeps its pages, for the next block of its class.
@@ -675,7 +704,8 @@ mod tests {
         }
         assert!(resident_pages(block_of(kept, 8), 64 << 10) > 1);
         assert_eq!(r.kept, 64 << 10);
-        // Past it, only the header's page.
+        // Past it, none: not even the header's (the block waits in the released table).
+        let mut freed = Vec::new();
         for size in [2 * page, 60 << 10, 200 << 10, 1 << 20, (4 << 20) - 64] {
             let p = r.alloc(size, 8, false).unwrap();
             let block = block_of(p, 8);
@@ -689,10 +719,80 @@ mod tests {
             }
             assert_eq!(
                 resident_pages(block, class),
-                1,
-                "a freed {size}-byte block (class {class}) keeps its header's page only"
+                0,
+                "a freed {size}-byte block (class {class}) keeps no page"
+            );
+            freed.push((size, p));
+        }
+        // Each class is served from its released blocks, zeroed, before any fresh block is carved.
+        let frontier = r.frontier;
+        for (size, p) in freed.into_iter().rev() {
+            let q = r.alloc(size, 8, true).unwrap();
+            // SAFETY: live for `size` bytes.
+            let bytes = unsafe { std::slice::from_raw_parts(q, size) };
+            assert!(
+                bytes.iter().all(|&x| x == 0),
+                "{size}: {q:?} (freed {p:?}) zeroed"
             );
         }
+        assert_eq!(
+            r.frontier, frontier,
+            "no fresh block while released ones wait"
+        );
+    }
+
+    #[test]
+    fn past_the_released_table_a_freed_block_keeps_its_header_page_only() {
+        let mut r = private_region(1 << 30);
+        let size = 3 * page_size();
+        let class = 4 * page_size();
+        let blocks: Vec<*mut u8> = (0..released::PER_CLASS + 2)
+            .map(|_| r.alloc(size, 8, false).unwrap())
+            .collect();
+        r.kept = KEEP_FREED;
+        for &p in &blocks {
+            // SAFETY: live for `size` bytes; then freed and not used.
+            unsafe {
+                std::ptr::write_bytes(p, 0x5a, size);
+                r.free(p, 8);
+            }
+        }
+        let resident: Vec<usize> = blocks
+            .iter()
+            .map(|&p| resident_pages(block_of(p, 8), class))
+            .collect();
+        assert_eq!(
+            resident.iter().filter(|&&n| n == 0).count(),
+            released::PER_CLASS,
+            "{resident:?}"
+        );
+        assert_eq!(
+            resident.iter().filter(|&&n| n == 1).count(),
+            2,
+            "{resident:?}"
+        );
+        let mut again: Vec<usize> = (0..blocks.len())
+            .map(|_| r.alloc(size, 8, true).unwrap() as usize)
+            .collect();
+        let mut want: Vec<usize> = blocks.iter().map(|&p| p as usize).collect();
+        again.sort();
+        want.sort();
+        assert_eq!(
+            again, want,
+            "every freed block is reused, from the table or the list"
+        );
+    }
+
+    #[test]
+    fn the_gap_an_alignment_skips_stays_untouched() {
+        let mut r = private_region(1 << 30);
+        let _small = r.alloc(10, 1, false).unwrap();
+        let big = r.alloc((1 << 20) - 64, 8, false).unwrap();
+        let gap_end = block_of(big, 8);
+        // [8 KiB, 1 MiB) of the gap went to the free lists as blocks larger than a page: no page of it
+        // is touched until a block is handed out.
+        let from = r.base + 2 * page_size();
+        assert_eq!(resident_pages(from, gap_end - from), 0);
     }
 
     #[test]
