@@ -6,6 +6,7 @@
 #   - snmp (snmpget/snmpwalk), snmptrapd, tshark: real protocol peers for the fleet tests;
 #   - chromium: the console test; openssl: self-signed certificates for the HTTPS push tests;
 #   - curl: the README examples (scripts/readme-examples.sh); wrk: the serving-under-load figures;
+#   - snmpd: net-snmp's agent, the peer scripts/bench-snmp.sh measures nl6's GET rate beside;
 #   - binutils (objcopy: engine_symbols strips DWARF to test the release shape), libc6-dbg (names libc's
 #     internal functions in profiles, from the debug file found by build ID);
 #   - python3: its XML parser checks that flame graph SVGs of hostile profiles are valid XML;
@@ -35,6 +36,7 @@ requirements=(
   "openssl                                                openssl"
   "curl                                                   curl"
   "wrk                                                    wrk"
+  "/usr/sbin/snmpd                                        snmpd"
   "objcopy                                                binutils"
   "/usr/share/doc/libc6-dbg                               libc6-dbg"
   "python3                                                python3"

@@ -1,12 +1,15 @@
-//! Readiness: `poll(2)` over a set of descriptors ([`PollFd`], [`poll`]), the one wait that std does not
-//! offer. A leaf every layer can reach: the HTTP server's poll loop and the lab's serving threads and
-//! senders wait through it, so no layer borrows another's system calls. A thin wrapper; no policy.
+//! Readiness, the waits that std does not offer: `poll(2)` over a set of descriptors ([`PollFd`],
+//! [`poll`]), and an `epoll(7)` set ([`Epoll`]) whose wait costs in proportion to the descriptors that
+//! are ready, not to those watched (the SNMP serving threads' thousands of per-port sockets). A leaf
+//! every layer can reach: the HTTP server's poll loop and the lab's serving threads and senders wait
+//! through it, so no layer borrows another's system calls. Thin wrappers; no policy.
 //!
-//! One of the few `unsafe` files: the call passes memory it owns for the call's duration.
+//! One of the few `unsafe` files: each call passes memory or a descriptor it owns for the call's
+//! duration.
 #![allow(unsafe_code)]
 
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 /// Readable (or hung up / errored: all mean "a read will not block").
@@ -72,6 +75,91 @@ pub fn poll(fds: &mut [PollFd], timeout: Duration) -> io::Result<usize> {
     Ok(n as usize)
 }
 
+/// An epoll set of descriptors watched for input (level-triggered: a descriptor left with data stays
+/// ready, so a reader may stop after a burst and come back), each reported by the token it was added
+/// with.
+#[derive(Debug)]
+pub struct Epoll {
+    fd: OwnedFd,
+}
+
+/// Room for what one [`Epoll::wait`] reports.
+pub struct Events {
+    list: Vec<libc::epoll_event>,
+    len: usize,
+}
+
+impl Events {
+    /// Room for at most `n` ready descriptors a wait (at least one).
+    pub fn with_capacity(n: usize) -> Events {
+        Events {
+            list: vec![libc::epoll_event { events: 0, u64: 0 }; n.max(1)],
+            len: 0,
+        }
+    }
+
+    /// The tokens of the descriptors the last wait reported ready (readable, hung up or errored).
+    pub fn tokens(&self) -> impl Iterator<Item = u64> + '_ {
+        // A copy of each (packed) event, never a reference into it.
+        self.list[..self.len].iter().map(|e| {
+            let e = *e;
+            e.u64
+        })
+    }
+}
+
+impl Epoll {
+    /// A new, empty set (closed on exec).
+    pub fn new() -> io::Result<Epoll> {
+        // SAFETY: no pointer is passed; a non-negative result is a descriptor we now own.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just returned by epoll_create1 and nothing else owns it.
+        Ok(Epoll {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    /// Watches `fd` for input; waits report it as `token`. The caller keeps `fd` open while it is in
+    /// the set (closing it removes it).
+    pub fn add_readable(&self, fd: RawFd, token: u64) -> io::Result<()> {
+        let mut event = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: token,
+        };
+        // SAFETY: `event` is a valid epoll_event we own for the call; the kernel copies it.
+        let r =
+            unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut event) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Waits until a watched descriptor is ready or `timeout` passes, and fills `events` with what is
+    /// ready. EINTR is returned as `Ok(0)` (a spurious wake-up the caller's loop absorbs), as in
+    /// [`poll`].
+    pub fn wait(&self, events: &mut Events, timeout: Duration) -> io::Result<usize> {
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        events.len = 0;
+        let room = events.list.len().min(i32::MAX as usize) as i32;
+        // SAFETY: `events.list` is an array of `room` epoll_event structs we own mutably for the call.
+        let n =
+            unsafe { libc::epoll_wait(self.fd.as_raw_fd(), events.list.as_mut_ptr(), room, ms) };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                return Ok(0);
+            }
+            return Err(err);
+        }
+        events.len = n as usize;
+        Ok(events.len)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,5 +176,29 @@ mod tests {
         a.write_all(b"x").unwrap();
         assert_eq!(poll(&mut fds, Duration::from_millis(1000)).unwrap(), 1);
         assert!(fds[0].is_ready());
+    }
+
+    #[test]
+    fn epoll_reports_only_the_ready_descriptor_by_its_token() {
+        let pairs: Vec<_> = (0..3).map(|_| UnixStream::pair().unwrap()).collect();
+        let set = Epoll::new().unwrap();
+        for (i, (_, b)) in pairs.iter().enumerate() {
+            set.add_readable(b.as_raw_fd(), 10 + i as u64).unwrap();
+        }
+        let mut events = Events::with_capacity(8);
+        assert_eq!(set.wait(&mut events, Duration::from_millis(10)).unwrap(), 0);
+        assert_eq!(events.tokens().count(), 0);
+        (&pairs[1].0).write_all(b"x").unwrap();
+        assert_eq!(
+            set.wait(&mut events, Duration::from_millis(1000)).unwrap(),
+            1
+        );
+        assert_eq!(events.tokens().collect::<Vec<_>>(), vec![11]);
+        // Level-triggered: unread input is reported again.
+        assert_eq!(
+            set.wait(&mut events, Duration::from_millis(1000)).unwrap(),
+            1
+        );
+        assert_eq!(events.tokens().collect::<Vec<_>>(), vec![11]);
     }
 }

@@ -366,12 +366,13 @@ impl Fleet {
     ) -> std::io::Result<()> {
         let sh = &self.shared;
         let groups = serve::groups(listeners);
-        // Every serving thread's wake-up handle first: a failure here is a startup error, not a thread
+        // Every serving thread's readiness set first: a failure here is a startup error, not a thread
         // that quietly never serves.
-        let watchers = (0..groups.len())
-            .map(|_| sh.snmp_waker.watcher())
+        let watches = groups
+            .iter()
+            .map(|g| serve::watch(g, sh.snmp_waker.watcher()?))
             .collect::<std::io::Result<Vec<_>>>()?;
-        for (t, (group, wake)) in groups.into_iter().zip(watchers).enumerate() {
+        for (t, (group, watch)) in groups.into_iter().zip(watches).enumerate() {
             let s = sh.clone();
             sh.spawn(Subsystem::SNMP, &format!("snmp-{t}"), move || {
                 let serving = Serving {
@@ -379,7 +380,7 @@ impl Fleet {
                     community: s.config.snmp_community().as_bytes(),
                     stop: s.stop.flag(),
                 };
-                serve::run(&serving, &group, &wake)
+                serve::run(&serving, &group, &watch)
             })?;
         }
         if let Some(t) = &sh.trap {

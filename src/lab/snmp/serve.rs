@@ -1,6 +1,8 @@
 //! The SNMP serving threads: a fixed few plain OS threads ([`SERVING_THREADS`] at most, labelled `snmp`
-//! from birth) answer every device, whatever `-devices` is. Each blocks in `poll(2)` over its share of
-//! the sockets and a shared wake-up socket, then drains what is ready without blocking.
+//! from birth) answer every device, whatever `-devices` is. Each blocks in its own `epoll(7)` set over
+//! its share of the sockets and a shared wake-up socket, then drains what is ready without blocking: a
+//! wake-up costs in proportion to the sockets that are ready, not to the thousands a per-port thread
+//! watches.
 //!
 //! Two ways to listen ([`Listener`]):
 //! - per port (`-snmp-port BASE` or `0`): one socket per device, spread over the threads;
@@ -10,14 +12,14 @@
 //!   range are dropped unanswered.
 //!
 //! The wake-up socket is never read: one byte written at stop leaves it readable, so every thread's
-//! next poll returns at once and sees the stop flag.
+//! next wait returns at once and sees the stop flag.
 #![forbid(unsafe_code)]
 
 use super::super::device::{Device, DeviceCounters};
 use super::super::device_net::DeviceNet;
 use super::super::send::{send_from_retrying, send_retrying};
 use super::respond;
-use crate::ready::{poll, PollFd};
+use crate::ready::{Epoll, Events};
 use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -31,9 +33,10 @@ pub const SERVING_THREADS: usize = 4;
 /// Datagrams read from one socket before the thread looks at its other ready sockets.
 const BURST: usize = 32;
 /// The longest a serving thread waits before it looks at the stop flag when nothing wakes it: only a
-/// backstop, as stop wakes every thread through the [`Waker`]; each poll of a per-port thread walks all
-/// its sockets, so a short timeout would cost idle CPU in proportion to -devices.
-const POLL_TIMEOUT: Duration = Duration::from_secs(2);
+/// backstop, as stop wakes every thread through the [`Waker`].
+const WAIT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Ready sockets taken from one wait; more stay ready (level-triggered) for the next.
+const EVENTS: usize = 256;
 
 /// Which device a socket's datagrams are for.
 #[derive(Debug)]
@@ -58,7 +61,7 @@ pub struct Serving<'a> {
     pub stop: &'a AtomicBool,
 }
 
-/// A stop signal for the serving threads: [`Waker::wake`] makes every thread's poll return.
+/// A stop signal for the serving threads: [`Waker::wake`] makes every thread's wait return.
 #[derive(Debug)]
 pub struct Waker {
     tx: UnixDatagram,
@@ -75,7 +78,7 @@ impl Waker {
     pub fn wake(&self) {
         let _ = self.tx.send(&[1]);
     }
-    /// A serving thread's own handle on the shared socket, to poll (cloned before the thread starts,
+    /// A serving thread's own handle on the shared socket, to wait on (cloned before the thread starts,
     /// so a failed clone stops startup instead of leaving a thread that serves nothing).
     pub fn watcher(&self) -> std::io::Result<UnixDatagram> {
         self.rx.try_clone()
@@ -93,24 +96,41 @@ pub fn groups(listeners: Vec<Listener>) -> Vec<Vec<Listener>> {
     out
 }
 
-/// One serving thread's loop: waits for any of `group`'s sockets, answers what arrived, until stop
-/// (`wake`, from [`Waker::watcher`], becomes readable at stop).
-pub fn run(serving: &Serving<'_>, group: &[Listener], wake: &UnixDatagram) {
+/// A serving thread's readiness set: its group's sockets (token *i* for `group[i]`) and its handle on
+/// the wake-up socket (token `group.len()`), which it keeps open, since a closed descriptor leaves the
+/// set.
+#[derive(Debug)]
+pub struct Watch {
+    set: Epoll,
+    _wake: UnixDatagram,
+}
+
+/// Builds `group`'s [`Watch`] with `wake` (from [`Waker::watcher`]) before the thread starts, so a
+/// refusal (the descriptor limit) stops startup.
+pub fn watch(group: &[Listener], wake: UnixDatagram) -> std::io::Result<Watch> {
+    let set = Epoll::new()?;
+    for (i, l) in group.iter().enumerate() {
+        set.add_readable(l.socket.as_raw_fd(), i as u64)?;
+    }
+    set.add_readable(wake.as_raw_fd(), group.len() as u64)?;
+    Ok(Watch { set, _wake: wake })
+}
+
+/// One serving thread's loop: waits for any of `group`'s sockets in `watch` (from [`watch`]), answers
+/// what arrived, until stop (its wake-up socket becomes readable at stop).
+pub fn run(serving: &Serving<'_>, group: &[Listener], watch: &Watch) {
     crate::lab::probe!("snmp.loop");
-    let mut fds: Vec<PollFd> = group
-        .iter()
-        .map(|l| PollFd::readable(l.socket.as_raw_fd()))
-        .chain(std::iter::once(PollFd::readable(wake.as_raw_fd())))
-        .collect();
+    let mut events = Events::with_capacity(EVENTS);
     let mut buf = vec![0u8; 65_535];
     while !serving.stop.load(Ordering::Relaxed) {
-        if poll(&mut fds, POLL_TIMEOUT).is_err() {
+        if watch.set.wait(&mut events, WAIT_TIMEOUT).is_err() {
             std::thread::sleep(Duration::from_millis(10));
             continue;
         }
-        for (l, fd) in group.iter().zip(&fds) {
-            if fd.is_ready() && !serving.stop.load(Ordering::Relaxed) {
-                drain(serving, l, &mut buf);
+        for token in events.tokens() {
+            match group.get(token as usize) {
+                Some(l) if !serving.stop.load(Ordering::Relaxed) => drain(serving, l, &mut buf),
+                _ => {} // the wake-up socket, or stopping: the loop's test sees the flag
             }
         }
     }
@@ -136,7 +156,7 @@ fn drain(serving: &Serving<'_>, l: &Listener, buf: &mut [u8]) {
             Ok(Some(x)) => x,
             Ok(None) => continue, // not for one of our addresses: dropped
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(_) => return, // drained (EAGAIN) or a transient error: back to poll
+            Err(_) => return, // drained (EAGAIN) or a transient error: back to the wait
         };
         let device = &serving.devices[index];
         if let Some(bytes) = respond(device, &buf[..n], serving.community) {

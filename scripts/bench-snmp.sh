@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# SNMP GET rate: net-snmp's snmpd and nl6 (1 device; 10 000 and 30 000 devices under -device-net; 1 000
+# and 10 000 devices per port) under the same load, one after the other in one run, as one table.
+# The load is benches/snmp_load.rs (GET sysName.0, SNMPv2c, community public): T client threads with K
+# requests in flight each, spread over every device's address or port; GET/s and the answers' latency
+# percentiles come from it, RSS (VmRSS after the load) and CPU (user + system over the load, % of one
+# core) from /proc, boot from the agent's start to its first answer.
+# Needs snmpd (Debian package `snmpd`; scripts/setup.sh checks it). Loopback only. Not a test: it prints
+# figures (the machine's other load shows in the header's load average).
+# Usage: [NL6_BEFORE=older/nl6] scripts/bench-snmp.sh [SECONDS per row, default 10] [THREADS, default 2]
+# [IN FLIGHT per thread, default 8]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECS=${1:-10}
+THREADS=${2:-2}
+INFLIGHT=${3:-8}
+SNMPD=$(command -v snmpd || echo /usr/sbin/snmpd)
+[ -x "$SNMPD" ] || { echo "bench-snmp: snmpd is missing (apt-get install snmpd)" >&2; exit 2; }
+cargo build --quiet --release --bin nl6
+NL6=${CARGO_TARGET_DIR:-target}/release/nl6
+LOAD=$(cargo bench --quiet --bench snmp_load --no-run --message-format=json 2>/dev/null |
+  sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
+[ -x "$LOAD" ] || { echo "bench-snmp: the snmp_load bench did not build" >&2; exit 1; }
+OUT=${CARGO_TARGET_DIR:-target}/bench-snmp
+mkdir -p "$OUT"
+# 10 000 per-port sockets plus the rest: the hard limit of this shell, whatever the soft one is.
+ulimit -n "$(ulimit -Hn)"
+
+PID=""
+cleanup() { [ -z "$PID" ] || kill "$PID" 2>/dev/null || true; }
+trap cleanup EXIT
+
+# A base port with COUNT free UDP ports above it (below the ephemeral range, so no client takes one
+# while the agent starts). Another process can still bind one first: the agent then refuses to start,
+# and run() tries another base.
+free_base() {
+  python3 - "$1" <<'EOF'
+import random, socket, sys
+count = int(sys.argv[1])
+for _ in range(50):
+    base = random.randrange(10000, 32000 - count)
+    socks = []
+    try:
+        for p in range(base, base + count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.bind(("0.0.0.0" if count == 1 else "127.0.0.1", p))
+            socks.append(s)
+    except OSError:
+        continue
+    finally:
+        for s in socks:
+            s.close()
+    print(base)
+    sys.exit(0)
+sys.exit("bench-snmp: no run of %d free UDP ports found" % count)
+EOF
+}
+
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p; s/^$1=\([^ ]*\).*/\1/p" <<<"$2" | head -1; }
+ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
+
+# row NAME LOAD_ARGS -- AGENT COMMAND…: starts the agent, loads it, prints one table row, stops it.
+# BASE in the arguments is replaced by a free base port; a refused start is retried on another.
+row() {
+  local name=$1 count=$2; shift 2
+  local load_args=() agent=()
+  while [ "$1" != "--" ]; do load_args+=("$1"); shift; done
+  shift
+  agent=("$@")
+  local attempt line
+  for attempt in 1 2 3; do
+    local base; base=$(free_base "$count")
+    local t0; t0=$(date +%s%N)
+    "${agent[@]//BASE/$base}" >"$OUT/$name.out" 2>"$OUT/$name.err" &
+    PID=$!
+    local before; before=$(ticks "$PID" 2>/dev/null || echo 0)
+    line=$("$LOAD" "${load_args[@]//BASE/$base}" -threads "$THREADS" -inflight "$INFLIGHT" -secs "$SECS" \
+      -ready-since "$t0" 2>>"$OUT/$name.err") || line=""
+    if [ -n "$line" ] && kill -0 "$PID" 2>/dev/null; then
+      local after rss; after=$(ticks "$PID"); rss=$(awk '$1 == "VmRSS:" { print $2 }' "/proc/$PID/status")
+      kill "$PID"; wait "$PID" 2>/dev/null || true; PID=""
+      local cpu; cpu=$(awk -v t=$((after - before)) -v s="$SECS" 'BEGIN { printf "%.0f", t / (s + 0.5) }')
+      printf '| %s | %s | %s ms | %s ms | %s ms | %s | %.1f MB | %s s | %s %% |\n' "$name" \
+        "$(field gets_per_s "$line")" \
+        "$(awk -v v="$(field p50_us "$line")" 'BEGIN { printf "%.3f", v / 1000 }')" \
+        "$(awk -v v="$(field p99_us "$line")" 'BEGIN { printf "%.3f", v / 1000 }')" \
+        "$(awk -v v="$(field p999_us "$line")" 'BEGIN { printf "%.3f", v / 1000 }')" \
+        "$(field lost "$line")" "$(awk -v k="$rss" 'BEGIN { print k / 1000 }')" \
+        "$(field ready_s "$line")" "$cpu"
+      echo "$line" >"$OUT/$name.load"
+      return 0
+    fi
+    kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; PID=""
+  done
+  echo "| $name | did not run: $(tail -2 "$OUT/$name.err" | tr '\n' ' ') |||||||"
+}
+
+SNMPD_DIR=$(mktemp -d "$OUT/snmpd.XXXXXX")
+cat >"$SNMPD_DIR/snmpd.conf" <<EOF
+rocommunity public 127.0.0.1
+sysName bench-snmpd
+EOF
+
+echo "snmp_load: GET sysName.0, $THREADS client threads × $INFLIGHT in flight, $SECS s a row ($(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg))"
+echo
+echo "| agent | GET/s | p50 | p99 | p99.9 | lost | RSS | boot | CPU |"
+echo "|---|---|---|---|---|---|---|---|---|"
+# -f: stay in the foreground; -C: no other config file; -Lf: its log in the temp dir; the persistent
+# state goes to the temp dir too (SNMP_PERSISTENT_DIR), never to /var/lib/snmp.
+row "net-snmp snmpd, 1 agent" 1 127.0.0.1:BASE -- env SNMP_PERSISTENT_DIR="$SNMPD_DIR" \
+  "$SNMPD" -f -C -c "$SNMPD_DIR/snmpd.conf" -Lf "$SNMPD_DIR/log" -p "$SNMPD_DIR/pid" udp:127.0.0.1:BASE
+# nl6_rows TAG BINARY: the nl6 rows for one build.
+nl6_rows() {
+  local tag=$1 bin=$2
+  row "nl6$tag, 1 device" 1 127.0.0.1:BASE -- "$bin" -listen 127.0.0.1:0 -devices 1 -snmp-port BASE
+  row "nl6$tag, 10 000 devices, -device-net" 1 127.1.0.1:BASE -addrs 10000 -- \
+    "$bin" -listen 127.0.0.1:0 -devices 10000 -device-net 127.1.0.0/16 -snmp-port BASE
+  row "nl6$tag, 30 000 devices, -device-net" 1 127.1.0.1:BASE -addrs 30000 -- \
+    "$bin" -listen 127.0.0.1:0 -devices 30000 -device-net 127.1.0.0/16 -snmp-port BASE
+  row "nl6$tag, 1 000 devices per port" 1000 127.0.0.1:BASE -ports 1000 -- \
+    "$bin" -listen 127.0.0.1:0 -devices 1000 -bind 127.0.0.1 -snmp-port BASE
+  row "nl6$tag, 10 000 devices per port" 10000 127.0.0.1:BASE -ports 10000 -- \
+    "$bin" -listen 127.0.0.1:0 -devices 10000 -bind 127.0.0.1 -snmp-port BASE
+}
+# NL6_BEFORE=path/to/an/older/nl6: its rows too, in the same run, for a before/after comparison.
+[ -z "${NL6_BEFORE:-}" ] || nl6_rows " (before)" "$NL6_BEFORE"
+nl6_rows "" "$NL6"
