@@ -1,5 +1,5 @@
-//! Readiness: `poll(2)` over a set of descriptors ([`PollFd`], [`poll`]), the one wait that std does not
-//! offer. A leaf every layer can reach: the HTTP server's poll loop and the lab's serving threads and
+//! Readiness: `poll(2)` over a set of descriptors ([`PollFd`], [`poll`]; [`poll_until`] waits to a deadline
+//! through signals), the one wait that std does not offer. A leaf every layer can reach: the HTTP server's poll loop and the lab's serving threads and
 //! senders wait through it, so no layer borrows another's system calls. A thin wrapper; no policy.
 //!
 //! One of the few `unsafe` files: the call passes memory it owns for the call's duration.
@@ -7,7 +7,7 @@
 
 use std::io;
 use std::os::fd::RawFd;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Readable (or hung up / errored: all mean "a read will not block").
 pub const READABLE: i16 = libc::POLLIN | libc::POLLHUP | libc::POLLERR | libc::POLLNVAL;
@@ -72,6 +72,21 @@ pub fn poll(fds: &mut [PollFd], timeout: Duration) -> io::Result<usize> {
     Ok(n as usize)
 }
 
+/// Waits until one of `fds` is ready or `deadline` passes, whatever signals arrive meanwhile: each EINTR
+/// resumes the wait with what is left of it (never cut short, never lengthened). The count of ready
+/// descriptors; 0 once the deadline has passed.
+pub fn poll_until(fds: &mut [PollFd], deadline: Instant) -> io::Result<usize> {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        // Round up: a wait of 0.4 ms must not become a zero-timeout busy poll.
+        let left = left + Duration::from_micros(999);
+        match poll(fds, left)? {
+            0 if Instant::now() < deadline => continue,
+            n => return Ok(n),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,5 +103,22 @@ mod tests {
         a.write_all(b"x").unwrap();
         assert_eq!(poll(&mut fds, Duration::from_millis(1000)).unwrap(), 1);
         assert!(fds[0].is_ready());
+    }
+
+    #[test]
+    fn poll_until_waits_to_its_deadline_through_signals() {
+        let (_a, b) = UnixStream::pair().unwrap();
+        let mut fds = [PollFd::readable(b.as_raw_fd())];
+        // Every thread is signalled 99 times a second meanwhile: poll answers EINTR each time.
+        let session = nl6_profile::wall::start().expect("a wall-clock session");
+        let t0 = Instant::now();
+        let n = poll_until(&mut fds, t0 + Duration::from_millis(300)).unwrap();
+        let waited = t0.elapsed();
+        drop(session);
+        assert_eq!(n, 0);
+        assert!(
+            waited >= Duration::from_millis(300),
+            "cut short: {waited:?}"
+        );
     }
 }
