@@ -24,7 +24,8 @@ struct Clock {
 
 impl Clock {
     fn share(&self) -> f64 {
-        self.wait_ns.load(Ordering::SeqCst) as f64 / self.total_ns.load(Ordering::SeqCst).max(1) as f64
+        self.wait_ns.load(Ordering::SeqCst) as f64
+            / self.total_ns.load(Ordering::SeqCst).max(1) as f64
     }
 }
 
@@ -54,8 +55,12 @@ fn waiter_loop(m: &Mutex<u64>, held: &AtomicBool, stop: &AtomicBool, clock: &Clo
         waiter_work(held, stop);
         if clock.on.load(Ordering::SeqCst) {
             let t2 = Instant::now();
-            clock.wait_ns.fetch_add((t1 - t0).as_nanos() as u64, Ordering::SeqCst);
-            clock.total_ns.fetch_add((t2 - t0).as_nanos() as u64, Ordering::SeqCst);
+            clock
+                .wait_ns
+                .fetch_add((t1 - t0).as_nanos() as u64, Ordering::SeqCst);
+            clock
+                .total_ns
+                .fetch_add((t2 - t0).as_nanos() as u64, Ordering::SeqCst);
         }
     }
 }
