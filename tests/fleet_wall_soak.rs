@@ -13,13 +13,13 @@
 //!   second; over the second half it may not rise more than [`RSS_SECOND_HALF_BOUND_KIB`] above its value
 //!   at half-time.
 //!
-//! Where RSS grows (debug build, `-traffic 10ms -profiling-heap-rate 65536`, profiles back to back, RSS and
-//! `/proc/PID/smaps` every 10 s): the growth is anonymous memory in glibc's malloc heaps (one 64 MiB arena
-//! per thread, or `[heap]` alone with `MALLOC_ARENA_MAX=1`), about 13 MiB a minute over the first two
-//! minutes, while nl6's own heap profile holds under 1 MiB live (16 sampled blocks). With glibc told to
-//! trim and to map blocks over 128 KiB on their own
-//! (`GLIBC_TUNABLES=glibc.malloc.trim_threshold=131072:glibc.malloc.mmap_threshold=131072`) the same run
-//! grows 3.4 MiB a minute and flattens: freed memory glibc keeps, not memory nl6 holds.
+//! Where RSS grows (`scripts/soak-wall-rss.sh` on the debug build: `-traffic 10ms -profiling-heap-rate
+//! 65536`, profiles back to back, RSS and `/proc/PID/smaps` every 10 s): in anonymous memory of glibc's
+//! malloc heaps (a 64 MiB arena per thread; `[heap]` alone with `MALLOC_ARENA_MAX=1`), 13–15 MiB a
+//! minute over the first two minutes either way, while nl6's own heap profile holds under 1 MiB live
+//! (16 sampled blocks). With `GLIBC_TUNABLES=glibc.malloc.arena_max=1:glibc.malloc.trim_threshold=131072:
+//! glibc.malloc.mmap_threshold=131072` (glibc trims its heap and maps big blocks on their own) the same
+//! run grows 3.4 MiB a minute from 85 s to 145 s, flattening: most of it is freed memory glibc keeps.
 //!
 //! The timed part is 20 s by default, after the warm-up; `NL6_WALL_SOAK_SECONDS=600` is the ten-minute run:
 //!   NL6_WALL_SOAK_SECONDS=600 cargo test --release -p nl6 --test fleet_wall_soak -- --nocapture
