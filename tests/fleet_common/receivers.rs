@@ -1,7 +1,7 @@
 //! Counting peers for the lab's three record streams, each on a free loopback port and run by one thread
 //! of the test until dropped: [`InformAcker`] answers every INFORM with a Response (as a manager does) and
 //! remembers which request ids it saw; [`SyslogSink`] accepts RFC 6587 octet-counted syslog over TCP and
-//! follows each host's `sequenceId`; [`FlowSink`] reads NetFlow v9 packets and remembers each source's
+//! keeps each host's `sequenceId`s; [`FlowSink`] reads NetFlow v9 packets and remembers each source's
 //! sequence numbers. Each answers "what is missing, what came twice" in O(1) memory per record, so a
 //! ten-minute soak at `-traffic 10ms` fits. They never judge: the test compares them with the device
 //! counters.
@@ -171,20 +171,19 @@ impl InformAcker {
     }
 }
 
-/// One host's syslog stream as the sink saw it, in arrival order.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+/// One host's syslog stream as the sink saw it.
+#[derive(Debug, Default, Clone)]
 pub struct Stream {
-    /// The sequenceId the next message should carry (one past the highest seen).
-    pub next: u64,
-    /// Messages whose sequenceId skipped ahead, and by how many ids in total.
-    pub gaps: u64,
-    /// Messages whose sequenceId was at or below one already seen.
-    pub repeats: u64,
-    pub received: u64,
+    /// The sequenceIds received (and how many came twice).
+    pub ids: Seen,
+    /// Messages whose sequenceId was below the highest before it (two senders' messages swapped on the
+    /// way into the queue: reordered, not lost).
+    pub out_of_order: u64,
+    pub highest: u64,
 }
 
 /// A TCP syslog receiver: accepts connections one after another (a sender that reconnects is
-/// counted) and follows `[meta sequenceId]` per HOSTNAME.
+/// counted) and keeps the `[meta sequenceId]`s per HOSTNAME.
 pub struct SyslogSink {
     pub addr: SocketAddr,
     streams: Arc<Mutex<HashMap<String, Stream>>>,
@@ -239,19 +238,10 @@ fn read_stream(mut conn: TcpStream, streams: &Mutex<HashMap<String, Stream>>, st
         let mut g = streams.lock().unwrap();
         for m in msgs {
             let (host, seq) = host_and_sequence(&m);
-            let s = g.entry(host).or_insert(Stream {
-                next: 1,
-                ..Stream::default()
-            });
-            s.received += 1;
-            match seq.cmp(&s.next) {
-                std::cmp::Ordering::Equal => s.next += 1,
-                std::cmp::Ordering::Less => s.repeats += 1,
-                std::cmp::Ordering::Greater => {
-                    s.gaps += seq - s.next;
-                    s.next = seq + 1;
-                }
-            }
+            let s = g.entry(host).or_default();
+            s.ids.insert(seq);
+            s.out_of_order += u64::from(seq < s.highest);
+            s.highest = s.highest.max(seq);
         }
     }
 }
