@@ -1,8 +1,9 @@
 //! Readiness, the waits that std does not offer: `poll(2)` over a set of descriptors ([`PollFd`],
-//! [`poll`]), and an `epoll(7)` set ([`Epoll`]) whose wait costs in proportion to the descriptors that
-//! are ready, not to those watched (the SNMP serving threads' thousands of per-port sockets). A leaf
-//! every layer can reach: the HTTP server's poll loop and the lab's serving threads and senders wait
-//! through it, so no layer borrows another's system calls. Thin wrappers; no policy.
+//! [`poll`]; [`poll_until`] waits to a deadline through signals), and an `epoll(7)` set ([`Epoll`]) whose
+//! wait costs in proportion to the descriptors that are ready, not to those watched (the SNMP serving
+//! threads' thousands of per-port sockets). A leaf every layer can reach: the HTTP server's poll loop and
+//! the lab's serving threads and senders wait through it, so no layer borrows another's system calls.
+//! Thin wrappers; no policy.
 //!
 //! One of the few `unsafe` files: each call passes memory or a descriptor it owns for the call's
 //! duration.
@@ -10,7 +11,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Readable (or hung up / errored: all mean "a read will not block").
 pub const READABLE: i16 = libc::POLLIN | libc::POLLHUP | libc::POLLERR | libc::POLLNVAL;
@@ -160,6 +161,21 @@ impl Epoll {
     }
 }
 
+/// Waits until one of `fds` is ready or `deadline` passes, whatever signals arrive meanwhile: each EINTR
+/// resumes the wait with what is left of it (never cut short, never lengthened). The count of ready
+/// descriptors; 0 once the deadline has passed.
+pub fn poll_until(fds: &mut [PollFd], deadline: Instant) -> io::Result<usize> {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        // Round up: a wait of 0.4 ms must not become a zero-timeout busy poll.
+        let left = left + Duration::from_micros(999);
+        match poll(fds, left)? {
+            0 if Instant::now() < deadline => continue,
+            n => return Ok(n),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,5 +216,22 @@ mod tests {
             1
         );
         assert_eq!(events.tokens().collect::<Vec<_>>(), vec![11]);
+    }
+
+    #[test]
+    fn poll_until_waits_to_its_deadline_through_signals() {
+        let (_a, b) = UnixStream::pair().unwrap();
+        let mut fds = [PollFd::readable(b.as_raw_fd())];
+        // Every thread is signalled 99 times a second meanwhile: poll answers EINTR each time.
+        let session = nl6_profile::wall::start().expect("a wall-clock session");
+        let t0 = Instant::now();
+        let n = poll_until(&mut fds, t0 + Duration::from_millis(300)).unwrap();
+        let waited = t0.elapsed();
+        drop(session);
+        assert_eq!(n, 0);
+        assert!(
+            waited >= Duration::from_millis(300),
+            "cut short: {waited:?}"
+        );
     }
 }

@@ -6,20 +6,20 @@
 #![forbid(unsafe_code)]
 
 use super::device::Device;
-use crate::ready::{poll, PollFd};
+use crate::ready::{poll_until, PollFd};
 use std::io::ErrorKind;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
-use std::os::fd::AsRawFd;
-use std::time::Duration;
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::{Duration, Instant};
 
 /// The longest a send waits for room when a (non-blocking) socket's send buffer is full, once, before
 /// the datagram is given up and counted as a send error: short, as the serving thread has other
 /// requests waiting.
 const SEND_WAIT: Duration = Duration::from_millis(50);
 
-/// Runs `send` on `socket`: EINTR is retried; EAGAIN waits up to [`SEND_WAIT`] for the socket to become
-/// writable, then tries once more. False when the OS refused the datagram.
-fn send_with(socket: &UdpSocket, mut send: impl FnMut() -> std::io::Result<usize>) -> bool {
+/// Runs `send` on descriptor `fd`: EINTR is retried; EAGAIN waits up to `wait` for `fd` to become
+/// writable (signals neither end nor extend the wait), then tries once more. False when the OS refused the datagram.
+fn send_with(fd: RawFd, wait: Duration, mut send: impl FnMut() -> std::io::Result<usize>) -> bool {
     let mut waited = false;
     for _ in 0..8 {
         match send() {
@@ -27,8 +27,9 @@ fn send_with(socket: &UdpSocket, mut send: impl FnMut() -> std::io::Result<usize
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             Err(e) if e.kind() == ErrorKind::WouldBlock && !waited => {
                 waited = true;
-                let mut fds = [PollFd::writable(socket.as_raw_fd())];
-                let _ = poll(&mut fds, SEND_WAIT);
+                let mut fds = [PollFd::writable(fd)];
+                // To the deadline: a profiler's signal must not end the wait and lose the datagram.
+                let _ = poll_until(&mut fds, Instant::now() + wait);
             }
             Err(_) => return false,
         }
@@ -38,7 +39,7 @@ fn send_with(socket: &UdpSocket, mut send: impl FnMut() -> std::io::Result<usize
 
 /// Sends one datagram ([`send_with`]: EINTR retried, a full buffer waited for once).
 pub fn send_retrying(socket: &UdpSocket, bytes: &[u8], to: SocketAddr) -> bool {
-    send_with(socket, || socket.send_to(bytes, to))
+    send_with(socket.as_raw_fd(), SEND_WAIT, || socket.send_to(bytes, to))
 }
 
 /// Sends from a chosen local address ([`send_with`]: EINTR retried, a full buffer waited for once).
@@ -48,7 +49,9 @@ pub fn send_from_retrying(
     to: SocketAddrV4,
     from: Ipv4Addr,
 ) -> bool {
-    send_with(socket, || crate::netsys::send_from(socket, bytes, to, from))
+    send_with(socket.as_raw_fd(), SEND_WAIT, || {
+        crate::netsys::send_from(socket, bytes, to, from)
+    })
 }
 
 /// Sends `bytes` to `to` from `device`'s own address when it has one (`-device-net`), else from
@@ -69,7 +72,7 @@ mod tests {
         let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
         let mut calls = 0;
         let full = std::io::Error::from(ErrorKind::WouldBlock);
-        let sent = send_with(&socket, || {
+        let sent = send_with(socket.as_raw_fd(), SEND_WAIT, || {
             calls += 1;
             match calls {
                 1 => Err(std::io::Error::from(ErrorKind::WouldBlock)),
@@ -78,10 +81,36 @@ mod tests {
         });
         assert!(sent && calls == 2, "sent {sent} after {calls} calls");
         let mut calls = 0;
-        let sent = send_with(&socket, || {
+        let sent = send_with(socket.as_raw_fd(), SEND_WAIT, || {
             calls += 1;
             Err(std::io::Error::from(full.kind()))
         });
         assert!(!sent && calls == 2, "gave up after {calls} calls");
+    }
+
+    /// A wall-clock profile signals every thread 99 times a second; the wait for room in a full buffer
+    /// must outlast those signals (poll answers EINTR and is never restarted), not end at the first one
+    /// and give the datagram up.
+    #[test]
+    fn a_signal_does_not_cut_the_wait_for_room_short() {
+        use std::os::unix::net::UnixDatagram;
+        let (tx, rx) = UnixDatagram::pair().unwrap();
+        tx.set_nonblocking(true).unwrap();
+        while tx.send(b"fill").is_ok() {}
+        let session = nl6_profile::wall::start().expect("a wall-clock session");
+        let drain = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            rx.recv(&mut [0u8; 8]).unwrap();
+            rx
+        });
+        let t0 = std::time::Instant::now();
+        let sent = send_with(tx.as_raw_fd(), Duration::from_secs(3), || tx.send(b"late"));
+        let waited = t0.elapsed();
+        drop(session);
+        let _rx = drain.join().unwrap();
+        assert!(
+            sent,
+            "the datagram was given up after {waited:?}, before room was made at 300 ms"
+        );
     }
 }

@@ -1,6 +1,8 @@
 //! Helpers shared by the fleet integration tests: free loopback ports, external tools (bounded waits are
-//! `common::wait_for`).
+//! `common::wait_for`), and counting peers for INFORMs, TCP syslog and NetFlow ([`receivers`]).
 #![allow(dead_code)]
+
+pub mod receivers;
 
 use nl6::lab::snmp::ber::{Oid, Value};
 use nl6::lab::snmp::{pdu, Message};

@@ -106,7 +106,7 @@
 //! |---|---|---|
 //! | SIGPROF handler (`SA_SIGINFO \| SA_RESTART \| SA_ONSTACK`) | first CPU profile or [`install_signal_handlers`] | the process's life (a late SIGPROF must not kill it) |
 //! | stack-capture handler on signal 38 ([`SignalOptions::capture_signal`]) | first goroutine/thread dump or [`install_signal_handlers`] | the process's life |
-//! | `EINTR` from calls signal(7) never restarts (`poll`, `nanosleep`, socket calls with a timeout) in any thread | while a CPU profile or a dump signals threads | each signal |
+//! | `EINTR` from calls signal(7) never restarts (`poll`, `nanosleep`, socket calls with a timeout) in any thread | while a CPU profile, a dump or a wall-clock profile signals threads (see [`wall`]: what an embedder's loops must do) | each signal |
 //! | one POSIX timer per thread (each holds one `RLIMIT_SIGPENDING` slot of the user) | a CPU profile | deleted when it stops |
 //! | the collector thread `nl6-cpu-collect` (wakes every 100 ms, reads `/proc/self/task`) | a CPU profile | ends when it stops |
 //! | a 2.1 MB static sample ring and 1.1 MB of thread-dump slots (128 frames each; zero pages until touched) | always (statics) | the process's life |

@@ -21,7 +21,11 @@
 //! Calls that the kernel never restarts after a handler — socket calls with a timeout, `poll`,
 //! `epoll_wait`, `nanosleep`, `accept` with `SO_RCVTIMEO`… (signal(7)) — then return `EINTR`
 //! ([`std::io::ErrorKind::Interrupted`]); a blocking loop must retry it, re-computing what is left of its
-//! timeout. `std::thread::sleep` and `Mutex` already do.
+//! timeout: a wait that ends at the first signal gives up 10 ms into a 50 ms wait. `std::thread::sleep`,
+//! `Mutex`, `Condvar::wait_timeout` (to the same deadline), `mpsc::Receiver::recv_timeout`,
+//! `TcpStream::connect_timeout`, `TcpListener::accept` and `write_all`/`read_exact` already do; a bare
+//! `read`/`recv_from` with a timeout, `poll` and `epoll_wait` do not, nor does a non-blocking send's wait
+//! for room.
 //!
 //! One session at a time ([`WallError::Busy`]); a thread that does not answer within the tick is counted
 //! in [`WallProfile::unanswered`] and its time is shown under a frame saying so, never dropped.
