@@ -1,6 +1,7 @@
 //! The fleet at scale (issue 13): boot time, threads, RSS and idle CPU of a fleet of 1 000, 10 000 and
 //! 30 000 devices, per port (`-snmp-port 0`, one socket per device) and at their own addresses
-//! (`-device-net 127.1.0.0/16`), printed beside the figures measured before the serving threads.
+//! (`-device-net 127.1.0.0/16`, also with the gNMI target on: `device-net+gnmi`, `-gnmi-port 0`), printed
+//! beside the figures measured before the serving threads.
 //!
 //! Each configuration runs in a fresh child process (this program re-executed), so one fleet's memory
 //! does not inflate the next one's RSS. Then the same for the real binary (`nl6 -listen 127.0.0.1:0`:
@@ -8,6 +9,7 @@
 //! the idle window (default 10 s).
 //! Run: `cargo bench --bench fleet_scale`.
 use nl6::lab::config::DeviceNet;
+use nl6::lab::gnmi::config::GnmiConfig;
 use nl6::lab::{Fleet, FleetConfig};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -107,14 +109,17 @@ fn measure(mode: &str, devices: usize, idle: Duration) {
     let mut config = FleetConfig::default()
         .with_devices(devices)
         .with_snmp_port(0);
-    if mode == "device-net" {
+    if mode.starts_with("device-net") {
         config = config.with_device_net(Some(DeviceNet::parse("127.1.0.0/16").unwrap()));
+    }
+    if mode.ends_with("+gnmi") {
+        config = config.with_gnmi(GnmiConfig::default().with_port(Some(0)));
     }
     let t = Instant::now();
     let fleet = match Fleet::start(config) {
         Ok(f) => f,
         Err(e) => {
-            println!("  {devices:>5} devices, {mode:<10}: refused: nl6: {e}");
+            println!("  {devices:>5} devices, {mode:<15}: refused: nl6: {e}");
             return;
         }
     };
@@ -128,7 +133,7 @@ fn measure(mode: &str, devices: usize, idle: Duration) {
     std::thread::sleep(idle);
     let cpu = (cpu_ticks_of("self") - ticks) as f64 / 100.0 / idle.as_secs_f64();
     println!(
-        "  {devices:>5} devices, {mode:<10}: boot {:>6.2} s, {threads:>3} threads, RSS {:>4} MB, {maps:>5} memory maps, idle CPU {:.1}% of a core",
+        "  {devices:>5} devices, {mode:<15}: boot {:>6.2} s, {threads:>3} threads, RSS {:>4} MB, {maps:>5} memory maps, idle CPU {:.1}% of a core",
         boot.as_secs_f64(),
         rss / 1024,
         cpu * 100.0
@@ -160,6 +165,7 @@ fn main() {
         ("device-net", 10_000),
         ("per-port", 30_000),
         ("device-net", 30_000),
+        ("device-net+gnmi", 30_000),
     ] {
         let out = Command::new(&me)
             .env(CHILD, format!("{mode}:{devices}"))
@@ -193,6 +199,19 @@ fn main() {
                 "-device-net",
                 "127.1.0.0/16",
                 "-snmp-port",
+                "0",
+            ][..],
+        ),
+        (
+            "30000 devices, device-net, gNMI",
+            &[
+                "-devices",
+                "30000",
+                "-device-net",
+                "127.1.0.0/16",
+                "-snmp-port",
+                "0",
+                "-gnmi-port",
                 "0",
             ][..],
         ),

@@ -8,7 +8,6 @@
 //!
 //! The fleet runs in-process; the client runs on a tokio runtime of its own in the bench thread.
 use nl6::lab::gnmi::config::GnmiConfig;
-use nl6::lab::gnmi::proto::gnmi::g_nmi_client::GNmiClient;
 use nl6::lab::gnmi::proto::gnmi::subscribe_request::Request as Req;
 use nl6::lab::gnmi::proto::gnmi::subscribe_response::Response as Resp;
 use nl6::lab::gnmi::proto::gnmi::*;
@@ -16,6 +15,11 @@ use nl6::lab::snmp::ber::{Oid, Value};
 use nl6::lab::snmp::{pdu, Message, VERSION_2C};
 use nl6::lab::{Fleet, FleetConfig};
 use std::time::{Duration, Instant};
+
+// The gNMI tests' Rust client: the same paths and connections as the tests'.
+#[path = "../tests/gnmi_support/stream.rs"]
+mod gnmi_stream;
+use gnmi_stream::{client, path};
 
 const RUN: Duration = Duration::from_secs(3);
 
@@ -40,25 +44,6 @@ fn snmp_gets(fleet: &Fleet) -> f64 {
         n += 1;
     }
     n as f64 / start.elapsed().as_secs_f64()
-}
-
-fn path(elems: &[&str]) -> Path {
-    Path {
-        elem: elems
-            .iter()
-            .map(|n| PathElem {
-                name: n.to_string(),
-                key: Default::default(),
-            })
-            .collect(),
-        ..Path::default()
-    }
-}
-
-async fn client(at: std::net::SocketAddr) -> GNmiClient<tonic::transport::Channel> {
-    GNmiClient::connect(format!("http://{at}"))
-        .await
-        .expect("connect")
 }
 
 async fn gnmi_gets(at: std::net::SocketAddr) -> f64 {

@@ -1,14 +1,16 @@
 //! The fleet at the seed's scale (issue 13): 30 000 devices, each at its own loopback address
-//! (`-device-net 127.1.0.0/16`), served by a handful of threads. One boot checks the budget (boot time,
-//! threads, RSS, idle CPU), net-snmp's answers at the first, a middle and the last address, a complete
-//! walk, the source address of every reply, and a GET load over every address from this process while a
-//! CPU profile is taken. Per-port mode keeps the same thread bound at 10 000 devices; the refusals are
+//! (`-device-net 127.1.0.0/16`), with SNMP and the gNMI target on, served by a handful of threads. One
+//! boot checks the budget (boot time, threads, RSS, idle CPU), net-snmp's answers and a gNMI Get at the
+//! first, a middle and the last address, a complete walk, the source address of every reply, and a GET
+//! load over every address from this process while a CPU profile is taken. Per-port mode keeps the same thread bound at 10 000 devices; the refusals are
 //! one line each.
 mod common;
 mod fleet_common;
+mod gnmi_support;
 
 use common::{boot, json, status_field, threads_of, Nl6};
-use fleet_common::{device_ip, get_sysname, load, snmp_tool, DEVICES};
+use fleet_common::{device_ip, get_sysname, load, profiler_self, snmp_tool, DEVICES};
+use gnmi_support::stream as gnmi_stream;
 use nl6::proto::{self, Profile};
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -80,7 +82,14 @@ fn profile_samples(n: &Nl6, seconds: u32) -> Vec<Sample> {
 fn thirty_thousand_devices_at_their_own_addresses_on_a_handful_of_threads() {
     let t0 = Instant::now();
     let n = boot()
-        .args(&["-devices", "30000", "-device-net", "127.1.0.0/16"])
+        .args(&[
+            "-devices",
+            "30000",
+            "-device-net",
+            "127.1.0.0/16",
+            "-gnmi-port",
+            "0",
+        ])
         .start();
     let boot_time = t0.elapsed();
     let pid = n.pid();
@@ -90,7 +99,7 @@ fn thirty_thousand_devices_at_their_own_addresses_on_a_handful_of_threads() {
     std::thread::sleep(Duration::from_secs(10));
     let idle = (cpu_ticks(pid) - ticks0) as f64 / 100.0 / 10.0;
     eprintln!(
-        "fleet_scale: 30000 devices: boot {boot_time:?}, {threads} threads, RSS {} MiB, idle CPU {:.1}% of a core",
+        "fleet_scale: 30000 devices with gNMI: boot {boot_time:?}, {threads} threads, RSS {} MiB, idle CPU {:.1}% of a core",
         rss_kib / 1024,
         idle * 100.0
     );
@@ -108,6 +117,7 @@ fn thirty_thousand_devices_at_their_own_addresses_on_a_handful_of_threads() {
         );
     }
     assert_eq!(device_ip(DEVICES - 1), Ipv4Addr::new(127, 1, 117, 48));
+    gnmi_names_its_devices(&n);
     let walk = snmp("snmpwalk", &format!("{}:{port}", device_ip(7)), ".1");
     let rows = walk
         .lines()
@@ -146,7 +156,15 @@ fn thirty_thousand_devices_at_their_own_addresses_on_a_handful_of_threads() {
     eprintln!("fleet_scale: GET load: {sent} requests, {lost} unanswered, p99 {p99:?}");
     assert_eq!(lost, 0, "every request answered");
 
-    let lab = ["snmp", "trap", "syslog", "flow", "scenario", "scheduler"];
+    let lab = [
+        "snmp",
+        "trap",
+        "syslog",
+        "flow",
+        "scenario",
+        "scheduler",
+        "gnmi",
+    ];
     let is_lab = |label: &str, names: &[String]| {
         lab.contains(&label) || names.iter().any(|f| f.contains("nl6::lab::"))
     };
@@ -155,30 +173,18 @@ fn thirty_thousand_devices_at_their_own_addresses_on_a_handful_of_threads() {
     let total = sum(&|_| true);
     let in_lab = sum(&|s| is_lab(&s.0, &s.1));
     let snmp_labelled = sum(&|s| is_lab(&s.0, &s.1) && s.0 == "snmp");
-    // The profiler's own work is its self time: samples whose leaf function (past inlined thread-local
-    // accessors) is the profiler's. Every thread's root passes through its spawn wrapper, and the heap
-    // sampler wraps the allocator, whose own work (malloc, free) is the caller's. The sampler's countdown,
-    // which every allocation takes, is counted apart: in this debug build it is a call of its own (in a
-    // release build it is inlined into the allocator), and its cost is the heap bench's (≤ 3 %).
+    // The profiler's own work is its self time (fleet_common::profiler_self); the heap sampler's
+    // per-allocation path is counted apart: its cost is the heap bench's (≤ 3 %).
     let leaf = |s: &Sample| -> Option<String> {
-        s.1.iter()
-            .find(|f| !f.starts_with("std::thread::local::"))
-            .filter(|f| f.contains("nl6_profile::"))
-            .cloned()
+        profiler_self(&s.1).map(|_| {
+            s.1.iter()
+                .find(|f| f.contains("nl6_profile::"))
+                .cloned()
+                .unwrap_or_default()
+        })
     };
-    let alloc_path = |f: &str| {
-        f.contains("nl6_profile::heap::")
-            && [
-                "countdown",
-                "GlobalAlloc>::alloc",
-                "GlobalAlloc>::dealloc",
-                "GlobalAlloc>::realloc",
-            ]
-            .iter()
-            .any(|n| f.contains(n))
-    };
-    let machinery = sum(&|s| leaf(s).is_some_and(|f| !alloc_path(&f)));
-    let allocation = sum(&|s| leaf(s).is_some_and(|f| alloc_path(&f)));
+    let machinery = sum(&|s| profiler_self(&s.1) == Some(false));
+    let allocation = sum(&|s| profiler_self(&s.1) == Some(true));
     eprintln!(
         "fleet_scale: profile: {total} samples, {in_lab} in lab code, {snmp_labelled} of them `snmp`, \
          {machinery} in profiling machinery, {allocation} in the heap sampler's per-allocation path"
@@ -197,6 +203,28 @@ fn thirty_thousand_devices_at_their_own_addresses_on_a_handful_of_threads() {
         allocation * 100 <= total * 3,
         "the heap sampler's allocation path on {allocation} of {total} samples: {machinery_leaves:?}"
     );
+}
+
+/// The one gNMI listener answers at the first, a middle and the last device address, each as its device.
+fn gnmi_names_its_devices(n: &Nl6) {
+    let (status, _, body) = n.http("GET", "/api/v1/devices?limit=1", b"");
+    assert_eq!(status, 200);
+    let port = json(&body)["data"][0]["gnmi"]["port"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no gnmi port: {}", String::from_utf8_lossy(&body)))
+        as u16;
+    let rt = gnmi_stream::runtime();
+    for i in [0, DEVICES / 2, DEVICES - 1] {
+        let at = SocketAddr::from((device_ip(i), port));
+        let name = rt.block_on(async {
+            let mut c = gnmi_stream::client(at).await;
+            tokio::time::timeout(Duration::from_secs(10), gnmi_stream::get_hostname(&mut c)).await
+        });
+        let name = name
+            .unwrap_or_else(|_| panic!("{at}: no Get answer in 10 s"))
+            .unwrap_or_else(|e| panic!("{at}: {e}"));
+        assert_eq!(name, format!("nl6-dev-{i:04}"), "gNMI at {at}");
+    }
 }
 
 #[test]

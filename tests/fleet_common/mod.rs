@@ -134,3 +134,25 @@ pub fn load(port: u16, senders: u32, stop: Arc<AtomicBool>) -> (u64, u64, Vec<Du
     }
     total
 }
+
+/// Whose self time a CPU sample is, from its function names (leaf first): `None` when not the profiler's;
+/// `Some(true)` for the heap sampler's per-allocation path (its countdown and allocator wrapper, which
+/// every allocation takes: a call of its own in a debug build, inlined in a release one); `Some(false)`
+/// for the rest of the profiling machinery. The leaf is taken past inlined thread-local accessors; every
+/// thread's root passes through the engine's spawn wrapper, so only the leaf says whose work it is.
+pub fn profiler_self(names: &[String]) -> Option<bool> {
+    let leaf = names
+        .iter()
+        .find(|f| !f.starts_with("std::thread::local::"))
+        .filter(|f| f.contains("nl6_profile::"))?;
+    let alloc_path = leaf.contains("nl6_profile::heap::")
+        && [
+            "countdown",
+            "GlobalAlloc>::alloc",
+            "GlobalAlloc>::dealloc",
+            "GlobalAlloc>::realloc",
+        ]
+        .iter()
+        .any(|n| leaf.contains(n));
+    Some(alloc_path)
+}

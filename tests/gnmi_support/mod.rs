@@ -1,7 +1,9 @@
 //! Shared helpers of the gNMI tests: boot nl6 with gNMI on, read each device's gNMI address from
 //! `/api/v1/devices`, and run the real gNMI client (pygnmi, `client.py` beside this file) bounded in
-//! time, returning its JSON answer.
+//! time, returning its JSON answer; `stream` is a Rust client for checks at a scale pygnmi cannot reach.
 #![allow(dead_code)]
+
+pub mod stream;
 
 use crate::common::{self, Nl6};
 use serde_json::Value;

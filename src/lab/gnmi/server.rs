@@ -172,9 +172,8 @@ pub fn run(rt: tokio::runtime::Runtime, shared: Arc<dyn Host>, bound: Bound) {
                 }
             };
         }
-        let serve = builder
-            .add_service(GNmiServer::new(Service(target)))
-            .serve_with_incoming(incoming);
+        // One service, so no router: the generated server answers other paths UNIMPLEMENTED itself.
+        let serve = builder.serve_with_incoming(GNmiServer::new(Service(target)), incoming);
         tokio::select! {
             r = serve => if let Err(e) = r { eprintln!("nl6: gNMI server stopped: {e}") },
             _ = stopped(&*shared) => {}
