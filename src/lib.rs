@@ -36,6 +36,8 @@ pub mod proto;
 pub mod push;
 pub mod ready;
 pub mod report;
+#[cfg(test)]
+mod testwall;
 pub mod timefmt;
 
 // Shared with the push crate, which needs them too (the push address and remote error text).

@@ -216,7 +216,7 @@ mod tests {
         // As the lab's callers do: a blocking receive with a timeout (which SA_RESTART does not restart).
         rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         let to = rx.local_addr().unwrap();
-        let session = nl6_profile::wall::start().expect("a wall-clock session");
+        let session = crate::testwall::session();
         let sender = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(300));
             UdpSocket::bind("127.0.0.1:0")

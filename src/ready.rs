@@ -223,7 +223,7 @@ mod tests {
         let (_a, b) = UnixStream::pair().unwrap();
         let mut fds = [PollFd::readable(b.as_raw_fd())];
         // Every thread is signalled 99 times a second meanwhile: poll answers EINTR each time.
-        let session = nl6_profile::wall::start().expect("a wall-clock session");
+        let session = crate::testwall::session();
         let t0 = Instant::now();
         let n = poll_until(&mut fds, t0 + Duration::from_millis(300)).unwrap();
         let waited = t0.elapsed();

@@ -97,7 +97,7 @@ mod tests {
         let (tx, rx) = UnixDatagram::pair().unwrap();
         tx.set_nonblocking(true).unwrap();
         while tx.send(b"fill").is_ok() {}
-        let session = nl6_profile::wall::start().expect("a wall-clock session");
+        let session = crate::testwall::session();
         let drain = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(300));
             rx.recv(&mut [0u8; 8]).unwrap();
