@@ -54,7 +54,7 @@ use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
-pub(crate) use tasks::list_tids;
+pub(crate) use tasks::{list_tids, thread_count};
 use timers::Timers;
 
 /// Default sampling rate, as Go's.

@@ -1,7 +1,8 @@
 //! # Wall-clock profiles: where every thread spends its time, running or waiting
 //!
 //! [`start`] begins a session: one sampler thread wakes at a fixed wall-clock rate (99 Hz by default, as
-//! Go's fgprof), lists `/proc/self/task`, and takes the stack of every thread but itself — running, parked
+//! Go's fgprof), knows the process's threads (listing `/proc/self/task` again when their count changes, and
+//! every tenth tick), and takes the stack of every thread but itself — running, parked
 //! on a lock, asleep, blocked in `poll` — with the all-thread capture's signal and slots (`threads`), each
 //! with the subsystem label it had at that instant and its state (`state`: the kernel's word for it,
 //! refined by the interrupted instruction). [`WallSession::stop`] returns the [`WallProfile`];
@@ -309,6 +310,7 @@ fn sample_until(stop: &AtomicBool, period_ns: u64, max_threads: usize) -> Acc {
     let me = crate::signal::gettid();
     let code = state::Code::open();
     let mut picker = pick::Picker::new(max_threads);
+    let mut roster = Roster::default();
     let mut learnt = Vec::new();
     let mut acc = Acc::default();
     let period = Duration::from_nanos(period_ns);
@@ -323,25 +325,55 @@ fn sample_until(stop: &AtomicBool, period_ns: u64, max_threads: usize) -> Acc {
         if next < now {
             next = now + period; // fell behind: skip the missed ticks rather than burst
         }
-        tick(me, &code, &mut picker, &mut learnt, &mut acc, period_ns);
+        let tids = roster.current(me);
+        tick(tids, &code, &mut picker, &mut learnt, &mut acc, period_ns);
     }
     threads::forget_learnt(&learnt);
     acc
 }
 
-/// One tick: every thread but `me` (at most the picker's cap), its state read first, then its stack.
+/// Ticks between two listings of `/proc/self/task` while the thread count stays the same.
+const RELIST_EVERY: u32 = 10;
+
+/// The threads a tick samples. Listing `/proc/self/task` reads one entry per thread (a quarter of a
+/// tick's cost at 2 000 threads), so the list is kept and read again only when the thread count (one
+/// `stat`, the same cost for any count) changes, or every [`RELIST_EVERY`] ticks: a thread that ends and
+/// another that starts between two listings leave the count alone, so the newcomer waits at most that
+/// long (~100 ms at 99 Hz), and the one that ended is skipped by the capture, which finds it gone.
+#[derive(Default)]
+struct Roster {
+    tids: Vec<i32>,
+    count: Option<usize>,
+    since: u32,
+}
+
+impl Roster {
+    /// Every thread but `me`, sorted.
+    fn current(&mut self, me: i32) -> &[i32] {
+        self.since += 1;
+        let count = crate::cpu::thread_count();
+        if count.is_none() || count != self.count || self.since >= RELIST_EVERY {
+            self.tids = crate::cpu::list_tids().unwrap_or_default();
+            self.tids.retain(|t| *t != me);
+            self.tids.sort_unstable();
+            self.count = count;
+            self.since = 0;
+        }
+        &self.tids
+    }
+}
+
+/// One tick: the threads given (at most the picker's cap of them), each one's state read first, then
+/// its stack.
 fn tick(
-    me: i32,
+    tids: &[i32],
     code: &state::Code,
     picker: &mut pick::Picker,
     learnt: &mut Vec<i32>,
     acc: &mut Acc,
     period_ns: u64,
 ) {
-    let mut tids = crate::cpu::list_tids().unwrap_or_default();
-    tids.retain(|t| *t != me);
-    tids.sort_unstable();
-    let pick = picker.pick(&tids, period_ns);
+    let pick = picker.pick(tids, period_ns);
     acc.ticks += 1;
     acc.capped_ticks += u64::from(pick.tids.len() < tids.len());
     let states: HashMap<i32, &'static str> = pick
