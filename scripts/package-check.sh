@@ -14,9 +14,15 @@ cargo package -p nl6-profile --quiet --allow-dirty --no-verify
 # The dry run checks what crates.io would refuse.
 cargo publish --dry-run --no-verify -p nl6-profile --quiet --allow-dirty
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' crates/nl6-profile/Cargo.toml | head -1)
-unpacked=$(mktemp -d /tmp/nl6-profile-packaged.XXXXXX)
-trap 'rm -rf "$unpacked"' EXIT
+# Unpacked at the same place every run, outside the workspace: with the target directory shared, cargo
+# keys the packaged crate's build by that path, and a test binary kept from an earlier run must find its
+# CARGO_MANIFEST_DIR (a fresh temporary directory each run left it pointing at a deleted one). Every file
+# is touched, so the packaged sources always rebuild.
+unpacked=/tmp/nl6-profile-package-check
+rm -rf "$unpacked"
+mkdir -p "$unpacked"
 tar xzf "$target/package/nl6-profile-$version.crate" -C "$unpacked"
+find "$unpacked" -type f -exec touch {} +
 cd "$unpacked/nl6-profile-$version"
 # Outside the workspace: cargo finds no .cargo/config.toml of ours above /tmp.
 test ! -e .cargo && test ! -e ../.cargo && test ! -e /tmp/.cargo
