@@ -5,6 +5,7 @@
 //!   cargo test --target x86_64-unknown-linux-musl --test engine_cpu -- --test-threads=1
 //! Functions are recognised in samples through the test binary's own symbol table (/proc/self/exe), so a
 //! wrong unwind, a wrong leaf or a wrong label makes these fail.
+mod support;
 use nl6_profile::cpu::{self, CpuProfile};
 use nl6_profile::labels::{self, LabelSet};
 use nl6_profile::threads;
@@ -93,16 +94,6 @@ fn in_range(addr: u64, (lo, hi): (u64, u64)) -> bool {
 
 // ----- workloads -----
 
-fn thread_cpu() -> Duration {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes one timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
-    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
-}
-
 fn process_cpu() -> Duration {
     // SAFETY: writes one rusage we own.
     let mut r: libc::rusage = unsafe { std::mem::zeroed() };
@@ -129,9 +120,9 @@ macro_rules! burner {
         /// Burns `cpu` of this thread's CPU time.
         #[inline(never)]
         fn $name(cpu: Duration) -> u64 {
-            let end = thread_cpu() + cpu;
+            let end = support::thread_cpu() + cpu;
             let mut x = $seed;
-            while thread_cpu() < end {
+            while support::thread_cpu() < end {
                 x = hot_leaf(x, 20_000);
             }
             black_box(x)
@@ -232,22 +223,22 @@ fn label_shares_follow_cpu_time_under_switching_scopes() {
         let mut rng = 0x9E37_79B9_7F4A_7C15u64;
         // 5 s of CPU at 250 Hz ≈ 1250 samples: the binomial spread of a 50 % share is then ±1.4 points, so
         // the ±10 % (±5 points) bound sits beyond 3.5 sigma.
-        let end = thread_cpu() + Duration::from_secs(5);
-        while thread_cpu() < end {
+        let end = support::thread_cpu() + Duration::from_secs(5);
+        while support::thread_cpu() < end {
             rng = hot_leaf(rng, 3);
             // 0.3–1.7 ms per scope, either label with even odds.
             let len = Duration::from_micros(300 + rng % 1400);
             let label = if (rng >> 20) & 1 == 0 { a } else { b };
-            let t0 = thread_cpu();
+            let t0 = support::thread_cpu();
             labels::with(label, || {
                 let stop = t0 + len;
                 let mut x = rng;
-                while thread_cpu() < stop {
+                while support::thread_cpu() < stop {
                     x = hot_leaf(x, 2_000);
                 }
                 black_box(x);
             });
-            let spent = thread_cpu() - t0;
+            let spent = support::thread_cpu() - t0;
             if label == a {
                 in_a += spent
             } else {
@@ -290,7 +281,7 @@ fn two_busy_threads_get_their_own_cpu_and_the_total_matches_rusage() {
         .enumerate()
         .map(|(i, l)| {
             nl6_profile::threads::spawn_labelled(*l, &format!("acc-{i}"), move || {
-                let t0 = thread_cpu();
+                let t0 = support::thread_cpu();
                 let wall_end = Instant::now() + Duration::from_millis(2500);
                 // Thread 0 is busy all the time; thread 1 about half of it.
                 while Instant::now() < wall_end {
@@ -302,7 +293,7 @@ fn two_busy_threads_get_their_own_cpu_and_the_total_matches_rusage() {
                         std::thread::sleep(Duration::from_millis(5));
                     }
                 }
-                thread_cpu() - t0
+                support::thread_cpu() - t0
             })
             .unwrap()
         })
@@ -356,20 +347,20 @@ fn hot_function_is_the_leaf_and_std_sort_frames_sit_above_it() {
     let (leaf_label, sort_label) = (label("leaf-test"), label("sort-test"));
     let session = cpu::start(cpu::MAX_HZ).expect("start");
     let leaf = nl6_profile::threads::spawn_labelled(leaf_label, "leaf", || {
-        let end = thread_cpu() + Duration::from_millis(600);
+        let end = support::thread_cpu() + Duration::from_millis(600);
         let mut x = 5u64;
-        while thread_cpu() < end {
+        while support::thread_cpu() < end {
             x = hot_leaf(x, 1_000_000);
         }
         black_box(x);
     })
     .unwrap();
     let sorter = nl6_profile::threads::spawn_labelled(sort_label, "sorter", || {
-        let end = thread_cpu() + Duration::from_millis(600);
+        let end = support::thread_cpu() + Duration::from_millis(600);
         let mut v: Vec<u64> = (0..20_000u64)
             .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15))
             .collect();
-        while thread_cpu() < end {
+        while support::thread_cpu() < end {
             v.sort_by(hot_cmp);
             v.reverse();
         }
@@ -596,7 +587,7 @@ fn survives_thread_churn_and_late_sigprof_after_stop() {
             .map(|_| {
                 nl6_profile::threads::spawn_labelled(churn, "churn", || {
                     burn_plain(Duration::from_millis(8));
-                    thread_cpu()
+                    support::thread_cpu()
                 })
                 .unwrap()
             })

@@ -11,6 +11,7 @@
 //! Its own test binary: it installs the sampling allocator and changes the process-wide heap rate.
 #[path = "support/go_pprof.rs"]
 mod go_pprof_support;
+mod support;
 
 use nl6_profile::encode::{self, HeapView};
 use nl6_profile::heap::{self, SamplingAllocator};
@@ -63,16 +64,6 @@ fn engine_depth_alloc() -> Vec<u8> {
     black_box(vec![1u8; 1 << 20])
 }
 
-fn thread_cpu_time() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
 /// The calling thread's alternate signal stack `(base, size)`; panics when it has none (std gives every
 /// thread it starts one).
 fn current_alt_stack() -> (usize, usize) {
@@ -123,13 +114,13 @@ fn deep_thread(cpu: Duration, step: Arc<AtomicU8>) -> (AltUse, Vec<u8>) {
     fill_alt_stack(alt);
     let mut block = Vec::new();
     let mut bottom = || {
-        let start = thread_cpu_time();
+        let start = support::thread_cpu();
         let wall_limit = Instant::now() + Duration::from_secs(30);
         heap::set_rate(1);
         block = engine_depth_alloc();
         heap::set_rate(heap::DEFAULT_RATE);
         step.store(AT_BOTTOM, Ordering::Release);
-        while (thread_cpu_time() - start < cpu || step.load(Ordering::Acquire) != DUMPED)
+        while (support::thread_cpu() - start < cpu || step.load(Ordering::Acquire) != DUMPED)
             && Instant::now() < wall_limit
         {
             black_box(engine_depth_spin(black_box(200_000)));

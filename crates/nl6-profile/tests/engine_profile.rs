@@ -6,6 +6,7 @@
 
 #[path = "support/go_pprof.rs"]
 mod go_pprof_support;
+mod support;
 
 use nl6_profile::labels::LabelSet;
 use nl6_profile::{cpu, encode};
@@ -55,21 +56,11 @@ fn engine_profile_hot_sort(rounds: usize) -> u64 {
 fn burn_cpu(cpu: Duration) -> u64 {
     let wall_limit = Instant::now() + Duration::from_secs(30);
     let mut acc = 0;
-    while thread_cpu_time() < cpu && Instant::now() < wall_limit {
+    while support::thread_cpu() < cpu && Instant::now() < wall_limit {
         acc ^= engine_profile_hot_spin(black_box(2_000_000));
         acc ^= engine_profile_hot_sort(black_box(1));
     }
     acc
-}
-
-fn thread_cpu_time() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 fn go_pprof(args: &[&str], path: &std::path::Path) -> String {

@@ -33,8 +33,8 @@ fn libc_heavy_work(cpu_time: Duration) -> u64 {
     let src = vec![7u8; CHUNK];
     let mut dst = vec![0u8; CHUNK];
     let mut sum = 0u64;
-    let start = cpu_now();
-    while cpu_now() - start < cpu_time {
+    let start = support::thread_cpu();
+    while support::thread_cpu() - start < cpu_time {
         // SAFETY: a fresh anonymous private mapping of CHUNK bytes, written and unmapped here only.
         unsafe {
             let p = libc::mmap(
@@ -53,17 +53,6 @@ fn libc_heavy_work(cpu_time: Duration) -> u64 {
         }
     }
     std::hint::black_box(sum)
-}
-
-/// This thread's CPU time.
-fn cpu_now() -> Duration {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes one timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
-    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 fn go_pprof(args: &[&str], path: &std::path::Path) -> String {
