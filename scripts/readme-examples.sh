@@ -146,8 +146,14 @@ for j in "${!pull[@]}"; do
   case "$line" in
     *"-tags"*)
       missing=""
-      for s in snmp trap syslog flow scenario; do grep -qE ": $s\$" "$out" || missing+=" $s"; done
-      [ -z "$missing" ] && pass "$line: every subsystem" || fail "$line: no$missing in $(cat "$out")" ;;
+      shown=$(readme_block_after "$line") shown_missing=""
+      for s in snmp trap syslog flow scenario gnmi; do
+        grep -qE ": $s\$" "$out" || missing+=" $s"
+        # The quickstart's line is followed by the output the README shows: it names them all too.
+        [ -z "$shown" ] || grep -qE ": $s\$" <<<"$shown" || shown_missing+=" $s"
+      done
+      [ -z "$missing" ] && pass "$line: every subsystem" || fail "$line: no$missing in $(cat "$out")"
+      [ -z "$shown_missing" ] || fail "$line: the README's output shows no$shown_missing" ;;
     *"go tool pprof"*)
       # Rows, and nl6's own functions named in them (the release build keeps its symbol table).
       rows=$(table_rows "$out")
