@@ -4,6 +4,7 @@
 #   2. every test of both crates on the host (glibc) build;
 #   3. the engine crate's tests and nl6's pull-surface tests again on the static musl build (profiles from
 #      the static binary);
+#      and the static binary's size budget (scripts/static-size.sh);
 #   4. the engine's CPU, heap, thread-stack and signal tests on static aarch64 musl under qemu-aarch64;
 #   5. the README's examples against the release build (scripts/readme-examples.sh, about 40 s);
 #   (and between 4 and 5: the engine crate packaged, its tests built outside the workspace);
@@ -39,6 +40,9 @@ MUSL_TESTS=$(ls tests/*.rs | xargs -n1 basename | sed 's/\.rs$//' \
   | grep -E '^(engine_|embed_example|serve_pull|push_engine|push_process|push_binary|fleet_labels|fleet_scale)' | sed 's/^/--test /' | tr '\n' ' ')
 # shellcheck disable=SC2086
 cargo test --target x86_64-unknown-linux-musl -p nl6 --no-fail-fast $MUSL_TESTS -- --test-threads=1
+
+step "the static binary's size (at most 8 000 000 bytes, symbol table and unwind rules kept)"
+bash scripts/static-size.sh
 
 step "engine tests (static aarch64 musl build, under qemu-aarch64)"
 # .cargo/config.toml links with rust-lld and runs through qemu-aarch64; per-thread CPU timers fire under
