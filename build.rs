@@ -50,4 +50,12 @@ fn main() {
         println!("cargo:rustc-link-arg=-Wl,-T,{dir}/link/keep-debug-frame.ld");
         println!("cargo:rerun-if-changed=link/keep-debug-frame.ld");
     }
+    // The static-pie's relative relocations as a bitmap (DT_RELR, which musl's start code applies)
+    // instead of 24 bytes each in `.rela.dyn`. Only the x86_64 static build: GNU ld takes it there, and
+    // a glibc build so linked would need glibc 2.36 to start.
+    let musl = std::env::var("CARGO_CFG_TARGET_ENV").is_ok_and(|e| e == "musl");
+    let x86_64 = std::env::var("CARGO_CFG_TARGET_ARCH").is_ok_and(|a| a == "x86_64");
+    if release && linux && musl && x86_64 {
+        println!("cargo:rustc-link-arg=-Wl,-z,pack-relative-relocs");
+    }
 }
