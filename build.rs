@@ -1,6 +1,7 @@
 //! Records the git commit for `nl6 --version`; in release builds for Linux, links with
 //! `link/keep-debug-frame.ld`, which keeps `.debug_frame` (musl's unwind rules) and drops the other
-//! debug sections; compiles the gNMI `.proto` files of `proto/` (with `protoc`, Debian's
+//! debug sections, and the x86_64 musl release build with its relative relocations packed (DT_RELR);
+//! compiles the gNMI `.proto` files of `proto/` (with `protoc`, Debian's
 //! `protobuf-compiler`) into the messages and services `src/lab/gnmi` uses.
 use std::process::Command;
 
