@@ -255,6 +255,13 @@ fn a_cpu_profile_under_gnmi_load_is_gnmi_labelled_and_the_profiler_stays_small()
         all.len(),
         logs.len()
     );
+    let own_leaves: Vec<&str> = all
+        .iter()
+        .filter(|t| fleet_common::profiler_self(&t.frames).is_some())
+        .filter_map(|t| t.frames.iter().find(|f| f.contains("nl6_profile::")))
+        .map(String::as_str)
+        .collect();
+    let figures = format!("{figures}; the profiler's samples end in {own_leaves:?}");
     eprintln!("gnmi_load: {figures}");
     assert!(lab_ms >= 200.0, "the load was sampled: {figures}");
     assert!(
