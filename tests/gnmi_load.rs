@@ -229,16 +229,7 @@ fn a_cpu_profile_under_gnmi_load_is_gnmi_labelled_and_the_profiler_stays_small()
     let text = common::go_pprof_ok(&["-traces".as_ref(), file.as_os_str()], &work);
     let _ = std::fs::remove_dir_all(&work);
     let all = traces(&text);
-    let lab = [
-        "snmp",
-        "trap",
-        "syslog",
-        "flow",
-        "scenario",
-        "scheduler",
-        "gnmi",
-        "gnmi-dialout",
-    ];
+    let lab = fleet_common::LAB_LABELS;
     let in_lab = |t: &Trace| {
         lab.contains(&t.label.as_str()) || t.frames.iter().any(|f| f.contains("nl6::lab::"))
     };
