@@ -3,7 +3,8 @@
 //!   Subscribe RPCs per connection, read by two client threads) each hold their cadence for 10 s after
 //!   their `sync_response`: none missing, every gap between two notifications within 1 s ± 0.25 s at p99;
 //! - a 5 s CPU profile pulled during a Get and Subscribe load, read by `go tool pprof -traces`, has
-//!   `gnmi` on ≥ 95 % of the lab's samples and the profiler's own frames on ≤ 2 % of all samples.
+//!   `gnmi` on ≥ 95 % of the lab's samples and the profiler's own frames on ≤ 2 % of all samples (the
+//!   heap sampler's per-allocation path counted apart, ≤ 3 %, as `fleet_scale` does).
 //!
 //! The two tests run one after the other (each loads the machine). A failure prints the `gnmi` thread's
 //! run time and run-queue wait (`/proc/PID/task/TID/schedstat`): a box so loaded that the thread waits
@@ -233,15 +234,21 @@ fn a_cpu_profile_under_gnmi_load_is_gnmi_labelled_and_the_profiler_stays_small()
     let in_lab = |t: &Trace| {
         lab.contains(&t.label.as_str()) || t.frames.iter().any(|f| f.contains("nl6::lab::"))
     };
-    let sum =
-        |f: &dyn Fn(&Trace) -> bool| -> f64 { all.iter().filter(|t| f(t)).map(|t| t.ms).sum() };
+    let sum = |f: &dyn Fn(&Trace) -> bool| -> f64 {
+        all.iter().filter(|t| f(t)).fold(0.0, |a, t| a + t.ms)
+    };
     let total = sum(&|_| true);
     let lab_ms = sum(&|t| in_lab(t));
     let gnmi_ms = sum(&|t| in_lab(t) && t.label == "gnmi");
-    let own = sum(&|t| fleet_common::profiler_self(&t.frames).is_some());
+    // As fleet_scale counts them: the profiler's machinery (handler, unwinder, sampler threads) apart
+    // from the heap sampler's per-allocation path (a call of its own in this debug build, inlined in a
+    // release one; its cost is the heap bench's).
+    let own = sum(&|t| fleet_common::profiler_self(&t.frames) == Some(false));
+    let alloc = sum(&|t| fleet_common::profiler_self(&t.frames) == Some(true));
     let figures = format!(
         "profile of 5 s answered in {took:.1?}: {} samples, {total:.0} ms, {lab_ms:.0} ms in the lab, \
-         {gnmi_ms:.0} ms of it `gnmi`, {own:.0} ms in the profiler's own frames; the load: {ok} Gets, \
+         {gnmi_ms:.0} ms of it `gnmi`, {own:.0} ms in the profiler's machinery, {alloc:.0} ms in the heap \
+         sampler's per-allocation path; the load: {ok} Gets, \
          {} streams",
         all.len(),
         logs.len()
@@ -259,5 +266,12 @@ fn a_cpu_profile_under_gnmi_load_is_gnmi_labelled_and_the_profiler_stays_small()
         gnmi_ms >= lab_ms * 0.95,
         "`gnmi` on ≥ 95 % of the lab: {figures}"
     );
-    assert!(own <= total * 0.02, "the profiler ≤ 2 %: {figures}");
+    assert!(
+        own <= total * 0.02,
+        "the profiler's machinery ≤ 2 %: {figures}"
+    );
+    assert!(
+        alloc <= total * 0.03,
+        "the per-allocation path ≤ 3 %: {figures}"
+    );
 }
