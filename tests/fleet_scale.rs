@@ -156,15 +156,7 @@ fn thirty_thousand_devices_at_their_own_addresses_on_a_handful_of_threads() {
     eprintln!("fleet_scale: GET load: {sent} requests, {lost} unanswered, p99 {p99:?}");
     assert_eq!(lost, 0, "every request answered");
 
-    let lab = [
-        "snmp",
-        "trap",
-        "syslog",
-        "flow",
-        "scenario",
-        "scheduler",
-        "gnmi",
-    ];
+    let lab = fleet_common::LAB_LABELS;
     let is_lab = |label: &str, names: &[String]| {
         lab.contains(&label) || names.iter().any(|f| f.contains("nl6::lab::"))
     };

@@ -135,6 +135,19 @@ pub fn load(port: u16, senders: u32, stop: Arc<AtomicBool>) -> (u64, u64, Vec<Du
     total
 }
 
+/// The `subsystem` label values of the lab's own work (a sample under one of them, or with a frame in
+/// `nl6::lab::`, is the lab's).
+pub const LAB_LABELS: [&str; 8] = [
+    "snmp",
+    "trap",
+    "syslog",
+    "flow",
+    "scenario",
+    "scheduler",
+    "gnmi",
+    "gnmi-dialout",
+];
+
 /// Whose self time a CPU sample is, from its function names (leaf first): `None` when not the profiler's;
 /// `Some(true)` for the heap sampler's per-allocation path (its countdown and allocator wrapper, which
 /// every allocation takes: a call of its own in a debug build, inlined in a release one); `Some(false)`

@@ -16,7 +16,7 @@ use super::path::{self, Elem};
 use super::proto::gnmi::subscribe_response::Response as Resp;
 use super::proto::gnmi::{Encoding, SubscribeResponse};
 use super::proto::nokia::sros::dialout_telemetry_client::DialoutTelemetryClient;
-use super::schema::{self, Clock, Leaf};
+use super::schema::{self, Clock, Val};
 use super::server::{runtime, stopped};
 use super::Host;
 use crate::lab::device::{mix, DeviceCounters};
@@ -98,9 +98,10 @@ async fn sample(
         }
         let now = Instant::now();
         let all = schema::leaves(&d, &clock, now);
-        let picked: Vec<&Leaf> = all
+        let picked: Vec<(&[Elem], &Val)> = all
             .iter()
             .filter(|l| paths.iter().any(|p| path::selects(p, &l.path)))
+            .map(|l| (&l.path[..], &l.val))
             .collect();
         let n = encode::notification(picked, Encoding::Proto, clock.nanos(now), d.name());
         let msg = SubscribeResponse {

@@ -3,9 +3,9 @@
 //! notification of leaves; and the value a `Set` carries, read back as a boolean.
 #![forbid(unsafe_code)]
 
-use super::path::to_proto;
+use super::path::{to_proto, Elem};
 use super::proto::gnmi::{typed_value::Value as Tv, Encoding, Notification, TypedValue, Update};
-use super::schema::{Leaf, Val};
+use super::schema::Val;
 use tonic::Status;
 
 /// The encodings this target serves, as Capabilities lists them.
@@ -51,9 +51,10 @@ pub fn typed(val: &Val, enc: Encoding) -> TypedValue {
     TypedValue { value: Some(value) }
 }
 
-/// One notification at `timestamp` (ns) holding `leaves`, with the request's target in its prefix.
+/// One notification at `timestamp` (ns) holding `leaves` (each a path and its value), with the
+/// request's target in its prefix.
 pub fn notification<'a>(
-    leaves: impl IntoIterator<Item = &'a Leaf>,
+    leaves: impl IntoIterator<Item = (&'a [Elem], &'a Val)>,
     enc: Encoding,
     timestamp: u64,
     target: &str,
@@ -67,9 +68,9 @@ pub fn notification<'a>(
         prefix,
         update: leaves
             .into_iter()
-            .map(|l| Update {
-                path: Some(to_proto(&l.path)),
-                val: Some(typed(&l.val, enc)),
+            .map(|(path, val)| Update {
+                path: Some(to_proto(path)),
+                val: Some(typed(val, enc)),
                 ..Update::default()
             })
             .collect(),

@@ -74,35 +74,38 @@ fn keyed(name: &str, key: &str, value: &str) -> Elem {
     e
 }
 
-fn leaf(base: &[Elem], tail: &[&str], val: Val) -> Leaf {
-    let mut path = base.to_vec();
-    path.extend(tail.iter().map(|n| elem(n)));
-    Leaf { path, val }
-}
-
 fn status(up: bool) -> Val {
     Val::Str(if up { "UP" } else { "DOWN" }.into())
 }
 
-/// Every leaf of device `d` at `now`, in path order.
-pub fn leaves(d: &Device, clock: &Clock, now: Instant) -> Vec<Leaf> {
-    let system = [elem("system"), elem("state")];
-    let mut out = vec![
-        leaf(&system, &["hostname"], Val::Str(d.name().to_string())),
-        leaf(&system, &["boot-time"], Val::U64(clock.nanos(d.boot()))),
-    ];
+/// Where a leaf hangs: `/system/state` or one interface (by name), then its tail.
+#[derive(Clone, Copy)]
+enum Base<'a> {
+    System,
+    Interface(&'a str),
+}
+
+/// Visits every leaf of device `d` at `now`, in path order: its base, tail and value. The one place
+/// that order is written, so [`leaves`] and [`values`] agree index for index.
+fn walk(d: &Device, clock: &Clock, now: Instant, mut visit: impl FnMut(Base<'_>, &[&str], Val)) {
+    visit(Base::System, &["hostname"], Val::Str(d.name().to_string()));
+    visit(
+        Base::System,
+        &["boot-time"],
+        Val::U64(clock.nanos(d.boot())),
+    );
     let st = d.advance(now);
     for i in &st.interfaces {
-        let base = [elem("interfaces"), keyed("interface", "name", &i.name)];
-        out.push(leaf(&base, &["name"], Val::Str(i.name.clone())));
-        out.push(leaf(&base, &["config", "name"], Val::Str(i.name.clone())));
-        out.push(leaf(&base, &["config", "enabled"], Val::Bool(i.admin_up)));
-        out.push(leaf(&base, &["state", "name"], Val::Str(i.name.clone())));
-        out.push(leaf(&base, &["state", "ifindex"], Val::U32(i.index)));
-        out.push(leaf(&base, &["state", "admin-status"], status(i.admin_up)));
-        out.push(leaf(&base, &["state", "oper-status"], status(i.oper_up)));
+        let at = Base::Interface(&i.name);
+        visit(at, &["name"], Val::Str(i.name.clone()));
+        visit(at, &["config", "name"], Val::Str(i.name.clone()));
+        visit(at, &["config", "enabled"], Val::Bool(i.admin_up));
+        visit(at, &["state", "name"], Val::Str(i.name.clone()));
+        visit(at, &["state", "ifindex"], Val::U32(i.index));
+        visit(at, &["state", "admin-status"], status(i.admin_up));
+        visit(at, &["state", "oper-status"], status(i.oper_up));
         let changed = clock.ticks_nanos(d, i.last_change);
-        out.push(leaf(&base, &["state", "last-change"], Val::U64(changed)));
+        visit(at, &["state", "last-change"], Val::U64(changed));
         let counters = [
             ("in-octets", i.in_octets),
             ("out-octets", i.out_octets),
@@ -113,9 +116,30 @@ pub fn leaves(d: &Device, clock: &Clock, now: Instant) -> Vec<Leaf> {
             ("in-discards", i.in_discards),
         ];
         for (name, v) in counters {
-            out.push(leaf(&base, &["state", "counters", name], Val::U64(v)));
+            visit(at, &["state", "counters", name], Val::U64(v));
         }
     }
+}
+
+/// Every leaf of device `d` at `now`, in path order.
+pub fn leaves(d: &Device, clock: &Clock, now: Instant) -> Vec<Leaf> {
+    let mut out = Vec::new();
+    walk(d, clock, now, |base, tail, val| {
+        let mut path = match base {
+            Base::System => vec![elem("system"), elem("state")],
+            Base::Interface(name) => vec![elem("interfaces"), keyed("interface", "name", name)],
+        };
+        path.extend(tail.iter().map(|n| elem(n)));
+        out.push(Leaf { path, val });
+    });
+    out
+}
+
+/// The values of [`leaves`] at `now`, in the same order, without building their paths: what a
+/// stream's sample reads each period once it knows which leaves it serves.
+pub fn values(d: &Device, clock: &Clock, now: Instant) -> Vec<Val> {
+    let mut out = Vec::new();
+    walk(d, clock, now, |_, _, val| out.push(val));
     out
 }
 
@@ -165,6 +189,8 @@ mod tests {
         let snmp = d.advance(t).interfaces[1].in_octets;
         assert!(snmp > 0);
         assert_eq!(got[0].val, Val::U64(snmp));
+        let vals: Vec<Val> = all.iter().map(|l| l.val.clone()).collect();
+        assert_eq!(values(&d, &clock, t), vals, "values() in leaves()' order");
         let host = all.iter().find(|l| l.path[2].name == "hostname").unwrap();
         assert_eq!(host.val, Val::Str("nl6-dev-0002".into()));
         let p = parse("/interfaces/interface[name=eth3]/config/enabled").unwrap();

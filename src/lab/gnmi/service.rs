@@ -97,7 +97,10 @@ impl GNmi for Service {
         for p in paths {
             let want = path::join(r.prefix.as_ref(), p).map_err(bad_path)?;
             let hit = select(&all, &want, d.name())?;
-            let kept = hit.into_iter().filter(|l| wanted_type(kind, l));
+            let kept = hit
+                .into_iter()
+                .filter(|l| wanted_type(kind, l))
+                .map(|l| (&l.path[..], &l.val));
             notification.push(encode::notification(kept, enc, ts, target));
         }
         Ok(Response::new(GetResponse {

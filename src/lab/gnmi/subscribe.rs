@@ -19,11 +19,10 @@ use super::proto::gnmi::subscribe_request::Request as Req;
 use super::proto::gnmi::subscribe_response::Response as Resp;
 use super::proto::gnmi::subscription_list::Mode;
 use super::proto::gnmi::*;
-use super::schema::{self, Leaf, Val};
+use super::schema::{self, Val};
 use super::service::{bad_path, select};
 use super::target::{check_target, Target};
 use crate::lab::device::DeviceCounters;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -45,22 +44,24 @@ const STOP_CHECK: Duration = Duration::from_millis(250);
 
 /// One subscription of a STREAM list.
 struct Sub {
-    want: Vec<Elem>,
+    /// The leaves it serves, as indices into the device's leaves (found once, at the start).
+    picked: Vec<usize>,
     mode: SubscriptionMode,
     interval: Duration,
     suppress: bool,
     heartbeat: Option<Duration>,
     next_sample: Instant,
     next_beat: Option<Instant>,
-    last: HashMap<String, Val>,
+    /// The value last sent of each picked leaf.
+    last: Vec<Option<Val>>,
 }
 
 impl Sub {
-    fn sampled(&self, leaf: &Leaf) -> bool {
+    fn sampled(&self, path: &[Elem]) -> bool {
         match self.mode {
             SubscriptionMode::Sample => true,
             SubscriptionMode::OnChange => false,
-            SubscriptionMode::TargetDefined => leaf.path.iter().any(|e| e.name == "counters"),
+            SubscriptionMode::TargetDefined => path.iter().any(|e| e.name == "counters"),
         }
     }
     fn watches_changes(&self) -> bool {
@@ -119,19 +120,23 @@ pub async fn start(
         })?;
         let every = interval(s.sample_interval, "sample_interval")?.unwrap_or(DEFAULT_SAMPLE);
         let heartbeat = interval(s.heartbeat_interval, "heartbeat_interval")?;
+        let picked: Vec<usize> = (0..all.len())
+            .filter(|&i| path::selects(&want, &all[i].path))
+            .collect();
         subs.push(Sub {
-            want,
+            last: vec![None; picked.len()],
+            picked,
             mode: sub_mode,
             interval: every,
             suppress: s.suppress_redundant,
             heartbeat,
             next_sample: now + every,
             next_beat: heartbeat.map(|h| now + h),
-            last: HashMap::new(),
         });
     }
     let (tx, rx) = mpsc::channel(BACKLOG);
     let run = Run {
+        paths: all.into_iter().map(|l| l.path).collect(),
         t,
         index,
         enc,
@@ -151,6 +156,8 @@ pub async fn start(
 
 /// One running Subscribe RPC.
 struct Run {
+    /// The device's leaf paths, in [`schema::values`]' order.
+    paths: Vec<Vec<Elem>>,
     t: Arc<Target>,
     index: usize,
     enc: Encoding,
@@ -175,11 +182,15 @@ impl Run {
         self.tx.send(Ok(msg)).await.map_err(|_| Gone)
     }
 
-    async fn notify(&self, leaves: &[&Leaf], timestamp: u64) -> Result<(), Gone> {
-        if leaves.is_empty() {
+    /// One notification of the leaves at indices `picked`, with their values in `vals`.
+    async fn notify(&self, picked: &[usize], vals: &[Val], timestamp: u64) -> Result<(), Gone> {
+        if picked.is_empty() {
             return Ok(());
         }
-        let n = encode::notification(leaves.iter().copied(), self.enc, timestamp, &self.target);
+        let leaves = picked
+            .iter()
+            .filter_map(|&i| Some((&self.paths.get(i)?[..], vals.get(i)?)));
+        let n = encode::notification(leaves, self.enc, timestamp, &self.target);
         self.send(Resp::Update(n)).await
     }
 
@@ -187,17 +198,14 @@ impl Run {
     async fn snapshot(&self, subs: &mut [Sub]) -> Result<(), Gone> {
         let now = Instant::now();
         let d = &self.t.shared.devices()[self.index];
-        let all = schema::leaves(d, &self.t.clock, now);
+        let vals = schema::values(d, &self.t.clock, now);
         for s in subs.iter_mut() {
-            let hit: Vec<&Leaf> = all
-                .iter()
-                .filter(|l| path::selects(&s.want, &l.path))
-                .collect();
-            for l in &hit {
-                s.last.insert(path::text(&l.path), l.val.clone());
+            for (last, &i) in s.last.iter_mut().zip(&s.picked) {
+                *last = vals.get(i).cloned();
             }
             if !self.updates_only {
-                self.notify(&hit, self.t.clock.nanos(now)).await?;
+                self.notify(&s.picked, &vals, self.t.clock.nanos(now))
+                    .await?;
             }
         }
         self.send(Resp::SyncResponse(true)).await
@@ -291,26 +299,30 @@ impl Run {
             return Ok(());
         }
         let d = &self.t.shared.devices()[self.index];
-        let all = schema::leaves(d, &self.t.clock, now);
+        let vals = schema::values(d, &self.t.clock, now);
         for s in subs.iter_mut() {
             let sample_due = now >= s.next_sample;
             let beat_due = s.next_beat.is_some_and(|b| now >= b);
             let mut out = Vec::new();
             let mut on_change = false;
-            for l in all.iter().filter(|l| path::selects(&s.want, &l.path)) {
-                let key = path::text(&l.path);
-                let differs = s.last.get(&key) != Some(&l.val);
+            for k in 0..s.picked.len() {
+                let i = s.picked[k];
+                let (Some(val), Some(path)) = (vals.get(i), self.paths.get(i)) else {
+                    continue;
+                };
+                let differs = s.last[k].as_ref() != Some(val);
+                let sampled = s.sampled(path);
                 let send = if beat_due {
                     true
-                } else if s.sampled(l) {
+                } else if sampled {
                     sample_due && (!s.suppress || differs)
                 } else {
                     differs && (changed || sample_due)
                 };
                 if send {
-                    on_change |= !s.sampled(l) && differs && changed;
-                    s.last.insert(key, l.val.clone());
-                    out.push(l);
+                    on_change |= !sampled && differs && changed;
+                    s.last[k] = Some(val.clone());
+                    out.push(i);
                 }
             }
             if sample_due {
@@ -323,7 +335,7 @@ impl Run {
                 true => schema::last_change_nanos(d, &self.t.clock),
                 false => self.t.clock.nanos(now),
             };
-            self.notify(&out, ts).await?;
+            self.notify(&out, &vals, ts).await?;
         }
         Ok(())
     }
