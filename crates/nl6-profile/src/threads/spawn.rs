@@ -3,6 +3,7 @@
 //! threads a pool spawns (its start and stop hooks); [`learn_own_stack`] for other threads.
 use super::{unwind, MAX_DEPTH, MAX_THREADCREATE};
 use crate::labels::{self, LabelSet};
+use crate::signal;
 use crate::Stack;
 use std::sync::Mutex;
 
@@ -21,6 +22,9 @@ pub fn threadcreate_stacks() -> Vec<Stack> {
 /// Other threads get their bounds from the CPU collector after their first sample.
 pub fn learn_own_stack() {
     unwind::init_thread_bounds();
+    // Without it the thread keeps the alt stack it had (std's); the samplers work there too, closer
+    // to its end.
+    let _ = signal::install_alt_stack();
 }
 
 /// Registers the calling thread with the profiler, from the start hook of a thread pool the engine did
@@ -44,6 +48,8 @@ pub fn learn_own_stack() {
 /// ```
 pub fn on_thread_start() {
     unwind::init_thread_bounds();
+    // As in `learn_own_stack`: a thread whose alt stack cannot be mapped keeps its own.
+    let _ = signal::install_alt_stack();
     crate::cpu::arm_current_thread();
 }
 
@@ -78,9 +84,13 @@ where
             created.push(frames[..n].to_vec());
         }
     }
+    // Mapped here, so a process out of address space gets the spawn's error, not a thread without it.
+    let alt_stack = signal::AltStack::map()?;
     std::thread::Builder::new()
         .name(name.to_string())
         .spawn(move || {
+            // Refused only on the alt stack itself, which a thread's first instruction is not.
+            let _ = alt_stack.install();
             unwind::init_thread_bounds();
             crate::cpu::arm_current_thread();
             let _disarm = DisarmAtEnd;
