@@ -1,7 +1,7 @@
 //! Recorded depth: a thread 100 frames deep in one recursion keeps every one of those frames — and its
 //! thread root — in a CPU profile, in the goroutine dump and in a heap sample, as `go tool pprof -traces`
-//! reads them; and the two signal handlers' deepest use of the thread's real sigaltstack (the one std set
-//! up, `max(SIGSTKSZ, AT_MINSIGSTKSZ)` bytes) leaves a margin.
+//! reads them; and the two signal handlers' deepest use of the thread's real sigaltstack (the one
+//! `spawn_labelled` gave it, queried with `sigaltstack`) leaves a margin even for a wider kernel frame.
 //!
 //! How the alt stack is measured: the thread fills its own alternate signal stack with a pattern before
 //! the signals can reach it (it is not on it then), takes SIGPROF and the stack-capture signal while deep

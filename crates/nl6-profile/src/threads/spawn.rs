@@ -33,8 +33,11 @@ pub fn learn_own_stack() {
 /// with it and a later thread reusing its tid never sees them), and arms its CPU timer if a profile
 /// runs. Its first sample then carries its whole stack, down to the thread's root, and its first
 /// instructions are sampled; without it, a pool's worker is armed by the collector's next rescan (up to
-/// 100 ms later) and its first sample is its leaf only. Cheap to call again; never fails (a thread
-/// whose bounds libc cannot give keeps the collector's way).
+/// 100 ms later) and its first sample is its leaf only. It also gets the engine's alternate signal stack
+/// (the kernel's `AT_MINSIGSTKSZ` + 16 KiB and a guard page, unmapped at its exit) in place of std's
+/// 8 KiB, which a debug build's handlers and an AVX-512 machine's signal frame can overflow; a thread that
+/// never calls this keeps its own. Cheap to call again; never fails (a thread whose bounds libc cannot
+/// give keeps the collector's way; one whose alt stack cannot be mapped keeps the one it had).
 ///
 /// ```
 /// // Any pool's start and stop hooks; here, threads spawned by hand.
@@ -70,7 +73,8 @@ impl Drop for DisarmAtEnd {
 }
 
 /// Spawns a named thread, recording the spawning stack for `threadcreate`; the thread learns its stack
-/// bounds, arms its CPU timer at birth (if a profile runs) and deletes it at its end.
+/// bounds, gets the engine's alternate signal stack (see [`on_thread_start`]; the error is the spawn's
+/// when it cannot be mapped), arms its CPU timer at birth (if a profile runs) and deletes it at its end.
 pub fn spawn_recorded<F, T>(name: &str, f: F) -> std::io::Result<std::thread::JoinHandle<T>>
 where
     F: FnOnce() -> T + Send + 'static,
