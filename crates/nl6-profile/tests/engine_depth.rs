@@ -37,7 +37,11 @@ const ALT_MARGIN: usize = 2048;
 /// XSAVE state of the opmask (64 B), upper-ZMM (512 B) and high-16 ZMM (1 024 B) registers. The same
 /// binary meets both; a stack sized from the running kernel's `AT_MINSIGSTKSZ` grows with it, a fixed
 /// 8 KiB one does not. (aarch64's SVE frames are covered the same way, by `AT_MINSIGSTKSZ`.)
-const WIDER_FRAME: usize = if cfg!(target_arch = "x86_64") { 1600 } else { 0 };
+const WIDER_FRAME: usize = if cfg!(target_arch = "x86_64") {
+    1600
+} else {
+    0
+};
 
 /// The byte the alt stack is filled with before the signals arrive.
 const PATTERN: u8 = 0xA5;

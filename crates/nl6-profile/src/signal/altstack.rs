@@ -205,7 +205,11 @@ mod tests {
             assert_eq!(perms_at(sp).as_deref(), Some("rw-p"));
             assert_eq!(perms_at(sp - 1).as_deref(), Some("---p"), "no guard page");
             install_alt_stack().unwrap();
-            assert_eq!(current(), Some((sp, len)), "a second install replaced the first");
+            assert_eq!(
+                current(),
+                Some((sp, len)),
+                "a second install replaced the first"
+            );
             (sp, len)
         })
         .join()
