@@ -578,8 +578,8 @@ fn survives_thread_churn_and_late_sigprof_after_stop() {
     // Threads living ~8 ms of CPU (two 250 Hz periods), armed at birth with a random first expiry. The
     // kernel checks CPU timers only at its tick while the thread runs, so the expiries of a thread's last
     // stretch after its last such tick are never delivered: short threads lose a part of their CPU (0.5–0.7
-    // delivered on a quiet machine, 0.26–0.35 at load 14, where a thread runs in slices that miss the
-    // tick; its reference delivered 0.30–0.37). What the engine must not lose is what the kernel delivers, so each thread also carries a
+    // delivered on a quiet machine, 0.26–0.37 at load 10–30, where a thread runs in slices that miss
+    // the tick; its reference delivered 0.28–0.38 in the same runs). What the engine must not lose is what the kernel delivers, so each thread also carries a
     // reference timer of the same period on the same clock over the same window, and the two counts
     // must agree. Foreign threads shorter than the 100 ms rescan are not seen at all.
     let churn = label("churn");

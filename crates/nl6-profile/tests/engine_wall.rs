@@ -3,7 +3,8 @@
 //! The blocked thread's share of time in the lock wait must be within 5 points of what its own clock measured
 //! over the session (about 70 %, less when a loaded machine wakes the holder late), under its own function and
 //! label; the sleeper's in the sleep; the busy one's in its loop. Also fgprof's shape (sample types, period type),
-//! as `go tool pprof -raw` prints it.
+//! as `go tool pprof -raw` prints it. And the 99 Hz schedule: every period is a tick but those the
+//! kernel's own clock of the sampler (its run-queue wait) and the late answers account for.
 //!   cargo test -p nl6-profile --test engine_wall
 #[path = "support/go_pprof.rs"]
 mod go_pprof;

@@ -3,7 +3,8 @@
 //! kernel never signalled (it checks CPU timers only at its tick, and a thread that exits between ticks
 //! takes the expiries of its last stretch with it; a loaded machine makes that stretch longer) from
 //! samples the engine lost. Its handler adds `1 + si_overrun` to a process-wide count, as the engine's
-//! sampler weighs its samples.
+//! sampler weighs its samples (the overrun from `timer_getoverrun`).
+use std::cell::Cell;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Once;
@@ -17,20 +18,17 @@ fn signal() -> c_int {
 /// Periods delivered to every reference timer of this process since the last [`take`].
 static PERIODS: AtomicU64 = AtomicU64::new(0);
 
-/// The kernel's timer siginfo on 64-bit Linux (the libc crate does not expose `si_overrun`).
-#[repr(C)]
-struct TimerSiginfo {
-    signo: c_int,
-    errno: c_int,
-    code: c_int,
-    _pad: c_int,
-    timer_id: c_int,
-    overrun: c_int,
+thread_local! {
+    /// The calling thread's reference timer (its handler asks the kernel for the overrun by id).
+    static OWN: Cell<Option<usize>> = const { Cell::new(None) };
 }
 
-extern "C" fn on_expiry(_: c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
-    // SAFETY: the kernel's siginfo for a timer signal, as laid out above.
-    let overrun = unsafe { (*(info as *const TimerSiginfo)).overrun }.max(0) as u64;
+extern "C" fn on_expiry(_: c_int, _: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    let Some(id) = OWN.with(Cell::get) else {
+        return; // a late signal of a timer already deleted: no period of any window
+    };
+    // SAFETY: a syscall on this thread's own timer (deleted only after the thread forgets it).
+    let overrun = unsafe { libc::timer_getoverrun(id as libc::timer_t) }.max(0) as u64;
     PERIODS.fetch_add(1 + overrun, Ordering::Relaxed);
 }
 
@@ -83,6 +81,7 @@ impl ReferenceTimer {
                 it_interval: ts(period),
                 it_value: ts(first),
             };
+            OWN.with(|o| o.set(Some(id as usize)));
             assert_eq!(libc::timer_settime(id, 0, &spec, std::ptr::null_mut()), 0);
             ReferenceTimer(id)
         }
@@ -91,7 +90,8 @@ impl ReferenceTimer {
 
 impl Drop for ReferenceTimer {
     fn drop(&mut self) {
-        // SAFETY: our timer, deleted once.
+        // SAFETY: our timer, deleted once (and forgotten first, so a late handler asks for none).
+        OWN.with(|o| o.set(None));
         unsafe { libc::timer_delete(self.0) };
     }
 }
