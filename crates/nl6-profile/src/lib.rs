@@ -97,7 +97,7 @@
 //!   [`install_signal_handlers`] at startup so a stray one is ignored rather than fatal. A handler
 //!   another owner installed first is refused with [`SignalError::Foreign`], not replaced, unless
 //!   [`SignalOptions::take_foreign`] says to take it.
-//! - Linux on x86_64 (the unwinder reads x86_64 signal contexts).
+//! - Linux on x86_64 or aarch64, glibc or musl (the unwinder reads their signal contexts).
 //!
 //! ## Process-wide effects
 //! Everything the engine does to the process beyond the calling thread, and when:
@@ -107,6 +107,7 @@
 //! | SIGPROF handler (`SA_SIGINFO \| SA_RESTART \| SA_ONSTACK`) | first CPU profile or [`install_signal_handlers`] | the process's life (a late SIGPROF must not kill it) |
 //! | stack-capture handler on signal 38 ([`SignalOptions::capture_signal`]) | first goroutine/thread dump or [`install_signal_handlers`] | the process's life |
 //! | `EINTR` from calls signal(7) never restarts (`poll`, `nanosleep`, socket calls with a timeout) in any thread | while a CPU profile, a dump or a wall-clock profile signals threads (see [`wall`]: what an embedder's loops must do) | each signal |
+//! | each thread's alternate signal stack replaced: `AT_MINSIGSTKSZ` + 16 KiB in pages (20 KiB on an AVX2 machine) and a guard page, mapped for the handlers | a thread spawned through [`threads::spawn_recorded`] (so `spawn_labelled`, `spawn_inheriting`), or calling [`threads::on_thread_start`] or [`threads::learn_own_stack`]; other threads keep theirs (std's 8 KiB) | until the thread exits (unmapped then) |
 //! | one POSIX timer per thread (each holds one `RLIMIT_SIGPENDING` slot of the user) | a CPU profile | deleted when it stops |
 //! | the collector thread `nl6-cpu-collect` (wakes every 100 ms, reads `/proc/self/task`) | a CPU profile | ends when it stops |
 //! | a 2.1 MB static sample ring and 1.1 MB of thread-dump slots (128 frames each; zero pages until touched) | always (statics) | the process's life |

@@ -51,7 +51,10 @@
 //! other libraries tend to pick first, and the number Debian's tools mean by `RTMIN+4` (`kill -RTMIN+4`
 //! counts from glibc's 34). `SIGRTMIN() + 4` would be 39 on the static musl build, so a `kill -RTMIN+4`
 //! from a shell would hit a signal nobody handles there and kill the process.
+mod altstack;
 mod options;
+
+pub(crate) use altstack::{install_alt_stack, AltStack};
 
 pub(crate) use options::signal_name;
 pub use options::{set_signal_options, signal_options, SignalError, SignalOptions};

@@ -3,6 +3,7 @@
 //! threads a pool spawns (its start and stop hooks); [`learn_own_stack`] for other threads.
 use super::{unwind, MAX_DEPTH, MAX_THREADCREATE};
 use crate::labels::{self, LabelSet};
+use crate::signal;
 use crate::Stack;
 use std::sync::Mutex;
 
@@ -21,6 +22,9 @@ pub fn threadcreate_stacks() -> Vec<Stack> {
 /// Other threads get their bounds from the CPU collector after their first sample.
 pub fn learn_own_stack() {
     unwind::init_thread_bounds();
+    // Without it the thread keeps the alt stack it had (std's); the samplers work there too, closer
+    // to its end.
+    let _ = signal::install_alt_stack();
 }
 
 /// Registers the calling thread with the profiler, from the start hook of a thread pool the engine did
@@ -29,8 +33,11 @@ pub fn learn_own_stack() {
 /// with it and a later thread reusing its tid never sees them), and arms its CPU timer if a profile
 /// runs. Its first sample then carries its whole stack, down to the thread's root, and its first
 /// instructions are sampled; without it, a pool's worker is armed by the collector's next rescan (up to
-/// 100 ms later) and its first sample is its leaf only. Cheap to call again; never fails (a thread
-/// whose bounds libc cannot give keeps the collector's way).
+/// 100 ms later) and its first sample is its leaf only. It also gets the engine's alternate signal stack
+/// (the kernel's `AT_MINSIGSTKSZ` + 16 KiB and a guard page, unmapped at its exit) in place of std's
+/// 8 KiB, which a debug build's handlers and an AVX-512 machine's signal frame can overflow; a thread that
+/// never calls this keeps its own. Cheap to call again; never fails (a thread whose bounds libc cannot
+/// give keeps the collector's way; one whose alt stack cannot be mapped keeps the one it had).
 ///
 /// ```
 /// // Any pool's start and stop hooks; here, threads spawned by hand.
@@ -44,6 +51,8 @@ pub fn learn_own_stack() {
 /// ```
 pub fn on_thread_start() {
     unwind::init_thread_bounds();
+    // As in `learn_own_stack`: a thread whose alt stack cannot be mapped keeps its own.
+    let _ = signal::install_alt_stack();
     crate::cpu::arm_current_thread();
 }
 
@@ -64,7 +73,8 @@ impl Drop for DisarmAtEnd {
 }
 
 /// Spawns a named thread, recording the spawning stack for `threadcreate`; the thread learns its stack
-/// bounds, arms its CPU timer at birth (if a profile runs) and deletes it at its end.
+/// bounds, gets the engine's alternate signal stack (see [`on_thread_start`]; the error is the spawn's
+/// when it cannot be mapped), arms its CPU timer at birth (if a profile runs) and deletes it at its end.
 pub fn spawn_recorded<F, T>(name: &str, f: F) -> std::io::Result<std::thread::JoinHandle<T>>
 where
     F: FnOnce() -> T + Send + 'static,
@@ -78,9 +88,13 @@ where
             created.push(frames[..n].to_vec());
         }
     }
+    // Mapped here, so a process out of address space gets the spawn's error, not a thread without it.
+    let alt_stack = signal::AltStack::map()?;
     std::thread::Builder::new()
         .name(name.to_string())
         .spawn(move || {
+            // Refused only on the alt stack itself, which a thread's first instruction is not.
+            let _ = alt_stack.install();
             unwind::init_thread_bounds();
             crate::cpu::arm_current_thread();
             let _disarm = DisarmAtEnd;

@@ -20,6 +20,7 @@ pub fn proc_timers() -> usize {
 }
 
 pub mod maps;
+pub mod reference_timer;
 
 /// The calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`).
 pub fn thread_cpu() -> Duration {
