@@ -92,7 +92,10 @@ fn with_the_flag_the_wall_series_lands_under_fgprof_names_and_units() {
             && source.contains("from the push's upload window"),
         "{source:?}"
     );
-    assert!(svg.contains("<svg") && !svg.contains("no samples</"), "{svg}");
+    assert!(
+        svg.contains("<svg") && !svg.contains("no samples</"),
+        "{svg}"
+    );
     // One wall-clock profile at a time: the push holds the sampler.
     let (status, _, body) = n.http("GET", "/debug/fgprof?seconds=1", b"");
     assert_eq!(status, 500, "{}", String::from_utf8_lossy(&body));

@@ -283,7 +283,8 @@ mod tests {
         let hook: crate::WallHook = Arc::new(move |p: &[u8]| sink.lock().unwrap().push(p.to_vec()));
         let cpu_seen: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
         let cpu_sink = Arc::clone(&cpu_seen);
-        let cpu_hook: crate::CpuHook = Arc::new(move |p: &[u8]| cpu_sink.lock().unwrap().push(p.to_vec()));
+        let cpu_hook: crate::CpuHook =
+            Arc::new(move |p: &[u8]| cpu_sink.lock().unwrap().push(p.to_vec()));
         let mut source = EngineSource::new()
             .with_cpu_hook(Some(cpu_hook))
             .with_wall_hook(Some(hook));
