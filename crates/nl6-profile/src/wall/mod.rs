@@ -12,7 +12,8 @@
 //!
 //! ## Cost, bounded
 //! Signalling a thread and walking its stack costs it (and the process) some microseconds of CPU; reading
-//! its state from `/proc` a few more. A tick samples at most [`WallConfig::max_threads`] threads
+//! its state from `/proc` a few more (its `stat` and `wchan` stay open across ticks for up to
+//! `state::FD_BUDGET` threads, read again in place). A tick samples at most [`WallConfig::max_threads`] threads
 //! ([`DEFAULT_MAX_THREADS`]); with more, it takes a window that rotates over the thread list, and each
 //! sample's `time` stands for `threads / sampled` periods, so totals stay right and every thread is seen
 //! equally often (`pick`). The `samples` value counts stacks actually taken.
