@@ -89,7 +89,10 @@ impl Probe {
         );
         let flame = Arc::new(CpuSlot::new());
         let push_hook = console::cpu_hook(Arc::clone(&flame), CpuSource::Push);
-        let push = crate::push::config().with_cpu_hook(Arc::from(push_hook));
+        let wall_hook = console::wall_hook(Arc::clone(&flame), CpuSource::Push);
+        let push = crate::push::config()
+            .with_cpu_hook(Arc::from(push_hook))
+            .with_wall_hook(Arc::from(wall_hook));
         let gate = Gate::new(startup, Box::new(PyroscopePusher::new(push)));
         let api = Arc::new(console::mount(Api::new(gate.clone()), &flame));
         let handler: Arc<Handler> = Arc::new(move |req| api.handle(req));

@@ -12,7 +12,7 @@ use std::time::Duration;
 pub use nl6_push::{client, ingest_url, multipart, source, tls};
 pub use nl6_push::{
     CpuHook, EncodedProfile, EngineSource, Hostname, LogSink, ProfileKind, ProfileSource,
-    PushConfig, SourceError,
+    PushConfig, SourceError, WallHook,
 };
 
 /// The service name every nl6 push uses (`service_name="nl6"` on the server, `User-Agent: nl6/…`).

@@ -3,7 +3,8 @@
 //! that the double files as fgprof's two profile types (`fgprof:samples:count:wallclock:nanoseconds`,
 //! `fgprof:time:nanoseconds:wallclock:nanoseconds`, as Alloy's `profile.fgprof` scrape names them), with
 //! the `sample_type_config` part that puts it there; the push holds the wall-clock sampler meanwhile (a
-//! pull `/debug/fgprof` is refused as busy). Without the flag, no wall-clock upload at all.
+//! pull `/debug/fgprof` is refused as busy), and the console's wall-clock flame graph shows the push's
+//! last window as it shows a pulled one. Without the flag, no wall-clock upload at all.
 
 mod common;
 mod push_support;
@@ -78,6 +79,22 @@ fn with_the_flag_the_wall_series_lands_under_fgprof_names_and_units() {
             .iter()
             .any(|t| t.starts_with("process_cpu:") && t.contains("wallclock")),
         "a wall-clock profile filed as CPU: {types:?}"
+    );
+    // The console's flame graph shows the push's last wall-clock window (a pull is refused meanwhile, so
+    // the push is the only way one gets there), saying where it came from.
+    let (status, headers, svg) =
+        n.http("GET", "/api/v1/profiling/flamegraph.svg?profile=wall", b"");
+    let svg = String::from_utf8_lossy(&svg);
+    assert_eq!(status, 200, "{svg}");
+    let source = common::header(&headers, "x-nl6-flame-source").unwrap_or_default();
+    assert!(
+        source.starts_with("nl6 wall-clock profile, ")
+            && source.contains("from the push's upload window"),
+        "{source:?}"
+    );
+    assert!(
+        svg.contains("<svg") && !svg.contains("no samples</"),
+        "{svg}"
     );
     // One wall-clock profile at a time: the push holds the sampler.
     let (status, _, body) = n.http("GET", "/debug/fgprof?seconds=1", b"");

@@ -35,12 +35,15 @@ fn refusal(r: &Refusal) -> Response {
     }
 }
 
-/// The pusher the gate drives: the Pyroscope push over the real engine, its CPU windows kept in `flame`
-/// for the console.
+/// The pusher the gate drives: the Pyroscope push over the real engine, its CPU and wall-clock windows
+/// kept in `flame` for the console.
 fn pusher(flame: &Arc<CpuSlot>) -> Box<dyn Pusher> {
-    let hook = console::cpu_hook(Arc::clone(flame), CpuSource::Push);
+    let cpu = console::cpu_hook(Arc::clone(flame), CpuSource::Push);
+    let wall = console::wall_hook(Arc::clone(flame), CpuSource::Push);
     Box::new(PyroscopePusher::new(
-        crate::push::config().with_cpu_hook(Arc::from(hook)),
+        crate::push::config()
+            .with_cpu_hook(Arc::from(cpu))
+            .with_wall_hook(Arc::from(wall)),
     ))
 }
 

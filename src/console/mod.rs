@@ -10,8 +10,9 @@
 //!
 //! Owns one small slot type, [`CpuSlot`]: the last CPU profile with samples that the pull surface served
 //! or the push encoded (each told through the [`cpu_hook`] the composition root, `cli/run.rs`, hands it;
-//! there is no global), and beside it the last wall-clock profile the pull surface served — an idle one never
-//! replaces it, it is only mentioned — and the SVGs rendered from it (by [`crate::report::flamegraph_svg`],
+//! there is no global), and beside it, by the same rule, the last wall-clock profile the pull surface
+//! served or the push encoded ([`wall_hook`]) — an idle one never replaces one with samples, it is only
+//! mentioned — and the SVGs rendered from it (by [`crate::report::flamegraph_svg`],
 //! lazily, once per profile; whole, or split by `subsystem` with `?by=subsystem`), titled with where and
 //! when the profile was taken. The flame graph is not gated: it only shows a profile already taken while
 //! the gate was open. Never touches a socket.
@@ -42,15 +43,17 @@ pub fn cpu_hook(slot: Arc<CpuSlot>, source: CpuSource) -> nl6_profile::pull::Cpu
     Box::new(move |pprof_gz| slot.remember(pprof_gz, SystemTime::now(), source))
 }
 
+/// The same for each wall-clock profile: `slot` keeps it for the wall-clock flame graph.
+pub fn wall_hook(slot: Arc<CpuSlot>, source: CpuSource) -> nl6_profile::pull::CpuHook {
+    Box::new(move |pprof_gz| slot.remember_wall(pprof_gz, SystemTime::now(), source))
+}
+
 /// Mounts the console on `api` over `slot`: its routes, and every CPU and wall-clock profile the pull
 /// surface serves.
 pub fn mount(api: crate::api::Api, slot: &Arc<CpuSlot>) -> crate::api::Api {
-    let wall = Arc::clone(slot);
     api.with_console(handler(Arc::clone(slot)))
         .on_cpu_profile(cpu_hook(Arc::clone(slot), CpuSource::Pull))
-        .on_wall_profile(Box::new(move |pprof_gz| {
-            wall.remember_wall(pprof_gz, SystemTime::now(), CpuSource::Pull)
-        }))
+        .on_wall_profile(wall_hook(Arc::clone(slot), CpuSource::Pull))
 }
 
 /// Answers one console request; the flame graph is `slot`'s.

@@ -10,17 +10,27 @@ pub(crate) fn thread_state(tid: i32) -> (&'static str, Option<String>) {
     let Ok(stat) = std::fs::read_to_string(format!("{task}/stat")) else {
         return ("running", None);
     };
-    // The state is the first field after the parenthesised name (which may itself hold ") ").
-    let state = stat
-        .rfind(") ")
-        .and_then(|i| stat[i + 2..].chars().next())
-        .unwrap_or('R');
+    let state = state_letter(&stat);
     let wchan = std::fs::read_to_string(format!("{task}/wchan"))
         .ok()
         .map(|w| w.trim().to_string())
         .filter(|w| !w.is_empty() && w != "0");
     let word = go_state_word(state, wchan.as_deref().unwrap_or(""));
     (word, wchan.filter(|_| state != 'R'))
+}
+
+/// The state letter of a `stat` line: the first field after the parenthesised name (which may itself
+/// hold ") "); `R` when the line is cut short.
+pub(crate) fn state_letter(stat: &str) -> char {
+    stat.rfind(") ")
+        .and_then(|i| stat[i + 2..].chars().next())
+        .unwrap_or('R')
+}
+
+/// [`thread_state`]'s word from a `stat` line and a `wchan` already read (the wall-clock sampler keeps
+/// both files open and reads them again at each tick).
+pub(crate) fn word_of(stat: &str, wchan: &str) -> &'static str {
+    go_state_word(state_letter(stat), wchan.trim())
 }
 
 /// Go's goroutine wait reasons for what a thread's kernel state means: blocked on a futex (a mutex,

@@ -12,6 +12,9 @@ pub type LogSink = Arc<dyn Fn(&str) + Send + Sync>;
 /// What is told of each CPU window the push encodes (gzip'd pprof), e.g. to keep the last one for a page.
 pub type CpuHook = Arc<dyn Fn(&[u8]) + Send + Sync>;
 
+/// What is told of each wall-clock window the push encodes (gzip'd pprof in fgprof's shape).
+pub type WallHook = CpuHook;
+
 /// The `hostname` label's source.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -46,6 +49,7 @@ pub struct PushConfig {
     pub(crate) version: String,
     pub(crate) log: LogSink,
     pub(crate) cpu_hook: Option<CpuHook>,
+    pub(crate) wall_hook: Option<WallHook>,
 }
 
 impl std::fmt::Debug for PushConfig {
@@ -74,6 +78,7 @@ impl PushConfig {
             version: "unknown".to_string(),
             log: Arc::new(|line: &str| eprintln!("{line}")),
             cpu_hook: None,
+            wall_hook: None,
         }
     }
     /// The whole-upload bound (resolve, connect, TLS, send, answer). Defaults to 10 s.
@@ -100,6 +105,12 @@ impl PushConfig {
     /// Hands each CPU window encoded (gzip'd pprof) to `hook`. Defaults to none.
     pub fn with_cpu_hook(mut self, hook: CpuHook) -> Self {
         self.cpu_hook = Some(hook);
+        self
+    }
+    /// Hands each wall-clock window encoded (gzip'd pprof, with `-profiling-wall`'s series on) to `hook`.
+    /// Defaults to none.
+    pub fn with_wall_hook(mut self, hook: WallHook) -> Self {
+        self.wall_hook = Some(hook);
         self
     }
     /// Where log lines go. Defaults to stderr.

@@ -41,7 +41,7 @@ pub mod tls;
 pub mod urlsplit;
 
 pub use client::PushError;
-pub use config::{CpuHook, Hostname, LogSink, PushConfig, Target};
+pub use config::{CpuHook, Hostname, LogSink, PushConfig, Target, WallHook};
 pub use push::{Push, Pusher, Status, THREAD_NAME};
 pub use source::{EncodedProfile, EngineSource, ProfileKind, ProfileSource, SourceError};
 

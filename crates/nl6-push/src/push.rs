@@ -54,7 +54,9 @@ impl std::fmt::Debug for Pusher {
 impl Pusher {
     /// A pusher over the real engine (`nl6_profile`'s CPU sampler, sampling allocator and threads).
     pub fn new(config: PushConfig) -> Self {
-        let source = EngineSource::new().with_cpu_hook(config.cpu_hook.clone());
+        let source = EngineSource::new()
+            .with_cpu_hook(config.cpu_hook.clone())
+            .with_wall_hook(config.wall_hook.clone());
         Self::with_source(config, Box::new(source))
     }
 

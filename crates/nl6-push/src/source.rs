@@ -138,6 +138,7 @@ pub struct EngineSource {
     wall: Option<wall::WallSession>,
     heap_delta: HeapDelta,
     cpu_hook: Option<crate::CpuHook>,
+    wall_hook: Option<crate::WallHook>,
 }
 
 impl EngineSource {
@@ -148,6 +149,12 @@ impl EngineSource {
     /// Hands each CPU window it encodes to `hook` (none: nobody is told).
     pub fn with_cpu_hook(mut self, hook: Option<crate::CpuHook>) -> Self {
         self.cpu_hook = hook;
+        self
+    }
+
+    /// Hands each wall-clock window it encodes to `hook` (none: nobody is told).
+    pub fn with_wall_hook(mut self, hook: Option<crate::WallHook>) -> Self {
+        self.wall_hook = hook;
         self
     }
 
@@ -165,14 +172,19 @@ impl EngineSource {
             until: profile.start + profile.duration,
         }
     }
-}
 
-fn encode_wall(profile: &wall::WallProfile) -> EncodedProfile {
-    EncodedProfile {
-        kind: ProfileKind::Wall,
-        pprof_gz: wall::encode(profile),
-        from: profile.start,
-        until: profile.start + profile.duration,
+    fn encode_wall(&self, profile: &wall::WallProfile) -> EncodedProfile {
+        let pprof_gz = wall::encode(profile);
+        // The console's wall-clock flame graph shows the last one, pulled or pushed, as for CPU.
+        if let Some(hook) = &self.wall_hook {
+            hook(&pprof_gz);
+        }
+        EncodedProfile {
+            kind: ProfileKind::Wall,
+            pprof_gz,
+            from: profile.start,
+            until: profile.start + profile.duration,
+        }
     }
 }
 
@@ -226,11 +238,12 @@ impl ProfileSource for EngineSource {
         // The engine's session has no window of its own: the next one starts at once. Refused (a pull
         // took the sampler in between), the push sees `None` next time and asks `wall_start` again.
         self.wall = wall::start().ok();
-        Some(encode_wall(&ended))
+        Some(self.encode_wall(&ended))
     }
 
     fn wall_stop(&mut self) -> Option<EncodedProfile> {
-        self.wall.take().map(|s| encode_wall(&s.stop()))
+        let last = self.wall.take().map(|s| s.stop());
+        last.map(|w| self.encode_wall(&w))
     }
 }
 
@@ -260,5 +273,34 @@ mod tests {
         let last = source.cpu_stop().expect("the last window");
         assert_eq!(*seen.lock().unwrap(), [window.pprof_gz, last.pprof_gz]);
         assert!(EngineSource::new().cpu_window().is_none());
+    }
+
+    /// The same for wall-clock windows: each one the push encodes reaches the wall hook, and not the CPU one.
+    #[test]
+    fn every_wall_window_reaches_the_wall_hook() {
+        let seen: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+        let sink = Arc::clone(&seen);
+        let hook: crate::WallHook = Arc::new(move |p: &[u8]| sink.lock().unwrap().push(p.to_vec()));
+        let cpu_seen: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+        let cpu_sink = Arc::clone(&cpu_seen);
+        let cpu_hook: crate::CpuHook =
+            Arc::new(move |p: &[u8]| cpu_sink.lock().unwrap().push(p.to_vec()));
+        let mut source = EngineSource::new()
+            .with_cpu_hook(Some(cpu_hook))
+            .with_wall_hook(Some(hook));
+        // One wall-clock session per process: wait (bounded) for any other test's to end.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while let Err(e) = source.wall_start() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "wall-clock sampler busy: {e}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        let window = source.wall_window().expect("a window");
+        let last = source.wall_stop().expect("the last window");
+        assert_eq!(*seen.lock().unwrap(), [window.pprof_gz, last.pprof_gz]);
+        assert!(cpu_seen.lock().unwrap().is_empty());
     }
 }

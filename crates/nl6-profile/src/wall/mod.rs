@@ -12,7 +12,8 @@
 //!
 //! ## Cost, bounded
 //! Signalling a thread and walking its stack costs it (and the process) some microseconds of CPU; reading
-//! its state from `/proc` a few more. A tick samples at most [`WallConfig::max_threads`] threads
+//! its state from `/proc` a few more (its `stat` and `wchan` stay open across ticks for up to
+//! `state::FD_BUDGET` threads, read again in place). A tick samples at most [`WallConfig::max_threads`] threads
 //! ([`DEFAULT_MAX_THREADS`]); with more, it takes a window that rotates over the thread list, and each
 //! sample's `time` stands for `threads / sampled` periods, so totals stay right and every thread is seen
 //! equally often (`pick`). The `samples` value counts stacks actually taken.
@@ -309,6 +310,7 @@ impl Drop for WallSession {
 fn sample_until(stop: &AtomicBool, period_ns: u64, max_threads: usize) -> Acc {
     let me = crate::signal::gettid();
     let code = state::Code::open();
+    let mut kernel = state::Kernel::new(state::FD_BUDGET);
     let mut picker = pick::Picker::new(max_threads);
     let mut roster = Roster::default();
     let mut learnt = Vec::new();
@@ -326,7 +328,12 @@ fn sample_until(stop: &AtomicBool, period_ns: u64, max_threads: usize) -> Acc {
             next = now + period; // fell behind: skip the missed ticks rather than burst
         }
         let tids = roster.current(me);
-        tick(tids, &code, &mut picker, &mut learnt, &mut acc, period_ns);
+        kernel.keep_only(tids);
+        let readers = Readers {
+            code: &code,
+            kernel: &mut kernel,
+        };
+        tick(tids, readers, &mut picker, &mut learnt, &mut acc, period_ns);
     }
     threads::forget_learnt(&learnt);
     acc
@@ -363,11 +370,17 @@ impl Roster {
     }
 }
 
+/// What a tick reads a thread's state with: its kernel files and this process's code.
+struct Readers<'a> {
+    code: &'a state::Code,
+    kernel: &'a mut state::Kernel,
+}
+
 /// One tick: the threads given (at most the picker's cap of them), each one's state read first, then
 /// its stack.
 fn tick(
     tids: &[i32],
-    code: &state::Code,
+    readers: Readers<'_>,
     picker: &mut pick::Picker,
     learnt: &mut Vec<i32>,
     acc: &mut Acc,
@@ -379,13 +392,13 @@ fn tick(
     let states: HashMap<i32, &'static str> = pick
         .tids
         .iter()
-        .map(|t| (*t, state::kernel_state(*t)))
+        .map(|t| (*t, readers.kernel.state(*t)))
         .collect();
     // A tick's answers must come within the tick, or the next would queue behind it.
     let timeout = Duration::from_nanos(period_ns).max(Duration::from_millis(5));
     for t in threads::capture_tids(&pick.tids, timeout, learnt) {
         let kernel = states.get(&t.tid).copied().unwrap_or("running");
-        let state = state::refine(kernel, t.stack.first().copied(), code);
+        let state = state::refine(kernel, t.stack.first().copied(), readers.code);
         acc.unanswered += u64::from(t.missing.is_some());
         let e = acc
             .by_key

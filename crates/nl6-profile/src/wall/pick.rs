@@ -40,13 +40,8 @@ impl Picker {
             };
         }
         let start = self.cursor % n;
-        let chosen = tids
-            .iter()
-            .cycle()
-            .skip(start)
-            .take(self.cap)
-            .copied()
-            .collect();
+        // Indexed, not `cycle().skip()`: the window costs its own length, not the list's.
+        let chosen = (0..self.cap).map(|i| tids[(start + i) % n]).collect();
         self.cursor = (start + self.cap) % n;
         // Rounded to the nanosecond: the weights of a tick sum to its threads' time within `cap` ns.
         let weight_ns = (period_ns as u128 * n as u128 + self.cap as u128 / 2) / self.cap as u128;
