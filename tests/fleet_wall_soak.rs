@@ -48,8 +48,8 @@ struct Counters {
     informs_failed: u64,
     syslog_dropped: u64,
     send_errors: u64,
-    /// (name, syslog_sent, flow_packets_sent) per device.
-    devices: Vec<(String, u64, u64)>,
+    /// (name, syslog_sent, flow_packets_sent, syslog_dropped) per device.
+    devices: Vec<(String, u64, u64, u64)>,
 }
 
 fn counters(n: &common::Nl6) -> Counters {
@@ -68,6 +68,7 @@ fn counters(n: &common::Nl6) -> Counters {
             d["name"].as_str().unwrap().to_string(),
             get("syslog_sent"),
             get("flow_packets_sent"),
+            get("syslog_dropped"),
         ));
     }
     c
@@ -94,14 +95,16 @@ fn losses(
     }
     let streams = syslog.streams();
     let sources = flows.sources();
-    for (i, (name, syslog_sent, flow_sent)) in at.devices.iter().enumerate() {
+    for (i, (name, syslog_sent, flow_sent, dropped)) in at.devices.iter().enumerate() {
         let s = streams.get(name).cloned().unwrap_or_default();
-        // sequenceIds count a device's messages from 1.
+        // sequenceIds count a device's messages from 1, dropped ones included: a message dropped at
+        // the queue leaves a gap the receiver sees.
         let missing = s.ids.missing(1..syslog_sent + 1);
-        if missing > 0 || s.ids.repeats > 0 {
+        if missing > 0 || s.ids.repeats > 0 || s.ids.distinct < *syslog_sent || *dropped > 0 {
             out.push(format!(
-                "syslog {name}: {missing} of {syslog_sent} messages missing, {} repeated",
-                s.ids.repeats
+                "syslog {name}: {syslog_sent} counted sent, {} received, {missing} ids missing, {} \
+                 repeated, {dropped} dropped at the queue (-syslog-queue)",
+                s.ids.distinct, s.ids.repeats
             ));
         }
         let seen = sources.get(&(i as u32)).cloned().unwrap_or_default();
