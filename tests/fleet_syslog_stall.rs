@@ -92,8 +92,6 @@ fn a_stalled_syslog_reader_loses_only_what_the_queue_counts_dropped() {
         wrong.join("\n"),
         n.stderr()
     );
-    let reconnects = sink
-        .connections
-        .load(std::sync::atomic::Ordering::Relaxed);
+    let reconnects = sink.connections.load(std::sync::atomic::Ordering::Relaxed);
     eprintln!("{at:?}; {reconnects} connections");
 }
