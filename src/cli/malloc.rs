@@ -29,7 +29,10 @@ fn user_chose(arena_max: Option<&str>, tunables: Option<&str>) -> bool {
 /// Sets the arena bound and the thresholds unless the user chose; whether they were set.
 pub fn tune() -> bool {
     let env = |k: &str| std::env::var(k).ok();
-    if user_chose(env("MALLOC_ARENA_MAX").as_deref(), env("GLIBC_TUNABLES").as_deref()) {
+    if user_chose(
+        env("MALLOC_ARENA_MAX").as_deref(),
+        env("GLIBC_TUNABLES").as_deref(),
+    ) {
         return false;
     }
     set_all()
@@ -62,6 +65,9 @@ mod tests {
         assert!(!user_chose(None, None));
         assert!(!user_chose(None, Some("glibc.rtld.nns=2")));
         assert!(user_chose(Some("4"), None));
-        assert!(user_chose(None, Some("glibc.rtld.nns=2:glibc.malloc.arena_max=1")));
+        assert!(user_chose(
+            None,
+            Some("glibc.rtld.nns=2:glibc.malloc.arena_max=1")
+        ));
     }
 }
