@@ -4,9 +4,9 @@
 # back, and every 10 s appends (seconds, VmRSS KiB, threads, Anonymous KiB) to OUTDIR/rss.tsv; it saves
 # /debug/pprof/heap and /proc/PID/smaps at 60 s and at the end (compare them with
 # `go tool pprof -top -diff_base OUTDIR/heap-start.pb.gz OUTDIR/heap-end.pb.gz`). NL6_ENV is passed to
-# the binary's environment, e.g. NL6_ENV=MALLOC_ARENA_MAX=1 or
-# NL6_ENV=GLIBC_TUNABLES=glibc.malloc.trim_threshold=131072:glibc.malloc.mmap_threshold=131072 to see
-# how much of the growth is memory glibc keeps after it was freed.
+# the binary's environment. nl6 bounds glibc malloc to two arenas with fixed thresholds itself unless the
+# environment chose: NL6_ENV=GLIBC_TUNABLES=glibc.malloc.check=0 (a tunable at its default) runs it with
+# glibc's own settings, NL6_ENV=MALLOC_ARENA_MAX=1 with one arena.
 # Kills only the processes it started.
 set -euo pipefail
 [ $# = 3 ] || { echo "usage: $0 BINARY SECONDS OUTDIR" >&2; exit 2; }

@@ -8,6 +8,7 @@
 #![deny(unsafe_code)]
 
 pub mod config;
+mod malloc;
 mod run;
 pub mod signals;
 
@@ -376,7 +377,11 @@ pub fn main() -> i32 {
         }
         Mode::Collect(args) => collect_with_signals(args),
         Mode::Report(args) => crate::report::main_with(args, &crate::collect::remote::open),
-        Mode::Serve(args) => run::serve(*args),
+        Mode::Serve(args) => {
+            // Before serve mode starts its first thread.
+            malloc::tune();
+            run::serve(*args)
+        }
     }
 }
 

@@ -11,7 +11,7 @@
 //! - SIGPROF and the stack-capture signal belong to the profiler (`nl6_profile::install_signal_handlers`); their
 //!   handlers are installed at startup, so a stray one is ignored too.
 //!
-//! The only `unsafe` of the CLI: the sigset is a local value owned for each call.
+//! One of the CLI's two `unsafe` files (with `malloc`): the sigset is a local value owned for each call.
 #![allow(unsafe_code)]
 
 use std::io;

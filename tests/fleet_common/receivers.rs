@@ -84,6 +84,21 @@ impl Drop for Worker {
     }
 }
 
+/// `setsockopt(SOL_SOCKET, opt, value)`; true when the kernel took it.
+fn set_int_option(s: &impl AsRawFd, opt: libc::c_int, value: libc::c_int) -> bool {
+    // SAFETY: `value` is a valid c_int for the call and its size is passed.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            opt,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    r == 0
+}
+
 /// A UDP socket on 127.0.0.1:0 with a receive buffer big enough that a loaded machine's scheduling
 /// delays do not overflow it (as root the bound `rmem_max` is lifted with `SO_RCVBUFFORCE`), a read
 /// timeout of [`POLL`].
@@ -91,17 +106,7 @@ fn roomy_udp_socket() -> UdpSocket {
     let s = UdpSocket::bind("127.0.0.1:0").unwrap();
     let size: libc::c_int = 16 << 20;
     for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
-        // SAFETY: `size` is a valid c_int for the call and its size is passed.
-        let r = unsafe {
-            libc::setsockopt(
-                s.as_raw_fd(),
-                libc::SOL_SOCKET,
-                opt,
-                (&size as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if r == 0 {
+        if set_int_option(&s, opt, size) {
             break;
         }
     }
@@ -182,6 +187,16 @@ pub struct Stream {
     pub highest: u64,
 }
 
+/// A receiver that stops reading for a while: `after` the first connection is accepted it reads nothing
+/// for `pause`, with a receive buffer of about `rcvbuf` bytes, so the sender's socket fills up, its
+/// writes block and time out part-way through a frame and its queue overflows (a slow reader).
+#[derive(Debug, Clone, Copy)]
+pub struct Stall {
+    pub after: Duration,
+    pub pause: Duration,
+    pub rcvbuf: usize,
+}
+
 /// A TCP syslog receiver: accepts connections one after another (a sender that reconnects is
 /// counted) and keeps the `[meta sequenceId]`s per HOSTNAME.
 pub struct SyslogSink {
@@ -193,18 +208,27 @@ pub struct SyslogSink {
 
 impl SyslogSink {
     pub fn start() -> SyslogSink {
+        SyslogSink::start_with(None)
+    }
+    /// A sink that stalls once as `stall` says (none: reads as fast as it can).
+    pub fn start_with(stall: Option<Stall>) -> SyslogSink {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        if let Some(s) = stall {
+            // Accepted sockets inherit the listener's buffer size.
+            set_int_option(&listener, libc::SO_RCVBUF, s.rcvbuf as libc::c_int);
+        }
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
         let streams = Arc::new(Mutex::new(HashMap::new()));
         let connections = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let (st, conns) = (streams.clone(), connections.clone());
         let worker = Worker::spawn("syslog-sink", move |stop| {
+            let mut stall = stall.map(|s| (s, None));
             while !stop.load(Ordering::Relaxed) {
                 match listener.accept() {
                     Ok((conn, _)) => {
                         conns.fetch_add(1, Ordering::Relaxed);
-                        read_stream(conn, &st, &stop);
+                        read_stream(conn, &st, &stop, &mut stall);
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(20)),
                 }
@@ -223,11 +247,29 @@ impl SyslogSink {
     }
 }
 
-fn read_stream(mut conn: TcpStream, streams: &Mutex<HashMap<String, Stream>>, stop: &AtomicBool) {
+/// A stall still to come and, once the first connection came, when it starts.
+type StallState = Option<(Stall, Option<std::time::Instant>)>;
+
+fn read_stream(
+    mut conn: TcpStream,
+    streams: &Mutex<HashMap<String, Stream>>,
+    stop: &AtomicBool,
+    stall: &mut StallState,
+) {
     conn.set_nonblocking(false).unwrap();
     conn.set_read_timeout(Some(POLL)).unwrap();
     let (mut acc, mut buf) = (Vec::new(), vec![0u8; 64 * 1024]);
     while !stop.load(Ordering::Relaxed) {
+        if let Some((s, at)) = stall {
+            let at = *at.get_or_insert_with(|| std::time::Instant::now() + s.after);
+            if std::time::Instant::now() >= at {
+                let until = at + s.pause;
+                while std::time::Instant::now() < until && !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                *stall = None;
+            }
+        }
         match conn.read(&mut buf) {
             Ok(0) => return,
             Ok(n) => acc.extend_from_slice(&buf[..n]),

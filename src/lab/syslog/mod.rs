@@ -2,9 +2,12 @@
 //! fire funnel (scoped `syslog`) sends one device's message over UDP or hands it to the TCP sender.
 //!
 //! Over TCP one long-lived sender thread (labelled `syslog` at birth) owns the connection: it reconnects
-//! with exponential backoff, checks that the peer has not closed before each write, and removes a message
-//! from the bounded queue only once it was written whole, so a receiver restart loses nothing the queue can
-//! hold; messages beyond the bound are dropped at the funnel and counted on their device.
+//! with exponential backoff, checks that the peer has not closed before each write, writes the queued
+//! frames many at a time (one `write` and one liveness check per batch, not per message, so it keeps up
+//! with a fleet's traffic on a loaded machine), and removes a message from the bounded queue and counts it
+//! sent only once it was written whole, so a receiver restart loses nothing the queue can hold; messages
+//! beyond the bound are dropped at the funnel and counted on their device (their `sequenceId` is a gap the
+//! receiver sees). A write retries interrupted calls without cutting its timeout short or extending it.
 //! Formatting is plain values; only [`SyslogExporter`] and the sender touch sockets.
 #![forbid(unsafe_code)]
 
@@ -17,7 +20,7 @@ use std::io::{ErrorKind, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 pub use super::target::Transport;
 
@@ -175,25 +178,60 @@ impl SendQueue {
     pub fn wake(&self) {
         self.ready.notify_all();
     }
-    /// The front frame, waiting at most `wait`.
-    fn front(&self, wait: Duration) -> Option<(usize, Vec<u8>)> {
+    /// Copies frames from the front into `batch` (whole frames, at least one, up to `max_bytes`), waiting
+    /// at most `wait` for the first; false when none came. The frames stay queued until [`Self::pop`].
+    fn front_batch(&self, wait: Duration, max_bytes: usize, batch: &mut Batch) -> bool {
+        batch.clear();
         let q = self.items.lock().unwrap_or_else(|e| e.into_inner());
         let (q, _) = self
             .ready
             .wait_timeout_while(q, wait, |q| q.is_empty())
             .unwrap_or_else(|e| e.into_inner());
-        q.front().cloned()
+        for (device, frame) in q.iter() {
+            if !batch.frames.is_empty() && batch.bytes.len() + frame.len() > max_bytes {
+                break;
+            }
+            batch.bytes.extend_from_slice(frame);
+            batch.frames.push((*device, frame.len()));
+        }
+        !batch.frames.is_empty()
     }
-    fn pop(&self) {
-        self.items
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop_front();
+    /// Removes the `n` front frames (the sender is the only consumer: they are the ones it copied).
+    fn pop(&self, n: usize) {
+        let mut q = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        let n = n.min(q.len());
+        q.drain(..n);
     }
     /// Sleeps up to `d` unless woken (stop).
     fn nap(&self, d: Duration) {
         let q = self.items.lock().unwrap_or_else(|e| e.into_inner());
         let _ = self.ready.wait_timeout(q, d);
+    }
+}
+
+/// Frames copied off the queue's front to go out in one write: their bytes, and each one's device and
+/// length, so a write that stops part-way tells which frames went out whole.
+#[derive(Debug, Default)]
+struct Batch {
+    bytes: Vec<u8>,
+    frames: Vec<(usize, usize)>,
+}
+
+impl Batch {
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.frames.clear();
+    }
+    /// How many frames from the front lie wholly within the first `written` bytes.
+    fn whole_frames(&self, written: usize) -> usize {
+        let mut end = 0;
+        self.frames
+            .iter()
+            .take_while(|(_, len)| {
+                end += len;
+                end <= written
+            })
+            .count()
     }
 }
 
@@ -324,6 +362,7 @@ pub fn run_tcp_sender(
     // One line per outage (as the push logs its first failure): set at the first failed connect, cleared
     // once a connection is made.
     let mut outage_logged = false;
+    let mut batch = Batch::default();
     while !stop.load(Ordering::Relaxed) {
         let mut conn = match TcpStream::connect_timeout(&target, Duration::from_secs(1)) {
             Ok(c) => c,
@@ -338,25 +377,98 @@ pub fn run_tcp_sender(
         };
         outage_logged = false;
         backoff = BACKOFF_MIN;
-        let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
-        let _ = conn.set_nodelay(true);
-        while !stop.load(Ordering::Relaxed) {
-            let Some((dev, frame)) = queue.front(Duration::from_millis(200)) else {
-                if !peer_alive(&conn) {
-                    break;
-                }
-                continue;
-            };
-            if !peer_alive(&conn) || conn.write_all(&frame).is_err() {
-                // The frame stays queued and goes out whole on the next connection.
-                break;
+        if prepare(&conn).is_ok() {
+            drain(queue, &mut conn, devices, stop, &mut batch);
+        }
+    }
+}
+
+/// Sends the queue's frames over `conn`, many per write, until the connection fails or `stop`. A frame
+/// leaves the queue and is counted sent on its device only once written whole; one cut by a failed write
+/// stays queued and goes out whole on the next connection (the receiver discards the cut tail at EOF).
+fn drain(
+    queue: &SendQueue,
+    conn: &mut TcpStream,
+    devices: &[Arc<Device>],
+    stop: &AtomicBool,
+    batch: &mut Batch,
+) {
+    while !stop.load(Ordering::Relaxed) {
+        if !queue.front_batch(Duration::from_millis(200), BATCH_BYTES, batch) {
+            if !peer_alive(conn) {
+                return;
             }
-            queue.pop();
-            if let Some(d) = devices.get(dev) {
+            continue;
+        }
+        if !peer_alive(conn) {
+            // The frames stay queued and go out whole on the next connection.
+            return;
+        }
+        let (written, result) = write_until(conn, &batch.bytes, WRITE_TIMEOUT);
+        let whole = batch.whole_frames(written);
+        queue.pop(whole);
+        for (dev, _) in &batch.frames[..whole] {
+            if let Some(d) = devices.get(*dev) {
                 DeviceCounters::inc(&d.counters.syslog_sent);
             }
         }
+        if result.is_err() {
+            return;
+        }
     }
+}
+
+/// A fresh connection's options: no Nagle delay (a batch is one segment train), the write timeout.
+fn prepare(conn: &TcpStream) -> std::io::Result<()> {
+    conn.set_nodelay(true)?;
+    conn.set_write_timeout(Some(WRITE_TIMEOUT))
+}
+
+/// The most bytes of frames one write carries.
+const BATCH_BYTES: usize = 64 * 1024;
+/// How long a write may make no progress before the connection is given up.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Writes `bytes`, retrying interrupted calls, and gives up once `timeout` passed without progress
+/// (a signal neither ends the wait early nor extends it: the socket's own timeout is set to what remains
+/// of it before each retry). How many bytes went out, and why it stopped short.
+fn write_until(
+    conn: &mut TcpStream,
+    bytes: &[u8],
+    timeout: Duration,
+) -> (usize, std::io::Result<()>) {
+    let (mut done, mut deadline) = (0, Instant::now() + timeout);
+    // What the socket's timeout holds: the full `timeout` (set at connect), what is left after a signal.
+    let (mut set, mut interrupted) = (Some(timeout), false);
+    while done < bytes.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return (done, Err(ErrorKind::TimedOut.into()));
+        }
+        let want = if interrupted { left } else { timeout };
+        if set != Some(want) {
+            if let Err(e) = conn.set_write_timeout(Some(want)) {
+                return (done, Err(e));
+            }
+            set = Some(want);
+        }
+        match conn.write(&bytes[done..]) {
+            Ok(0) => return (done, Err(ErrorKind::WriteZero.into())),
+            Ok(n) => {
+                done += n;
+                (deadline, interrupted) = (Instant::now() + timeout, false);
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => interrupted = true,
+            Err(e) => return (done, Err(e)),
+        }
+    }
+    if set != Some(timeout) {
+        // The next batch starts with the full timeout again.
+        if let Err(e) = conn.set_write_timeout(Some(timeout)) {
+            return (done, Err(e));
+        }
+    }
+    (done, Ok(()))
 }
 
 /// The line logged when the TCP target cannot be reached (once per outage).
@@ -541,6 +653,30 @@ mod tests {
         let (msgs, used) = parse_octet_counted(&f[..50]).unwrap();
         assert!(msgs.is_empty() && used == 0);
         assert!(parse_octet_counted(b"<34>1 x").is_err());
+    }
+
+    #[test]
+    fn a_batch_counts_only_frames_written_whole() {
+        let q = SendQueue::new(8);
+        for (dev, len) in [(0, 5), (1, 7), (0, 3)] {
+            assert!(q.push(dev, vec![b'x'; len]));
+        }
+        let mut b = Batch::default();
+        assert!(q.front_batch(Duration::ZERO, 12, &mut b));
+        // 5 + 7 fit the 12-byte bound, the third frame waits for the next batch.
+        assert_eq!(
+            (b.bytes.len(), b.frames.clone()),
+            (12, vec![(0, 5), (1, 7)])
+        );
+        assert_eq!(
+            [0, 4, 5, 11, 12].map(|w| b.whole_frames(w)),
+            [0, 0, 1, 1, 2]
+        );
+        q.pop(1);
+        assert!(q.front_batch(Duration::ZERO, 1, &mut b));
+        // A frame larger than the bound still goes, alone.
+        assert_eq!(b.frames, vec![(1, 7)]);
+        assert_eq!(q.len(), 2);
     }
 
     #[test]
