@@ -108,6 +108,17 @@ impl Boot {
             },
         };
         cmd.args(args);
+        // A runner started under `nohup` or as a background job hands its children SIGHUP or SIGINT
+        // ignored, and nl6 keeps an ignored one ignored: the tests that send them would wait in vain.
+        // The child starts with both at their defaults; `nohup()` ignores SIGHUP after this, in `nohup`.
+        // SAFETY: between fork and exec only `signal`, which is async-signal-safe, runs in the child.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                libc::signal(libc::SIGHUP, libc::SIG_DFL);
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                Ok(())
+            });
+        }
         // The adhoc variable would change behaviour: only a test that sets it gets it.
         cmd.env_remove("PYROSCOPE_ADHOC_SERVER_ADDRESS");
         for (k, v) in &self.env {
