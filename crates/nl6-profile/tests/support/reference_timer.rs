@@ -61,7 +61,7 @@ impl ReferenceTimer {
         install();
         let first = period.mul_f64(phase.clamp(0.001, 1.0));
         let ts = |d: Duration| libc::timespec {
-            tv_sec: d.as_secs() as libc::time_t,
+            tv_sec: d.as_secs() as _, // time_t: 64-bit on glibc, deprecated as a name on musl
             tv_nsec: d.subsec_nanos() as libc::c_long,
         };
         // SAFETY: a zeroed sigevent naming this thread; the timer id is written by the kernel.
