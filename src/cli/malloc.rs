@@ -16,9 +16,11 @@
 //! The `unsafe` here: `mallopt` takes two integers and touches no memory of ours.
 #![allow(unsafe_code)]
 
-/// The most malloc arenas.
+/// The most malloc arenas (read only where glibc is the C library).
+#[cfg_attr(not(all(target_os = "linux", target_env = "gnu")), allow(dead_code))]
 pub const ARENA_MAX: i32 = 2;
 /// The fixed mmap and trim thresholds (glibc's starting values, kept from rising).
+#[cfg_attr(not(all(target_os = "linux", target_env = "gnu")), allow(dead_code))]
 pub const THRESHOLD: i32 = 128 * 1024;
 
 /// Whether the environment already chose malloc's settings.
