@@ -137,14 +137,7 @@ struct Peers {
 
 /// One `/debug/fgprof?seconds=5`, which must be a 200, and the SNMP walks still answering meanwhile.
 fn profile(n: &common::Nl6, walks_before: &mut u64) {
-    let (s, _, b) = n.http_with(
-        "GET",
-        "/debug/fgprof?seconds=5",
-        &[],
-        b"",
-        Duration::from_secs(60),
-    );
-    assert_eq!(s, 200, "{}", String::from_utf8_lossy(&b));
+    n.wall_profile_5s();
     let walks = counters(n).snmp_responses;
     assert!(
         walks > *walks_before + 100,
