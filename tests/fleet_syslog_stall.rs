@@ -59,7 +59,7 @@ fn a_stalled_syslog_reader_loses_only_what_the_queue_counts_dropped() {
     n.open_pull_only();
     // The stall happens during these profiles (1 s + 6 s, and the write timeout if the sender blocks).
     for _ in 0..3 {
-        n.wall_profile_5s();
+        n.profile_ok("/debug/fgprof?seconds=5");
     }
     let at = syslog_counters(&n);
     let mut wrong = Vec::new();

@@ -137,7 +137,7 @@ struct Peers {
 
 /// One `/debug/fgprof?seconds=5`, which must be a 200, and the SNMP walks still answering meanwhile.
 fn profile(n: &common::Nl6, walks_before: &mut u64) {
-    n.wall_profile_5s();
+    n.profile_ok("/debug/fgprof?seconds=5");
     let walks = counters(n).snmp_responses;
     assert!(
         walks > *walks_before + 100,

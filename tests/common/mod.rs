@@ -295,17 +295,11 @@ impl Nl6 {
         self.http_with(method, path, &[], body, Duration::from_secs(10))
     }
 
-    /// One 5 s wall-clock profile (`/debug/fgprof?seconds=5`), which must be a 200: its body. The read
-    /// timeout leaves room for a debug binary's first symbol reading on a loaded machine.
-    pub fn wall_profile_5s(&self) -> Vec<u8> {
-        let (s, _, b) = self.http_with(
-            "GET",
-            "/debug/fgprof?seconds=5",
-            &[],
-            b"",
-            Duration::from_secs(60),
-        );
-        assert_eq!(s, 200, "{}", String::from_utf8_lossy(&b));
+    /// One profile request (`path` names the profile and its seconds), which must be a 200: its body.
+    /// The read timeout leaves room for a debug binary's first symbol reading on a loaded machine.
+    pub fn profile_ok(&self, path: &str) -> Vec<u8> {
+        let (s, _, b) = self.http_with("GET", path, &[], b"", Duration::from_secs(60));
+        assert_eq!(s, 200, "{path}: {}", String::from_utf8_lossy(&b));
         b
     }
 
