@@ -159,32 +159,42 @@ impl EngineSource {
     }
 
     fn encode_cpu(&self, profile: &cpu::CpuProfile) -> EncodedProfile {
-        let pprof_gz = encode::cpu(profile);
-        // The console's flame graph shows the last CPU profile, pull or push window (issue 7): one copy
-        // per window, no decoding.
-        if let Some(hook) = &self.cpu_hook {
-            hook(&pprof_gz);
-        }
-        EncodedProfile {
-            kind: ProfileKind::Cpu,
-            pprof_gz,
-            from: profile.start,
-            until: profile.start + profile.duration,
-        }
+        let window = (profile.start, profile.duration);
+        window_told(
+            ProfileKind::Cpu,
+            encode::cpu(profile),
+            window,
+            &self.cpu_hook,
+        )
     }
 
     fn encode_wall(&self, profile: &wall::WallProfile) -> EncodedProfile {
-        let pprof_gz = wall::encode(profile);
-        // The console's wall-clock flame graph shows the last one, pulled or pushed, as for CPU.
-        if let Some(hook) = &self.wall_hook {
-            hook(&pprof_gz);
-        }
-        EncodedProfile {
-            kind: ProfileKind::Wall,
-            pprof_gz,
-            from: profile.start,
-            until: profile.start + profile.duration,
-        }
+        let window = (profile.start, profile.duration);
+        window_told(
+            ProfileKind::Wall,
+            wall::encode(profile),
+            window,
+            &self.wall_hook,
+        )
+    }
+}
+
+/// An encoded sampler window, handed first to its hook: the console's flame graph shows the last CPU
+/// or wall-clock profile, pulled or pushed, from one copy per window and no decoding.
+fn window_told(
+    kind: ProfileKind,
+    pprof_gz: Vec<u8>,
+    (start, duration): (SystemTime, Duration),
+    hook: &Option<crate::CpuHook>,
+) -> EncodedProfile {
+    if let Some(hook) = hook {
+        hook(&pprof_gz);
+    }
+    EncodedProfile {
+        kind,
+        pprof_gz,
+        from: start,
+        until: start + duration,
     }
 }
 
