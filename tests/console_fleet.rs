@@ -75,7 +75,7 @@ fn console_shows_the_fleets_devices_and_scenarios() {
     let rows = rows.as_array().expect("rows");
     assert_eq!(rows.len(), 3, "{rows:?}");
     for (row, device) in rows.iter().zip(fleet.devices()) {
-        assert_eq!(row[0], device.name(), "{row:?}");
+        assert_eq!(row[0], device.name().as_str(), "{row:?}");
         let addr = device.snmp_addr().expect("snmp address");
         assert_eq!(row[1], addr.to_string(), "{row:?}");
     }

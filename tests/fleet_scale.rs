@@ -9,9 +9,10 @@ mod fleet_common;
 mod gnmi_support;
 
 use common::{boot, json, status_field, threads_of, Nl6};
-use fleet_common::{device_ip, get_sysname, load, profiler_self, snmp_tool, DEVICES};
+use fleet_common::{
+    cpu_ticks, device_ip, get_sysname, load, profiler_self, samples_of, snmp_tool, Sample, DEVICES,
+};
 use gnmi_support::stream as gnmi_stream;
-use nl6::proto::{self, Profile};
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -30,20 +31,9 @@ fn snmp_port(n: &Nl6) -> u16 {
     v["data"][0]["snmp"]["port"].as_u64().expect("port") as u16
 }
 
-/// user + system CPU ticks of `pid` (`/proc/<pid>/stat` fields 14 and 15).
-fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let after = &stat[stat.rfind(')').unwrap() + 2..];
-    let f: Vec<&str> = after.split_whitespace().collect();
-    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
-}
-
 fn snmp(tool: &str, target: &str, oid: &str) -> String {
     snmp_tool(tool, target, &[oid])
 }
-
-/// One CPU sample: its subsystem label (or ""), the function names of its stack (leaf first), its count.
-type Sample = (String, Vec<String>, i64);
 
 /// CPU samples of a `profile?seconds=N` scrape.
 fn profile_samples(n: &Nl6, seconds: u32) -> Vec<Sample> {
@@ -55,27 +45,7 @@ fn profile_samples(n: &Nl6, seconds: u32) -> Vec<Sample> {
         Duration::from_secs(u64::from(seconds) + 30),
     );
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
-    let p: Profile = proto::decode(&body).expect("a pprof profile");
-    let text = |i: i64| p.string_table[i as usize].clone();
-    let key = p.string_table.iter().position(|s| s == "subsystem");
-    let function = |id: u64| p.function.iter().find(|f| f.id == id).map(|f| text(f.name));
-    p.sample
-        .iter()
-        .map(|s| {
-            let label = s
-                .label
-                .iter()
-                .find(|l| Some(l.key as usize) == key)
-                .map_or(String::new(), |l| text(l.str));
-            let names = s
-                .location_id
-                .iter()
-                .filter_map(|id| p.location.iter().find(|l| l.id == *id))
-                .flat_map(|l| l.line.iter().filter_map(|ln| function(ln.function_id)))
-                .collect();
-            (label, names, s.value[0])
-        })
-        .collect()
+    samples_of(&body)
 }
 
 #[test]

@@ -17,6 +17,7 @@
 //! Errors are `{"error":"…"}`; every body is `application/json`. Handlers never touch a socket.
 #![forbid(unsafe_code)]
 
+use super::device::{prefix_ranges, Device};
 use super::fleet::Fleet;
 use super::scenario;
 use crate::http::{Request, Response};
@@ -82,49 +83,61 @@ fn page(req: &Request) -> Result<(usize, usize), String> {
     Ok((offset, limit))
 }
 
-/// True when `name` starts with `prefix`, ASCII case ignored.
-fn named(name: &str, prefix: &str) -> bool {
-    name.as_bytes()
-        .get(..prefix.len())
-        .is_some_and(|head| head.eq_ignore_ascii_case(prefix.as_bytes()))
-}
-
+/// One page of the devices whose name starts with `prefix`: the matching indices come as ranges from
+/// the prefix ([`prefix_ranges`]), so the count and the page cost nothing per device of the fleet.
 fn devices(fleet: &Fleet, offset: usize, limit: usize, prefix: &str) -> Response {
     let now = Instant::now();
-    let matching = || fleet.devices().iter().filter(|d| named(d.name(), prefix));
-    let total = matching().count();
-    let data: Vec<serde_json::Value> = matching()
-        .skip(offset)
-        .take(limit)
-        .map(|d| {
-            let addr = d.snmp_addr();
-            let interfaces: Vec<serde_json::Value> = d
-                .advance(now)
-                .interfaces
-                .iter()
-                .map(|i| {
-                    serde_json::json!({
-                        "index": i.index, "name": i.name, "oper_status": if i.oper_up { "up" } else { "down" },
-                        "admin_status": if i.admin_up { "up" } else { "down" },
-                        "in_octets": i.in_octets, "out_octets": i.out_octets, "in_errors": i.in_errors, "flaps": i.flaps,
-                    })
-                })
-                .collect();
-            serde_json::json!({
-                "name": d.name(),
-                "sys_descr": d.sys_descr(),
-                "uptime_seconds": d.uptime_ticks(now) / 100,
-                "snmp": { "address": addr.map(|a| a.ip().to_string()), "port": addr.map(|a| a.port()) },
-                "gnmi": d.gnmi_addr().map(|a| serde_json::json!({ "address": a.ip().to_string(), "port": a.port() })),
-                "interfaces": interfaces,
-                "counters": d.counters.to_json(),
-            })
-        })
+    let all = fleet.devices();
+    let ranges = prefix_ranges(prefix, all.len());
+    let total: usize = ranges.iter().map(|r| r.len()).sum();
+    let mut skip = offset;
+    let mut picked = Vec::with_capacity(limit.min(total.saturating_sub(offset)));
+    for r in ranges {
+        if skip >= r.len() {
+            skip -= r.len();
+            continue;
+        }
+        let want = limit - picked.len();
+        picked.extend((r.start + skip..r.end).take(want));
+        skip = 0;
+        if picked.len() == limit {
+            break;
+        }
+    }
+    let data: Vec<serde_json::Value> = picked
+        .into_iter()
+        .map(|i| device_json(&all[i], now))
         .collect();
     json(
         200,
         &serde_json::json!({ "total": total, "offset": offset, "limit": limit, "data": data }),
     )
+}
+
+/// One device of a page; reads its state and counters without making them live.
+fn device_json(d: &Device, now: Instant) -> serde_json::Value {
+    let addr = d.snmp_addr();
+    let interfaces: Vec<serde_json::Value> = d
+        .advance(now)
+        .interfaces
+        .iter()
+        .map(|i| {
+            serde_json::json!({
+                "index": i.index, "name": i.name, "oper_status": if i.oper_up { "up" } else { "down" },
+                "admin_status": if i.admin_up { "up" } else { "down" },
+                "in_octets": i.in_octets, "out_octets": i.out_octets, "in_errors": i.in_errors, "flaps": i.flaps,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "name": d.name(),
+        "sys_descr": d.sys_descr(),
+        "uptime_seconds": d.uptime_ticks(now) / 100,
+        "snmp": { "address": addr.map(|a| a.ip().to_string()), "port": addr.map(|a| a.port()) },
+        "gnmi": d.gnmi_addr().map(|a| serde_json::json!({ "address": a.ip().to_string(), "port": a.port() })),
+        "interfaces": interfaces,
+        "counters": d.counters.peek().to_json(),
+    })
 }
 
 fn list_scenarios(fleet: &Fleet) -> Response {

@@ -433,7 +433,7 @@ impl Fleet {
     }
     /// The device named `name`.
     pub fn device(&self, name: &str) -> Option<&Arc<Device>> {
-        self.shared.devices.iter().find(|d| d.name() == name)
+        self.shared.devices.get(super::device::index_of(name)?)
     }
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.shared

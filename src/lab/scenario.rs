@@ -258,10 +258,8 @@ impl std::fmt::Display for SubmitError {
 /// scheduled or running at once, a start is at most [`MAX_START_AHEAD`] away, and only the newest
 /// [`KEEP_ENDED`] ended scenarios stay listed. A scenario is listed only once its thread exists.
 pub fn submit<H: Host>(sh: &Arc<H>, req: Request) -> Result<Arc<Scenario>, SubmitError> {
-    let device_index = sh
-        .devices()
-        .iter()
-        .position(|d| d.name() == req.device)
+    let device_index = super::device::index_of(&req.device)
+        .filter(|&i| i < sh.devices().len())
         .ok_or_else(|| {
             SubmitError::Invalid(format!(
                 "field \"device\": no device named {:?}",

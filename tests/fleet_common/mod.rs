@@ -99,6 +99,19 @@ pub fn get_sysname(sock: &UdpSocket, to: SocketAddr, id: i32) -> Option<(SocketA
 /// Tight GET load over every device address from `senders` threads of this process, each waiting for
 /// each answer; returns (requests, unanswered, latencies).
 pub fn load(port: u16, senders: u32, stop: Arc<AtomicBool>) -> (u64, u64, Vec<Duration>) {
+    load_spread(device_ip(0), DEVICES, 1, port, senders, stop)
+}
+
+/// [`load`] over a fleet of `devices` whose device 0 is at `first`: request `k` of the run goes to
+/// device `k × step mod devices` (a `step` prime to `devices` visits every device, spread over the range).
+pub fn load_spread(
+    first: Ipv4Addr,
+    devices: u32,
+    step: u64,
+    port: u16,
+    senders: u32,
+    stop: Arc<AtomicBool>,
+) -> (u64, u64, Vec<Duration>) {
     let handles: Vec<_> = (0..senders)
         .map(|t| {
             let stop = Arc::clone(&stop);
@@ -106,20 +119,21 @@ pub fn load(port: u16, senders: u32, stop: Arc<AtomicBool>) -> (u64, u64, Vec<Du
                 let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
                 sock.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
                 let (mut sent, mut lost, mut lat) = (0u64, 0u64, Vec::new());
-                let mut i = t;
+                let mut k = u64::from(t);
                 while !stop.load(Ordering::Relaxed) {
-                    let to = SocketAddr::from((device_ip(i % DEVICES), port));
+                    let i = (k * step % u64::from(devices)) as u32;
+                    let to = SocketAddr::from((Ipv4Addr::from(u32::from(first) + i), port));
                     let t0 = Instant::now();
                     sent += 1;
                     match get_sysname(&sock, to, sent as i32) {
                         Some((from, name)) => {
                             assert_eq!(from, to, "the reply's source is the address asked");
-                            assert_eq!(name, format!("nl6-dev-{:04}", i % DEVICES));
+                            assert_eq!(name, format!("nl6-dev-{i:04}"));
                             lat.push(t0.elapsed());
                         }
                         None => lost += 1,
                     }
-                    i += senders;
+                    k += u64::from(senders);
                 }
                 (sent, lost, lat)
             })
@@ -168,4 +182,40 @@ pub fn profiler_self(names: &[String]) -> Option<bool> {
         .iter()
         .any(|n| leaf.contains(n));
     Some(alloc_path)
+}
+
+/// user + system CPU ticks of `pid` (`/proc/<pid>/stat` fields 14 and 15).
+pub fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = after.split_whitespace().collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+/// One CPU sample: its subsystem label (or ""), the function names of its stack (leaf first), its count.
+pub type Sample = (String, Vec<String>, i64);
+
+/// The CPU samples of a pprof profile.
+pub fn samples_of(body: &[u8]) -> Vec<Sample> {
+    let p: nl6::proto::Profile = nl6::proto::decode(body).expect("a pprof profile");
+    let text = |i: i64| p.string_table[i as usize].clone();
+    let key = p.string_table.iter().position(|s| s == "subsystem");
+    let function = |id: u64| p.function.iter().find(|f| f.id == id).map(|f| text(f.name));
+    p.sample
+        .iter()
+        .map(|s| {
+            let label = s
+                .label
+                .iter()
+                .find(|l| Some(l.key as usize) == key)
+                .map_or(String::new(), |l| text(l.str));
+            let names = s
+                .location_id
+                .iter()
+                .filter_map(|id| p.location.iter().find(|l| l.id == *id))
+                .flat_map(|l| l.line.iter().filter_map(|ln| function(ln.function_id)))
+                .collect();
+            (label, names, s.value[0])
+        })
+        .collect()
 }

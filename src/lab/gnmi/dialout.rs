@@ -103,7 +103,7 @@ async fn sample(
             .filter(|l| paths.iter().any(|p| path::selects(p, &l.path)))
             .map(|l| (&l.path[..], &l.val))
             .collect();
-        let n = encode::notification(picked, Encoding::Proto, clock.nanos(now), d.name());
+        let n = encode::notification(picked, Encoding::Proto, clock.nanos(now), &d.name());
         let msg = SubscribeResponse {
             response: Some(Resp::Update(n)),
             extension: Vec::new(),

@@ -96,11 +96,11 @@ fn walk(d: &Device, clock: &Clock, now: Instant, mut visit: impl FnMut(Base<'_>,
     );
     let st = d.advance(now);
     for i in &st.interfaces {
-        let at = Base::Interface(&i.name);
-        visit(at, &["name"], Val::Str(i.name.clone()));
-        visit(at, &["config", "name"], Val::Str(i.name.clone()));
+        let at = Base::Interface(i.name);
+        visit(at, &["name"], Val::Str(i.name.to_string()));
+        visit(at, &["config", "name"], Val::Str(i.name.to_string()));
         visit(at, &["config", "enabled"], Val::Bool(i.admin_up));
-        visit(at, &["state", "name"], Val::Str(i.name.clone()));
+        visit(at, &["state", "name"], Val::Str(i.name.to_string()));
         visit(at, &["state", "ifindex"], Val::U32(i.index));
         visit(at, &["state", "admin-status"], status(i.admin_up));
         visit(at, &["state", "oper-status"], status(i.oper_up));
@@ -155,7 +155,7 @@ pub fn enabled_leaf(d: &Device, path: &[Elem]) -> Option<u32> {
     let st = d.advance(Instant::now());
     st.interfaces
         .iter()
-        .find(|i| &i.name == name)
+        .find(|i| i.name == name.as_str())
         .map(|i| i.index)
 }
 

@@ -96,7 +96,7 @@ impl GNmi for Service {
         let mut notification = Vec::with_capacity(paths.len());
         for p in paths {
             let want = path::join(r.prefix.as_ref(), p).map_err(bad_path)?;
-            let hit = select(&all, &want, d.name())?;
+            let hit = select(&all, &want, &d.name())?;
             let kept = hit
                 .into_iter()
                 .filter(|l| wanted_type(kind, l))
@@ -191,7 +191,7 @@ fn writable(
         return Ok((at, if_index));
     }
     let all = schema::leaves(d, &t.clock, Instant::now());
-    match select(&all, &at, d.name()) {
+    match select(&all, &at, &d.name()) {
         Err(not_found) => Err(not_found),
         Ok(_) => Err(Status::invalid_argument(format!(
             "Set of {} refused: it is read-only; the writable leaf is \

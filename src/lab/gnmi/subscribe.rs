@@ -114,7 +114,7 @@ pub async fn start(
     let mut subs = Vec::with_capacity(list.subscription.len());
     for s in &list.subscription {
         let want = path::join(list.prefix.as_ref(), s.path.as_ref()).map_err(bad_path)?;
-        select(&all, &want, d.name())?;
+        select(&all, &want, &d.name())?;
         let sub_mode = SubscriptionMode::try_from(s.mode).map_err(|_| {
             Status::invalid_argument(format!("unknown subscription mode {}", s.mode))
         })?;

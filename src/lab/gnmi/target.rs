@@ -105,7 +105,7 @@ fn same(a: &str, b: &str) -> bool {
 
 /// The request's `prefix.target`, checked against the device: empty, or the device's name.
 pub fn check_target(d: &Device, target: &str) -> Result<(), Status> {
-    if target.is_empty() || target == d.name() {
+    if target.is_empty() || d.name() == target {
         Ok(())
     } else {
         Err(Status::not_found(format!(

@@ -117,7 +117,7 @@ pub fn collect_records(
 ) -> usize {
     let now_ms = device.uptime_ticks(now).wrapping_mul(10);
     let d = device.index();
-    let mut st = device.advance(now);
+    let mut st = device.advance_mut(now);
     let mut n = 0;
     for i in st.interfaces.iter_mut() {
         let din = i.in_octets - i.flow_mark_in;

@@ -16,9 +16,9 @@
 //! caller passes `now`).
 #![forbid(unsafe_code)]
 
-use super::super::device::{Device, DeviceState, Interface, INTERFACES_PER_DEVICE};
+use super::super::device::{Device, Interface, StateRead, INTERFACES_PER_DEVICE};
 use super::ber::{Oid, Value};
-use std::sync::{MutexGuard, OnceLock};
+use std::sync::OnceLock;
 use std::time::Instant;
 
 /// system (1.3.6.1.2.1.1).
@@ -132,7 +132,7 @@ fn layout() -> &'static [(Oid, Field)] {
 /// and brought up to date once.
 pub struct DeviceMib<'a> {
     device: &'a Device,
-    state: MutexGuard<'a, DeviceState>,
+    state: StateRead<'a>,
     uptime: u32,
     layout: &'static [(Oid, Field)],
 }
@@ -158,11 +158,11 @@ impl MibView for DeviceMib<'_> {
     }
     fn value(&self, i: usize) -> Value {
         match self.layout[i].1 {
-            Field::System(1) => text(self.device.sys_descr()),
+            Field::System(1) => text(&self.device.sys_descr()),
             Field::System(2) => Value::Oid(Oid(SYS_OBJECT_ID.to_vec())),
             Field::System(3) => Value::TimeTicks(self.uptime),
             Field::System(4) => text("lab@nl6.invalid"),
-            Field::System(5) => text(self.device.name()),
+            Field::System(5) => text(&self.device.name()),
             Field::System(6) => text("nl6 lab rack"),
             Field::System(_) => Value::Integer(72),
             Field::IfNumber => Value::Integer(self.state.interfaces.len() as i64),

@@ -311,7 +311,7 @@ impl SyslogExporter {
             facility: FACILITY_LOCAL7,
             severity,
             timestamp: Some(Timestamp::utc_millis(now)),
-            hostname: device.name(),
+            hostname: &device.name(),
             app_name: "nl6",
             procid: &self.procid,
             msgid,
