@@ -7,7 +7,8 @@
 #      and the static binary's size budget (scripts/static-size.sh);
 #   4. the engine's CPU, heap, thread-stack and signal tests on static aarch64 musl and on aarch64 glibc,
 #      under qemu-aarch64;
-#   5. the README's examples against the release build (scripts/readme-examples.sh, about 40 s);
+#   5. the README's examples against the release build (scripts/readme-examples.sh, about 40 s), then ten
+#      million devices in one process (tests/fleet_ten_million.rs, release build);
 #   (and between 4 and 5: the engine crate packaged, its tests built outside the workspace);
 #   6. a 60 s signal-safety soak of the CPU + heap samplers on the static build.
 set -euo pipefail
@@ -84,6 +85,12 @@ cargo check --target x86_64-apple-darwin -p nl6-profile
 
 step "README examples (release build)"
 bash scripts/readme-examples.sh
+
+step "ten million devices in one process (release build, about a minute)"
+# Ignored in debug builds (far slower than its budget); here it must run and pass, not be skipped.
+TEN_M=$(cargo test --release --test fleet_ten_million -- --nocapture 2>&1) || { echo "$TEN_M"; exit 1; }
+grep -E '^fleet_ten_million:|^test result' <<<"$TEN_M"
+grep -q '^test result: ok. 1 passed' <<<"$TEN_M" || { echo "fleet_ten_million did not run: $TEN_M"; exit 1; }
 
 step "soak (static musl build, 60 s; scripts/soak.sh 600 is the 10-minute version)"
 bash scripts/soak.sh 60
