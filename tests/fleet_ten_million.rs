@@ -118,9 +118,9 @@ fn pages_and_filters(n: &Nl6) -> u16 {
     assert_eq!(v["data"][0]["snmp"]["address"], "127.0.0.1");
     assert_eq!(v["data"].as_array().map(Vec::len), Some(100));
     let port = v["data"][0]["snmp"]["port"].as_u64().expect("port") as u16;
-    let (v, middle) = timed_get(n, "/api/v1/devices?offset=5000000&limit=1000");
+    let (v, middle) = timed_get(n, "/api/v1/devices?offset=5000000&limit=100");
     assert_eq!(v["data"][0]["name"], "nl6-dev-5000000");
-    assert_eq!(v["data"][999]["name"], "nl6-dev-5000999");
+    assert_eq!(v["data"][99]["name"], "nl6-dev-5000099");
     let (v, end) = timed_get(n, "/api/v1/devices?offset=9999999&limit=100");
     assert_eq!(
         v["data"].as_array().map(Vec::len),
@@ -150,7 +150,7 @@ fn pages_and_filters(n: &Nl6) -> u16 {
         .collect();
     assert_eq!(names, want_names);
     eprintln!(
-        "fleet_ten_million: pages {first:?} (first), {middle:?} (middle, 1000), {end:?} (last), filter \
+        "fleet_ten_million: pages {first:?} (first), {middle:?} (middle), {end:?} (last), filter \
          {filtered:?} ({} matches)",
         want.len()
     );

@@ -125,6 +125,8 @@ impl DeviceState {
 
 /// A read of a device's state: the live state, locked, or the state of an untouched device computed on
 /// the stack (nothing allocated, nothing stored).
+// The computed variant is large on purpose: boxing it would allocate on every read of an untouched device.
+#[allow(clippy::large_enum_variant)]
 pub enum StateRead<'a> {
     Live(MutexGuard<'a, DeviceState>),
     Untouched(DeviceState),
@@ -304,12 +306,12 @@ impl PackedAddr {
         let ip = Ipv4Addr::from((w >> 16) as u32);
         Some(SocketAddr::V4(SocketAddrV4::new(ip, w as u16)))
     }
-    /// Sets the address if it was unset.
-    fn set(&self, a: SocketAddr, v6: &OnceLock<SocketAddr>) {
+    /// Sets the address if it was unset; an IPv6 one goes to the slot `v6` gives (made only then).
+    fn set<'a>(&self, a: SocketAddr, v6: impl FnOnce() -> &'a OnceLock<SocketAddr>) {
         let w = match a {
             SocketAddr::V4(a) => ADDR_SET | (u32::from(*a.ip()) as u64) << 16 | a.port() as u64,
             SocketAddr::V6(_) => {
-                let _ = v6.set(a);
+                let _ = v6().set(a);
                 ADDR_SET | ADDR_V6
             }
         };
@@ -378,7 +380,7 @@ impl Device {
         self.snmp_addr.get(self.v6.get().map_or(&NO_V6, |b| &b[0]))
     }
     pub(crate) fn set_snmp_addr(&self, a: SocketAddr) {
-        self.snmp_addr.set(a, self.v6(0));
+        self.snmp_addr.set(a, || self.v6(0));
     }
     /// The device's own address under `-device-net` (set once by the fleet), else `None`.
     pub fn own_ip(&self) -> Option<Ipv4Addr> {
@@ -397,7 +399,7 @@ impl Device {
         self.gnmi_addr.get(self.v6.get().map_or(&NO_V6, |b| &b[1]))
     }
     pub(crate) fn set_gnmi_addr(&self, a: SocketAddr) {
-        self.gnmi_addr.set(a, self.v6(1));
+        self.gnmi_addr.set(a, || self.v6(1));
     }
     /// When the device booted.
     pub fn boot(&self) -> Instant {
@@ -600,6 +602,13 @@ mod tests {
         assert_eq!(d.snmp_addr(), Some(v4), "set once");
         assert_eq!(d.gnmi_addr(), Some(v6));
         assert_eq!(d.own_ip(), Some(Ipv4Addr::new(127, 152, 150, 128)));
+        let v4_only = Device::new(1, Instant::now());
+        v4_only.set_snmp_addr(v4);
+        v4_only.set_gnmi_addr(v4);
+        assert!(
+            v4_only.v6.get().is_none(),
+            "IPv4 addresses allocate nothing"
+        );
     }
 
     /// Ten million devices in 2.5 GB: the device itself (its `Arc` adds 16 bytes and malloc 8) stays

@@ -117,7 +117,7 @@ pub fn index_of(name: &str) -> Option<usize> {
 pub fn prefix_ranges(prefix: &str, devices: usize) -> Vec<Range<usize>> {
     let p = prefix.to_ascii_lowercase();
     if NAME_PREFIX.starts_with(&p) {
-        return vec![0..devices];
+        return std::iter::once(0..devices).collect();
     }
     let Some(digits) = p.strip_prefix(NAME_PREFIX) else {
         return Vec::new();

@@ -203,7 +203,7 @@ fn if_entry(i: &Interface, column: u32) -> Value {
     };
     match column {
         1 => Value::Integer(i.index as i64),
-        2 => text(&i.name),
+        2 => text(i.name),
         3 => Value::Integer(6), // ethernetCsmacd
         4 => Value::Integer(1500),
         5 => Value::Gauge32(i.speed_bps),
@@ -232,7 +232,7 @@ fn if_x_entry(i: &Interface, column: u32) -> Value {
     let (in_multicast, in_broadcast) = non_unicast(i.in_packets());
     let (out_multicast, out_broadcast) = non_unicast(i.out_packets());
     match column {
-        1 => text(&i.name),
+        1 => text(i.name),
         2 => c32(in_multicast),
         3 => c32(in_broadcast),
         4 => c32(out_multicast),
