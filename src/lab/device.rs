@@ -617,6 +617,12 @@ mod tests {
     fn a_device_is_small() {
         let size = std::mem::size_of::<Device>();
         assert!(size <= 96, "a Device is {size} bytes");
+        // What a device holds once changed, and once it counted (README: memory per device).
+        eprintln!(
+            "Device {size} B, live state {} B, counters {} B",
+            std::mem::size_of::<Live>(),
+            std::mem::size_of::<DeviceCounters>()
+        );
     }
 
     #[test]
