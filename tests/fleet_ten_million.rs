@@ -11,7 +11,7 @@ mod common;
 mod fleet_common;
 
 use common::{boot, json, status_field, threads_of, Nl6};
-use fleet_common::{cpu_ticks, load_spread, samples_of, snmp_tool, LAB_LABELS};
+use fleet_common::{cpu_ticks, load_spread, samples_of, snmp_tool, Sample, LAB_LABELS};
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -206,9 +206,8 @@ fn profile_under_spread_load(n: &Nl6, port: u16) {
     let is_lab = |label: &str, names: &[String]| {
         LAB_LABELS.contains(&label) || names.iter().any(|f| f.contains("nl6::lab::"))
     };
-    let sum = |f: &dyn Fn(&(String, Vec<String>, i64)) -> bool| -> i64 {
-        samples.iter().filter(|s| f(s)).map(|s| s.2).sum()
-    };
+    let sum =
+        |f: &dyn Fn(&Sample) -> bool| -> i64 { samples.iter().filter(|s| f(s)).map(|s| s.2).sum() };
     let in_lab = sum(&|s| is_lab(&s.0, &s.1));
     let snmp = sum(&|s| is_lab(&s.0, &s.1) && s.0 == "snmp");
     eprintln!(
