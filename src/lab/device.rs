@@ -12,10 +12,12 @@
 //! mark), and its message counters (zeros) until the first increment. Each is allocated at that moment.
 #![forbid(unsafe_code)]
 
+mod addr;
 mod name;
+use addr::PackedAddr;
 pub use name::{index_of, prefix_ranges, DeviceName, NAME_PREFIX};
 
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::ops::Deref;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -283,41 +285,6 @@ impl Deref for LazyCounters {
     type Target = DeviceCounters;
     fn deref(&self) -> &DeviceCounters {
         self.0.get_or_init(Box::default)
-    }
-}
-
-/// An address set once, packed in one word: bit 63 set, bit 62 an IPv6 address (kept aside in
-/// `Device::v6`), else bits 16..48 the IPv4 address and 0..16 the port.
-#[derive(Debug, Default)]
-struct PackedAddr(AtomicU64);
-
-const ADDR_SET: u64 = 1 << 63;
-const ADDR_V6: u64 = 1 << 62;
-
-impl PackedAddr {
-    fn get(&self, v6: &OnceLock<SocketAddr>) -> Option<SocketAddr> {
-        let w = self.0.load(Ordering::Acquire);
-        if w & ADDR_SET == 0 {
-            return None;
-        }
-        if w & ADDR_V6 != 0 {
-            return v6.get().copied();
-        }
-        let ip = Ipv4Addr::from((w >> 16) as u32);
-        Some(SocketAddr::V4(SocketAddrV4::new(ip, w as u16)))
-    }
-    /// Sets the address if it was unset; an IPv6 one goes to the slot `v6` gives (made only then).
-    fn set<'a>(&self, a: SocketAddr, v6: impl FnOnce() -> &'a OnceLock<SocketAddr>) {
-        let w = match a {
-            SocketAddr::V4(a) => ADDR_SET | (u32::from(*a.ip()) as u64) << 16 | a.port() as u64,
-            SocketAddr::V6(_) => {
-                let _ = v6().set(a);
-                ADDR_SET | ADDR_V6
-            }
-        };
-        let _ = self
-            .0
-            .compare_exchange(0, w, Ordering::AcqRel, Ordering::Acquire);
     }
 }
 
