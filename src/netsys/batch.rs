@@ -5,13 +5,13 @@
 //! own source address (`IP_PKTINFO` / `IPV6_PKTINFO` per message). A busy server pays two system calls
 //! per batch instead of two per datagram. IPv4 and IPv6. Thin wrappers; no policy.
 //!
-//! Each call passes memory this module owns for the call's duration: the headers, addresses and control
-//! buffers are built afresh in the caller's frame for every call, pointing into buffers that do not
-//! move during it.
+//! Each call passes memory this module owns for the call's duration: a [`RecvBatch`]'s headers are
+//! built once and point into its own heap buffers (which never move or grow); a send's headers are
+//! built in its frame for the datagrams it sends, no more.
 #![allow(unsafe_code)]
 
 use std::io;
-use std::mem::{size_of, zeroed};
+use std::mem::{size_of, zeroed, MaybeUninit};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
 use std::os::fd::AsRawFd;
 
@@ -60,22 +60,44 @@ pub struct RecvBatch {
     bufs: Vec<u8>,
     names: Vec<libc::sockaddr_storage>,
     controls: Vec<Control>,
+    iovs: Vec<libc::iovec>,
+    /// Built once by [`RecvBatch::new`], pointing into `bufs`, `names`, `controls` and `iovs`.
+    hdrs: Vec<libc::mmsghdr>,
     got: Vec<Meta>,
 }
+
+// SAFETY: the raw pointers in `iovs` and `hdrs` point only into this value's own heap buffers, which
+// move with it (a move of the struct does not move what its Vecs hold) and are never shared.
+unsafe impl Send for RecvBatch {}
 
 impl RecvBatch {
     /// Room for `n` datagrams (1 ..= [`BATCH_MAX`]) of up to `size` bytes (at least 1) each.
     pub fn new(n: usize, size: usize) -> RecvBatch {
         let n = n.clamp(1, BATCH_MAX);
         let size = size.max(1);
-        RecvBatch {
+        let mut b = RecvBatch {
             size,
             bufs: vec![0; n * size],
             // SAFETY: plain data; all-zero is valid.
             names: vec![unsafe { zeroed() }; n],
             controls: vec![Control([0; 64]); n],
+            // SAFETY: plain data; all-zero is valid (the pointers are set below).
+            iovs: vec![unsafe { zeroed() }; n],
+            hdrs: vec![unsafe { zeroed() }; n],
             got: Vec::with_capacity(n),
+        };
+        for i in 0..n {
+            b.iovs[i] = libc::iovec {
+                iov_base: b.bufs[i * size..].as_mut_ptr().cast(),
+                iov_len: size,
+            };
+            let h = &mut b.hdrs[i].msg_hdr;
+            h.msg_name = (&mut b.names[i] as *mut libc::sockaddr_storage).cast();
+            h.msg_iov = &mut b.iovs[i];
+            h.msg_iovlen = 1;
+            h.msg_control = b.controls[i].0.as_mut_ptr().cast();
         }
+        b
     }
 
     /// How many datagrams one receive can take.
@@ -90,28 +112,18 @@ impl RecvBatch {
     pub fn recv(&mut self, sock: &UdpSocket) -> io::Result<usize> {
         self.got.clear();
         let n = self.capacity();
-        // SAFETY: plain data; all-zero is valid.
-        let mut iovs: [libc::iovec; BATCH_MAX] = unsafe { zeroed() };
-        let mut hdrs: [libc::mmsghdr; BATCH_MAX] = unsafe { zeroed() };
-        for i in 0..n {
-            iovs[i] = libc::iovec {
-                iov_base: self.bufs[i * self.size..].as_mut_ptr().cast(),
-                iov_len: self.size,
-            };
-            let h = &mut hdrs[i].msg_hdr;
-            h.msg_name = (&mut self.names[i] as *mut libc::sockaddr_storage).cast();
-            h.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-            h.msg_iov = &mut iovs[i];
-            h.msg_iovlen = 1;
-            h.msg_control = self.controls[i].0.as_mut_ptr().cast();
-            h.msg_controllen = size_of::<Control>() as _;
+        // The kernel shortens these to what it wrote: each call gives back the full room.
+        for h in &mut self.hdrs {
+            h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            h.msg_hdr.msg_controllen = size_of::<Control>() as _;
+            h.msg_hdr.msg_flags = 0;
         }
-        // SAFETY: the first `n` headers point at this batch's buffers, addresses and control room,
-        // each with its length; none moves or is read elsewhere during the call.
+        // SAFETY: the `n` headers point at this batch's buffers, addresses and control room, each with
+        // its length (set in `new`); none moves or is read elsewhere during the call.
         let r = unsafe {
             libc::recvmmsg(
                 sock.as_raw_fd(),
-                hdrs.as_mut_ptr(),
+                self.hdrs.as_mut_ptr(),
                 n as libc::c_uint,
                 libc::MSG_WAITFORONE as _,
                 std::ptr::null_mut(),
@@ -120,7 +132,7 @@ impl RecvBatch {
         if r < 0 {
             return Err(io::Error::last_os_error());
         }
-        for h in &hdrs[..r as usize] {
+        for h in &self.hdrs[..r as usize] {
             let len = h.msg_len as usize;
             let m = &h.msg_hdr;
             // SAFETY: the kernel filled `msg_name` with `msg_namelen` bytes of a socket address.
@@ -218,35 +230,38 @@ unsafe fn destination(m: &libc::msghdr) -> Option<IpAddr> {
     found
 }
 
+/// A destination as the kernel reads it: IPv4 or IPv6, by its family field.
+#[derive(Clone, Copy)]
+#[repr(C)]
+union RawAddr {
+    v4: libc::sockaddr_in,
+    v6: libc::sockaddr_in6,
+}
+
 /// `a` as the kernel reads it, with its length.
-fn raw_addr(a: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: plain data; all-zero is valid.
-    let mut s: libc::sockaddr_storage = unsafe { zeroed() };
-    let len = match a {
+fn raw_addr(a: SocketAddr) -> (RawAddr, libc::socklen_t) {
+    match a {
         SocketAddr::V4(a) => {
-            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
-            let v4 = unsafe {
-                &mut *(&mut s as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>()
-            };
+            // SAFETY: plain data; all-zero is valid.
+            let mut v4: libc::sockaddr_in = unsafe { zeroed() };
             v4.sin_family = libc::AF_INET as libc::sa_family_t;
             v4.sin_port = a.port().to_be();
             v4.sin_addr.s_addr = u32::from(*a.ip()).to_be();
-            size_of::<libc::sockaddr_in>()
+            let len = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            (RawAddr { v4 }, len)
         }
         SocketAddr::V6(a) => {
-            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
-            let v6 = unsafe {
-                &mut *(&mut s as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>()
-            };
+            // SAFETY: plain data; all-zero is valid.
+            let mut v6: libc::sockaddr_in6 = unsafe { zeroed() };
             v6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
             v6.sin6_port = a.port().to_be();
             v6.sin6_addr.s6_addr = a.ip().octets();
             v6.sin6_flowinfo = a.flowinfo();
             v6.sin6_scope_id = a.scope_id();
-            size_of::<libc::sockaddr_in6>()
+            let len = size_of::<libc::sockaddr_in6>() as libc::socklen_t;
+            (RawAddr { v6 }, len)
         }
-    };
-    (s, len as libc::socklen_t)
+    }
 }
 
 /// Writes `from` as a source-address control message into `control`; its length.
@@ -305,39 +320,50 @@ pub fn send_batch(sock: &UdpSocket, msgs: &[Outgoing<'_>]) -> io::Result<usize> 
     Ok(sent)
 }
 
-/// One `sendmmsg` of at most [`BATCH_MAX`] datagrams.
+/// One `sendmmsg` of at most [`BATCH_MAX`] datagrams. Only the entries sent are written (the rest of
+/// each array stays uninitialised): a batch of one costs what one datagram needs.
 fn send_chunk(sock: &UdpSocket, msgs: &[Outgoing<'_>]) -> io::Result<usize> {
     let n = msgs.len().min(BATCH_MAX);
     if n == 0 {
         return Ok(0);
     }
-    // SAFETY: plain data; all-zero is valid.
-    let mut names: [libc::sockaddr_storage; BATCH_MAX] = unsafe { zeroed() };
-    let mut controls = [Control([0; 64]); BATCH_MAX];
-    let mut iovs: [libc::iovec; BATCH_MAX] = unsafe { zeroed() };
-    let mut hdrs: [libc::mmsghdr; BATCH_MAX] = unsafe { zeroed() };
+    let mut names = [MaybeUninit::<RawAddr>::uninit(); BATCH_MAX];
+    let mut controls = [MaybeUninit::<Control>::uninit(); BATCH_MAX];
+    let mut iovs = [MaybeUninit::<libc::iovec>::uninit(); BATCH_MAX];
+    let mut hdrs = [MaybeUninit::<libc::mmsghdr>::uninit(); BATCH_MAX];
     for (i, m) in msgs[..n].iter().enumerate() {
         let (name, len) = raw_addr(m.to);
-        names[i] = name;
-        iovs[i] = libc::iovec {
+        let name = names[i].write(name);
+        let iov = iovs[i].write(libc::iovec {
             iov_base: m.bytes.as_ptr() as *mut libc::c_void,
             iov_len: m.bytes.len(),
-        };
-        let h = &mut hdrs[i].msg_hdr;
-        h.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
+        });
+        // SAFETY: plain data; all-zero is valid.
+        let hdr = hdrs[i].write(unsafe { zeroed() });
+        let h = &mut hdr.msg_hdr;
+        h.msg_name = (name as *mut RawAddr).cast();
         h.msg_namelen = len;
-        h.msg_iov = &mut iovs[i];
+        h.msg_iov = iov;
         h.msg_iovlen = 1;
         if let Some(from) = m.from {
-            h.msg_control = controls[i].0.as_mut_ptr().cast();
+            let control = controls[i].write(Control([0; 64]));
+            h.msg_control = control.0.as_mut_ptr().cast();
             h.msg_controllen = size_of::<Control>() as _;
-            // SAFETY: `msg_control` points at `controls[i]`, 64 bytes ≥ CMSG_SPACE(20).
+            // SAFETY: `msg_control` points at `control`, 64 bytes ≥ CMSG_SPACE(20).
             unsafe { put_source(h, from) };
         }
     }
-    // SAFETY: the first `n` headers point at this frame's addresses, iovecs and control messages and at
-    // the callers' bytes (which sendmmsg only reads), each with its length.
-    let r = unsafe { libc::sendmmsg(sock.as_raw_fd(), hdrs.as_mut_ptr(), n as libc::c_uint, 0) };
+    // SAFETY: the first `n` headers are initialised and point at this frame's initialised addresses,
+    // iovecs and control messages and at the callers' bytes (which sendmmsg only reads), each with its
+    // length; `MaybeUninit<T>` has `T`'s layout.
+    let r = unsafe {
+        libc::sendmmsg(
+            sock.as_raw_fd(),
+            hdrs.as_mut_ptr().cast::<libc::mmsghdr>(),
+            n as libc::c_uint,
+            0,
+        )
+    };
     if r < 0 {
         return Err(io::Error::last_os_error());
     }
