@@ -10,7 +10,7 @@
 # READY_WITHIN seconds, default 120: the 10 000 000 fleet may boot slowly).
 # Needs snmpd (Debian package `snmpd`; scripts/setup.sh checks it). Loopback only. Not a test: it prints
 # figures (the machine's other load shows in the header's load average).
-# Usage: [NL6_BEFORE=older/nl6] scripts/bench-snmp.sh [SECONDS per row, default 10] [THREADS, default 2]
+# Usage: [NL6_BEFORE=older/nl6] [NL6=nl6 LOAD=snmp_load] scripts/bench-snmp.sh [SECONDS per row, default 10] [THREADS, default 2]
 # [IN FLIGHT per thread, default 8]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,10 +20,13 @@ INFLIGHT=${3:-8}
 READY_WITHIN=${READY_WITHIN:-120}
 SNMPD=$(command -v snmpd || echo /usr/sbin/snmpd)
 [ -x "$SNMPD" ] || { echo "bench-snmp: snmpd is missing (apt-get install snmpd)" >&2; exit 2; }
-cargo build --quiet --release --bin nl6 --bench snmp_load
-NL6=${CARGO_TARGET_DIR:-target}/release/nl6
-LOAD=$(cargo bench --quiet --bench snmp_load --no-run --message-format=json 2>/dev/null |
-  sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
+# One build for both (a `cargo bench` build would rebuild the library under another profile): the
+# load generator is the bench target's executable. NL6= and LOAD= (both) use binaries already built.
+if [ -z "${NL6:-}" ] || [ -z "${LOAD:-}" ]; then
+  LOAD=$(cargo build --quiet --release --bin nl6 --bench snmp_load --message-format=json 2>/dev/null |
+    grep '"kind":\["bench"\]' | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
+  NL6=${CARGO_TARGET_DIR:-target}/release/nl6
+fi
 [ -x "$LOAD" ] || { echo "bench-snmp: the snmp_load bench did not build" >&2; exit 1; }
 OUT=${CARGO_TARGET_DIR:-target}/bench-snmp
 mkdir -p "$OUT"
@@ -125,7 +128,8 @@ row "net-snmp snmpd, 1 agent" 1 127.0.0.1:BASE -- env SNMP_PERSISTENT_DIR="$SNMP
   "$SNMPD" -f -C -c "$SNMPD_DIR/snmpd.conf" -Lf "$SNMPD_DIR/log" -p "$SNMPD_DIR/pid" udp:127.0.0.1:BASE
 # nl6_rows TAG BINARY: the nl6 rows for one build.
 nl6_rows() {
-  local tag=$1 bin=$2 net="nl6$tag, 10 000 devices, -device-net"
+  local tag=$1 bin=$2
+  local net="nl6$tag, 10 000 devices, -device-net"
   row "nl6$tag, 1 device" 1 127.0.0.1:BASE -- "$bin" -listen 127.0.0.1:0 -devices 1 -snmp-port BASE
   row "nl6$tag, 1 000 devices per port" 1000 127.0.0.1:BASE -ports 1000 -- \
     "$bin" -listen 127.0.0.1:0 -devices 1000 -bind 127.0.0.1 -snmp-port BASE
