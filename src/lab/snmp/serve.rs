@@ -192,11 +192,13 @@ fn answer(serving: &Serving<'_>, l: &Listener, batch: &mut RecvBatch, replies: &
     send_replies(serving, &l.socket, replies);
 }
 
-/// Sends `replies` in one `sendmmsg`; what the kernel did not take at once (a full buffer, a signal)
-/// goes one by one with the single-datagram retries. Each answer is counted on its device: sent or a
+/// Sends `replies` in one `sendmmsg` (a lone answer by one plain send); what the kernel did not take at
+/// once (a full buffer, a signal) goes one by one with the single-datagram retries. Each answer is counted on its device: sent or a
 /// send error.
 fn send_replies(serving: &Serving<'_>, socket: &UdpSocket, replies: &[Reply]) {
-    let out: Vec<Outgoing<'_>> = replies
+    // One answer (a per-port socket's usual lot) goes by the plain send below: no batch to build.
+    let batched: &[Reply] = if replies.len() > 1 { replies } else { &[] };
+    let out: Vec<Outgoing<'_>> = batched
         .iter()
         .map(|r| Outgoing {
             bytes: &r.bytes,
@@ -204,7 +206,11 @@ fn send_replies(serving: &Serving<'_>, socket: &UdpSocket, replies: &[Reply]) {
             from: r.from,
         })
         .collect();
-    let taken = crate::netsys::send_batch(socket, &out).unwrap_or(0);
+    let taken = if out.is_empty() {
+        0
+    } else {
+        crate::netsys::send_batch(socket, &out).unwrap_or(0)
+    };
     for (i, r) in replies.iter().enumerate() {
         let sent = i < taken
             || match (r.from, r.to) {
