@@ -9,10 +9,16 @@
 //! [`GIVE_UP`] is counted lost and its slot sends again. Prints one line, `key=value` pairs, for
 //! scripts/bench-snmp.sh to read. Not a test: it measures.
 //!
+//! With `-rate R` the load is open-loop instead: R GETs a second in all, whatever the agent answers,
+//! sent in 1 ms ticks (R / 1000 a tick, spread over the threads), so the latency percentiles are those
+//! at that offered rate, not at the agent's maximum; a request unanswered 100 ms after the window
+//! closes is counted lost.
+//!
 //! Run: `cargo bench --bench snmp_load -- 127.0.0.1:PORT [-addrs N | -ports N] [-threads T]
-//! [-inflight K] [-secs S] [-community C] [-ready-since UNIX_NS]`; with `-ready-since` (when the agent
-//! was started, `date +%s%N`) it first sends one GET a millisecond to the first target until one is
-//! answered (30 s at most) and reports that time as the agent's boot.
+//! [-inflight K | -rate R] [-secs S] [-community C] [-ready-since UNIX_NS [-ready-within S]]`; with
+//! `-ready-since` (when the agent was started, `date +%s%N`) it first sends one GET a millisecond to
+//! the first target until one is answered (`-ready-within S`, 30 s unless told) and reports that time
+//! as the agent's boot.
 use nl6::lab::snmp::ber::{tag, Oid, Reader, Value};
 use nl6::lab::snmp::{pdu, Message, VERSION_2C};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
@@ -31,15 +37,19 @@ struct Options {
     inflight: usize,
     secs: f64,
     community: String,
+    /// GETs a second in all, open-loop (`-rate`); None: `inflight` outstanding per thread.
+    rate: Option<f64>,
     /// Wall-clock time (ns since the epoch) the agent was started at: wait for its first answer and
     /// report the boot time.
     ready_since: Option<u128>,
+    /// How long to wait for that first answer.
+    ready_within: f64,
 }
 
 fn usage(why: &str) -> ! {
     eprintln!(
         "snmp_load: {why}\nusage: snmp_load HOST:PORT [-addrs N | -ports N] [-threads T] \
-         [-inflight K] [-secs S] [-community C] [-ready-since UNIX_NS]"
+         [-inflight K | -rate R] [-secs S] [-community C] [-ready-since UNIX_NS [-ready-within S]]"
     );
     std::process::exit(2)
 }
@@ -53,7 +63,9 @@ fn options() -> Options {
         inflight: 8,
         secs: 10.0,
         community: "public".into(),
+        rate: None,
         ready_since: None,
+        ready_within: 30.0,
     };
     let mut target = None;
     // `cargo bench` adds `--bench`; nothing else starts with two dashes here.
@@ -75,6 +87,8 @@ fn options() -> Options {
             "-threads" => o.threads = number(value()) as usize,
             "-inflight" => o.inflight = number(value()) as usize,
             "-secs" => o.secs = number(value()),
+            "-rate" => o.rate = Some(number(value())),
+            "-ready-within" => o.ready_within = number(value()),
             "-community" => o.community = value(),
             "-ready-since" => {
                 let v = value();
@@ -98,21 +112,47 @@ fn options() -> Options {
     o
 }
 
-/// Every address the load goes to, in round-robin order.
-fn targets(o: &Options) -> Vec<SocketAddr> {
-    let (ip, port) = (u32::from(*o.target.ip()), o.target.port() as u32);
-    let n = o.addrs.max(o.ports);
-    (0..n)
-        .map(|i| {
-            let (ip, port) = if o.addrs > 1 {
-                (ip + i, port)
-            } else {
-                (ip, port + i)
-            };
-            let port = u16::try_from(port).unwrap_or_else(|_| usage("-ports runs past port 65535"));
-            SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::from(ip), port))
-        })
-        .collect()
+/// Every address the load goes to, in round-robin order: the `i`-th is computed, not stored (ten
+/// million addresses would take 300 MB).
+struct Targets {
+    ip: u32,
+    port: u32,
+    n: usize,
+    by_addr: bool,
+}
+
+impl Targets {
+    fn new(o: &Options) -> Targets {
+        let n = o.addrs.max(o.ports);
+        let (ip, port) = (u32::from(*o.target.ip()), o.target.port() as u32);
+        if o.addrs > 1 && ip.checked_add(n - 1).is_none() {
+            usage("-addrs runs past 255.255.255.255");
+        }
+        if o.ports > 1 && port + (n - 1) > u16::MAX as u32 {
+            usage("-ports runs past port 65535");
+        }
+        Targets {
+            ip,
+            port,
+            n: n as usize,
+            by_addr: o.addrs > 1,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.n
+    }
+
+    /// The `i`-th target, round robin.
+    fn get(&self, i: usize) -> SocketAddr {
+        let i = (i % self.n) as u32;
+        let (ip, port) = if self.by_addr {
+            (self.ip + i, self.port)
+        } else {
+            (self.ip, self.port + i)
+        };
+        SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::from(ip), port as u16))
+    }
 }
 
 /// A GET sysName.0 with a four-byte request id, and where that id sits, so each request patches it.
@@ -175,13 +215,7 @@ fn next_id(id: i32, base: i32, k: i32) -> i32 {
 }
 
 /// One client thread: `inflight` requests outstanding on one socket until `end`; counts from `measure`.
-fn client(
-    o: &Options,
-    targets: &[SocketAddr],
-    first: usize,
-    measure: Instant,
-    end: Instant,
-) -> Tally {
+fn client(o: &Options, targets: &Targets, first: usize, measure: Instant, end: Instant) -> Tally {
     let sock = UdpSocket::bind("127.0.0.1:0").expect("bind the client socket");
     sock.set_read_timeout(Some(Duration::from_millis(20)))
         .expect("read timeout");
@@ -191,7 +225,7 @@ fn client(
     let mut next = first;
     let mut send = |id: i32, req: &mut Vec<u8>| {
         req[at..at + 4].copy_from_slice(&id.to_be_bytes());
-        let _ = sock.send_to(req, targets[next % targets.len()]);
+        let _ = sock.send_to(req, targets.get(next));
         next += 1;
         Instant::now()
     };
@@ -232,6 +266,75 @@ fn client(
     }
 }
 
+/// How many requests an open-loop thread remembers: answers to older ones count as late.
+const RATE_SLOTS: usize = 1 << 18;
+/// The open-loop pacing tick.
+const TICK: Duration = Duration::from_millis(1);
+
+/// One open-loop client thread: `rate` GETs a second on one socket from `start` to `end`, however
+/// many are answered; counts the requests sent in `[measure, end)` and their answers.
+fn rate_client(
+    o: &Options,
+    targets: &Targets,
+    first: usize,
+    rate: f64,
+    (start, measure, end): (Instant, Instant, Instant),
+) -> Tally {
+    use nl6::ready::{poll, PollFd};
+    use std::os::fd::AsRawFd;
+    let sock = UdpSocket::bind("127.0.0.1:0").expect("bind the client socket");
+    sock.set_nonblocking(true).expect("non-blocking");
+    let (mut req, at) = template(&o.community);
+    let base = 0x0100_0000i32;
+    // Per slot: the id it holds, when it left, and whether it counts (sent in the window, unanswered).
+    let mut sent_at: Vec<(i32, Instant, bool)> = vec![(0, start, false); RATE_SLOTS];
+    let (mut t, mut sent, mut counted) = (Tally::default(), 0u64, 0u64);
+    let mut buf = [0u8; 2048];
+    let drain_until = end + Duration::from_millis(100);
+    loop {
+        let now = Instant::now();
+        if now >= drain_until {
+            break;
+        }
+        let due = if now < end {
+            ((now - start).as_secs_f64() * rate) as u64
+        } else {
+            sent
+        };
+        while sent < due {
+            let id = base + (sent % (i32::MAX as u64 - base as u64)) as i32;
+            req[at..at + 4].copy_from_slice(&id.to_be_bytes());
+            let target = targets.get(first + sent as usize);
+            let ok = sock.send_to(&req, target).is_ok();
+            let in_window = now >= measure && ok;
+            counted += in_window as u64;
+            t.errors += (!ok && now >= measure) as u64;
+            sent_at[(id - base) as usize % RATE_SLOTS] = (id, Instant::now(), in_window);
+            sent += 1;
+        }
+        let mut fds = [PollFd::readable(sock.as_raw_fd())];
+        let _ = poll(&mut fds, TICK);
+        while let Ok(n) = sock.recv(&mut buf) {
+            let received = Instant::now();
+            match answer_id(&buf[..n]) {
+                Some((id, status)) if id >= base => {
+                    let slot = &mut sent_at[(id - base) as usize % RATE_SLOTS];
+                    if slot.0 == id && slot.2 {
+                        t.latencies_ns.push((received - slot.1).as_nanos() as u32);
+                        t.errors += (status != 0) as u64;
+                        slot.2 = false;
+                    } else if slot.0 != id {
+                        t.late += 1;
+                    }
+                }
+                _ => t.late += 1,
+            }
+        }
+    }
+    t.lost = counted.saturating_sub(t.latencies_ns.len() as u64);
+    t
+}
+
 /// Seconds from `since` (ns since the epoch) to the first answer from `to`; exits when none comes.
 fn wait_ready(o: &Options, to: SocketAddr, since: u128) -> f64 {
     let sock = UdpSocket::bind("127.0.0.1:0").expect("bind the probe socket");
@@ -240,7 +343,7 @@ fn wait_ready(o: &Options, to: SocketAddr, since: u128) -> f64 {
     let (req, _) = template(&o.community);
     let start = Instant::now();
     let mut buf = [0u8; 2048];
-    while start.elapsed() < Duration::from_secs(30) {
+    while start.elapsed() < Duration::from_secs_f64(o.ready_within) {
         let _ = sock.send_to(&req, to);
         if sock
             .recv(&mut buf)
@@ -251,7 +354,9 @@ fn wait_ready(o: &Options, to: SocketAddr, since: u128) -> f64 {
         }
     }
     eprintln!(
-        "snmp_load: {to} did not answer a GET within 30 s (is the agent up, the community right?)"
+        "snmp_load: {to} did not answer a GET within {} s (is the agent up, the community right? \
+         a big fleet may need a longer -ready-within)",
+        o.ready_within
     );
     std::process::exit(1)
 }
@@ -266,16 +371,28 @@ fn percentile(sorted: &[u32], p: f64) -> f64 {
 
 fn main() {
     let o = options();
-    let targets = targets(&o);
-    let ready = o.ready_since.map(|since| wait_ready(&o, targets[0], since));
-    let measure = Instant::now() + WARM_UP;
+    let targets = Targets::new(&o);
+    let ready = o
+        .ready_since
+        .map(|since| wait_ready(&o, targets.get(0), since));
+    let start = Instant::now();
+    let measure = start + WARM_UP;
     let end = measure + Duration::from_secs_f64(o.secs);
     let tallies: Vec<Tally> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..o.threads)
             .map(|i| {
                 let (o, targets) = (&o, &targets);
                 let first = i * targets.len() / o.threads;
-                s.spawn(move || client(o, targets, first, measure, end))
+                s.spawn(move || match o.rate {
+                    Some(r) => rate_client(
+                        o,
+                        targets,
+                        first,
+                        r / o.threads as f64,
+                        (start, measure, end),
+                    ),
+                    None => client(o, targets, first, measure, end),
+                })
             })
             .collect();
         handles
@@ -291,7 +408,7 @@ fn main() {
     let sum = |f: fn(&Tally) -> u64| tallies.iter().map(f).sum::<u64>();
     println!(
         "gets_per_s={:.0} answered={} p50_us={:.1} p99_us={:.1} p999_us={:.1} lost={} late={} errors={} \
-         targets={} threads={} inflight={} ready_s={}",
+         targets={} threads={} inflight={} rate={} ready_s={}",
         all.len() as f64 / o.secs,
         all.len(),
         percentile(&all, 0.50),
@@ -303,6 +420,7 @@ fn main() {
         targets.len(),
         o.threads,
         o.inflight,
+        o.rate.map_or("-".to_string(), |r| format!("{r:.0}")),
         ready.map_or("-".to_string(), |r| format!("{r:.3}")),
     );
 }

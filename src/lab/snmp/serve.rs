@@ -1,8 +1,10 @@
 //! The SNMP serving threads: a fixed few plain OS threads ([`SERVING_THREADS`] at most, labelled `snmp`
 //! from birth) answer every device, whatever `-devices` is. Each blocks in its own `epoll(7)` set over
-//! its share of the sockets and a shared wake-up socket, then drains what is ready without blocking: a
+//! its share of the sockets and a shared wake-up socket, then answers what is ready without blocking: a
 //! wake-up costs in proportion to the sockets that are ready, not to the thousands a per-port thread
-//! watches.
+//! watches. A ready socket is read once per wake-up with `recvmmsg` (every request waiting, up to
+//! [`BATCH`]) and its answers leave in one `sendmmsg`, each from the address that was asked
+//! ([`crate::netsys::batch`]).
 //!
 //! Two ways to listen ([`Listener`]):
 //! - per port (`-snmp-port BASE` or `0`): one socket per device, spread over the threads;
@@ -19,9 +21,10 @@ use super::super::device::{Device, DeviceCounters};
 use super::super::device_net::DeviceNet;
 use super::super::send::{send_from_retrying, send_retrying};
 use super::respond;
+use crate::netsys::{Outgoing, RecvBatch};
 use crate::ready::{Epoll, Events};
 use std::io::ErrorKind;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixDatagram;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,8 +33,9 @@ use std::time::Duration;
 
 /// The most serving threads a fleet runs, whatever its size.
 pub const SERVING_THREADS: usize = 4;
-/// Datagrams read from one socket before the thread looks at its other ready sockets.
-const BURST: usize = 32;
+/// Datagrams taken from one socket by one receive (and answered by one send) before the thread looks at
+/// its other ready sockets.
+const BATCH: usize = 32;
 /// The longest a serving thread waits before it looks at the stop flag when nothing wakes it: only a
 /// backstop, as stop wakes every thread through the [`Waker`].
 const WAIT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -121,7 +125,8 @@ pub fn watch(group: &[Listener], wake: UnixDatagram) -> std::io::Result<Watch> {
 pub fn run(serving: &Serving<'_>, group: &[Listener], watch: &Watch) {
     crate::lab::probe!("snmp.loop");
     let mut events = Events::with_capacity(EVENTS);
-    let mut buf = vec![0u8; 65_535];
+    let mut batch = RecvBatch::new(BATCH, 65_535);
+    let mut replies = Vec::with_capacity(BATCH);
     while !serving.stop.load(Ordering::Relaxed) {
         if watch.set.wait(&mut events, WAIT_TIMEOUT).is_err() {
             std::thread::sleep(Duration::from_millis(10));
@@ -129,48 +134,96 @@ pub fn run(serving: &Serving<'_>, group: &[Listener], watch: &Watch) {
         }
         for token in events.tokens() {
             match group.get(token as usize) {
-                Some(l) if !serving.stop.load(Ordering::Relaxed) => drain(serving, l, &mut buf),
+                Some(l) if !serving.stop.load(Ordering::Relaxed) => {
+                    answer(serving, l, &mut batch, &mut replies)
+                }
                 _ => {} // the wake-up socket, or stopping: the loop's test sees the flag
             }
         }
     }
 }
 
-/// Answers up to [`BURST`] datagrams waiting on `l`.
-fn drain(serving: &Serving<'_>, l: &Listener, buf: &mut [u8]) {
-    for _ in 0..BURST {
-        let received = match &l.route {
-            Route::Device(i) => l
-                .socket
-                .recv_from(buf)
-                .map(|(n, peer)| Some((n, peer, *i, None))),
+/// An answer ready to leave: its bytes, where to, from which address (`-device-net`), for which device.
+struct Reply {
+    bytes: Vec<u8>,
+    to: SocketAddr,
+    from: Option<IpAddr>,
+    device: usize,
+}
+
+/// Answers what waits on the ready socket `l`: one `recvmmsg` (up to [`BATCH`] requests) and the
+/// answers in one `sendmmsg`. One receive a readiness event: the set is level-triggered, so a socket
+/// left with more is reported again at the next wait, and no receive is spent learning it is empty.
+fn answer(serving: &Serving<'_>, l: &Listener, batch: &mut RecvBatch, replies: &mut Vec<Reply>) {
+    loop {
+        match batch.recv(&l.socket) {
+            Ok(_) => break,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => return, // nothing after all (EAGAIN) or a transient error: back to the wait
+        }
+    }
+    replies.clear();
+    for r in batch.iter() {
+        let (device, from) = match &l.route {
+            Route::Device(i) => (*i, None),
             Route::Net(net) => {
-                crate::netsys::recv_with_destination(&l.socket, buf).map(|(n, peer, dst)| {
-                    let dst = dst?;
-                    let i = net.device_at(dst, serving.devices.len())?;
-                    Some((n, SocketAddr::V4(peer), i, Some(dst)))
-                })
+                let found = match r.destination {
+                    Some(IpAddr::V4(dst)) => net
+                        .device_at(dst, serving.devices.len())
+                        .map(|i| (i, Some(IpAddr::V4(dst)))),
+                    _ => None,
+                };
+                match found {
+                    Some(x) => x,
+                    None => continue, // not for one of our addresses: dropped
+                }
             }
         };
-        let (n, peer, index, from) = match received {
-            Ok(Some(x)) => x,
-            Ok(None) => continue, // not for one of our addresses: dropped
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(_) => return, // drained (EAGAIN) or a transient error: back to the wait
-        };
-        let device = &serving.devices[index];
-        if let Some(bytes) = respond(device, &buf[..n], serving.community) {
+        if let Some(bytes) = respond(&serving.devices[device], r.bytes, serving.community) {
             crate::lab::probe!("snmp.reply");
-            let sent = match (from, peer) {
-                (Some(from), SocketAddr::V4(to)) => send_from_retrying(&l.socket, &bytes, to, from),
-                _ => send_retrying(&l.socket, &bytes, peer),
-            };
-            let counter = if sent {
-                &device.counters.snmp_responses
-            } else {
-                &device.counters.send_errors
-            };
-            DeviceCounters::inc(counter);
+            replies.push(Reply {
+                bytes,
+                to: r.peer,
+                from,
+                device,
+            });
         }
+    }
+    send_replies(serving, &l.socket, replies);
+}
+
+/// Sends `replies` in one `sendmmsg` (a lone answer by one plain send); what the kernel did not take at
+/// once (a full buffer, a signal) goes one by one with the single-datagram retries. Each answer is counted on its device: sent or a
+/// send error.
+fn send_replies(serving: &Serving<'_>, socket: &UdpSocket, replies: &[Reply]) {
+    // One answer (a per-port socket's usual lot) goes by the plain send below: no batch to build.
+    let batched: &[Reply] = if replies.len() > 1 { replies } else { &[] };
+    let out: Vec<Outgoing<'_>> = batched
+        .iter()
+        .map(|r| Outgoing {
+            bytes: &r.bytes,
+            to: r.to,
+            from: r.from,
+        })
+        .collect();
+    let taken = if out.is_empty() {
+        0
+    } else {
+        crate::netsys::send_batch(socket, &out).unwrap_or(0)
+    };
+    for (i, r) in replies.iter().enumerate() {
+        let sent = i < taken
+            || match (r.from, r.to) {
+                (Some(IpAddr::V4(from)), SocketAddr::V4(to)) => {
+                    send_from_retrying(socket, &r.bytes, to, from)
+                }
+                _ => send_retrying(socket, &r.bytes, r.to),
+            };
+        let counters = &serving.devices[r.device].counters;
+        DeviceCounters::inc(if sent {
+            &counters.snmp_responses
+        } else {
+            &counters.send_errors
+        });
     }
 }

@@ -1,0 +1,122 @@
+//! SNMP answers under batching (`recvmmsg` / `sendmmsg`): bursts of GETs sent before any answer is read,
+//! so the serving threads find many requests waiting on a socket and answer them in one call. Under
+//! `-device-net` each answer must still leave from the address that was asked (checked by the client's
+//! socket, the peer's own view), and per port each from its device's port, with its device's sysName
+//! and its request's id.
+mod common;
+mod fleet_common;
+
+use common::{boot, json, Nl6};
+use fleet_common::get_request;
+use nl6::lab::snmp::ber::Value;
+use nl6::lab::snmp::Message;
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::time::{Duration, Instant};
+
+/// Requests sent in one burst before any answer is read: enough that each serving socket finds many
+/// waiting, few enough that no socket buffer (the agent's or this client's) overflows.
+const WAVE: usize = 64;
+
+/// Sends the requests of `asks` (request id, where to) from one socket in bursts of [`WAVE`], each
+/// sent in full before any of its answers is read, then reads the burst's answers (10 s at most);
+/// each answer as (source, sysName) by request id.
+fn burst(asks: &[(i32, SocketAddr)]) -> HashMap<i32, (SocketAddr, String)> {
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut got = HashMap::new();
+    let mut buf = [0u8; 1500];
+    for wave in asks.chunks(WAVE) {
+        for (id, to) in wave {
+            sock.send_to(&get_request(*id, "1.3.6.1.2.1.1.5.0"), to)
+                .unwrap();
+        }
+        let (want, start) = (got.len() + wave.len(), Instant::now());
+        while got.len() < want && start.elapsed() < Duration::from_secs(10) {
+            let Ok((n, from)) = sock.recv_from(&mut buf) else {
+                continue;
+            };
+            let m = Message::decode(&buf[..n]).expect("a response");
+            let Value::OctetString(name) = &m.varbinds[0].1 else {
+                panic!("sysName is a string: {m:?}")
+            };
+            got.insert(
+                m.request_id,
+                (from, String::from_utf8_lossy(name).into_owned()),
+            );
+        }
+    }
+    got
+}
+
+/// The devices' SNMP addresses, in index order, from the API.
+fn addresses(n: &Nl6, count: usize) -> Vec<SocketAddr> {
+    let (status, _, body) = n.http("GET", &format!("/api/v1/devices?limit={count}"), b"");
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let v = json(&body);
+    (0..count)
+        .map(|i| {
+            let snmp = &v["data"][i]["snmp"];
+            let ip: Ipv4Addr = snmp["address"].as_str().expect("address").parse().unwrap();
+            SocketAddr::from((ip, snmp["port"].as_u64().expect("port") as u16))
+        })
+        .collect()
+}
+
+/// Checks that every request of `asks` was answered from the address asked, by device `device(id)`.
+fn check(
+    asks: &[(i32, SocketAddr)],
+    got: &HashMap<i32, (SocketAddr, String)>,
+    device: impl Fn(i32) -> usize,
+) {
+    assert_eq!(
+        got.len(),
+        asks.len(),
+        "answered {} of {} requests",
+        got.len(),
+        asks.len()
+    );
+    for (id, to) in asks {
+        let (from, name) = got.get(id).expect("answered");
+        assert_eq!(from, to, "request {id} to {to} was answered from {from}");
+        assert_eq!(
+            *name,
+            format!("nl6-dev-{:04}", device(*id)),
+            "request {id} to {to}"
+        );
+    }
+}
+
+#[test]
+fn under_device_net_every_answer_of_a_burst_leaves_from_the_address_asked() {
+    const DEVICES: usize = 2000;
+    let n = boot()
+        .args(&["-devices", "2000", "-device-net", "127.6.0.0/16"])
+        .start();
+    let port = addresses(&n, 1)[0].port();
+    // 512 requests to 512 addresses from one socket, in bursts: each serving socket finds many waiting,
+    // for many different addresses, and answers them in one send.
+    let asks: Vec<(i32, SocketAddr)> = (0..512)
+        .map(|k| {
+            let i = (k * 7 + 3) % DEVICES;
+            let ip = Ipv4Addr::from(u32::from(Ipv4Addr::new(127, 6, 0, 1)) + i as u32);
+            (1000 + k as i32, SocketAddr::from((ip, port)))
+        })
+        .collect();
+    let got = burst(&asks);
+    check(&asks, &got, |id| ((id as usize - 1000) * 7 + 3) % DEVICES);
+}
+
+#[test]
+fn per_port_answers_of_a_burst_come_from_each_devices_port() {
+    const DEVICES: usize = 40;
+    let n = boot().args(&["-devices", "40"]).start();
+    let at = addresses(&n, DEVICES);
+    // Eight requests to each device's port at once: several wait on each socket.
+    let asks: Vec<(i32, SocketAddr)> = (0..DEVICES * 8)
+        .map(|k| (5000 + k as i32, at[k % DEVICES]))
+        .collect();
+    let got = burst(&asks);
+    check(&asks, &got, |id| (id as usize - 5000) % DEVICES);
+}
