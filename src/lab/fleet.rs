@@ -19,15 +19,15 @@
 use super::catchup::{self, Skipped, Turn};
 use super::config::FleetConfig;
 use super::device::{mix, Device, INTERFACES_PER_DEVICE};
+use super::lateness::Lateness;
 use super::netflow::FlowExporter;
 use super::scenario::{Book, Host};
 use super::snmp::serve::{self, Listener, Serving, Waker};
 use super::syslog::{self, SendQueue, SyslogExporter, Transport};
 use super::traffic::DiscardSink;
+use super::wheel::Wheel;
 use super::trap::{TrapOptions, TrapSender};
 use crate::labels::{self, Subsystem};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -102,6 +102,8 @@ pub struct Shared {
     pub(crate) traffic_sink: Option<DiscardSink>,
     /// Wakes the SNMP serving threads at stop.
     pub(crate) snmp_waker: Waker,
+    /// How late the scheduler reaches its jobs, and the periods it skipped (`GET /api/v1/fleet`).
+    pub(crate) lateness: Lateness,
 }
 
 impl Shared {
@@ -348,6 +350,7 @@ impl Fleet {
             started: SystemTime::now(),
             traffic_sink,
             snmp_waker: Waker::new().map_err(io("SNMP wake-up socket"))?,
+            lateness: Lateness::default(),
         });
         let fleet = Fleet {
             shared: shared.clone(),
@@ -464,6 +467,11 @@ impl Fleet {
         self.shared.syslog_queue.as_ref().map_or(0, |q| q.len())
     }
 
+    /// The scheduler's lateness and skipped periods so far.
+    pub fn lateness(&self) -> super::lateness::Snapshot {
+        self.shared.lateness.snapshot()
+    }
+
     /// INFORMs awaiting a response.
     pub fn informs_pending(&self) -> usize {
         self.shared.trap.as_ref().map_or(0, |t| t.pending_len())
@@ -543,61 +551,92 @@ fn jitter(device: usize, round: u64) -> f64 {
 /// The shared scheduler: periodic syslog (each device at a random phase, each period jittered ±10%), the
 /// periodic link toggle (linkDown, then linkUp a trap interval later) on one interface per device, and
 /// each device's flow export every flow interval (at a random phase, so exports do not come in one burst).
-/// One heap for every device: no thread nor timer per device. A job reached late (a stall) skips the
-/// periods it missed instead of replaying them ([`catchup`]), with one log line per stall.
+/// One timer wheel for every device ([`Wheel`]: no thread nor timer per device, no heap walk per turn).
+/// Every turn's lateness is recorded ([`Lateness`]); a job reached late (a stall) skips the periods it
+/// missed instead of replaying them ([`catchup`]), with one log line per stall.
 fn run_scheduler(sh: &Shared) {
     let start = Instant::now();
-    let mut heap: BinaryHeap<Reverse<(Instant, u64, Job)>> = BinaryHeap::new();
-    let mut round: u64 = 0;
     let syslog_every = sh.config.syslog_interval();
     let trap_every = sh.config.trap_interval();
     let flow_every = sh.config.flow_interval();
+    // The furthest ahead a job is ever put: a first trap phase (up to 1.5 periods), a jittered syslog.
+    let span = (trap_every.mul_f64(1.5))
+        .max(syslog_every.mul_f64(1.1))
+        .max(flow_every)
+        + catchup::LATE_SLACK;
+    let mut wheel: Wheel<Job> = Wheel::new(start, span);
     let mut flow = Host::flow_exporter(sh);
     for d in 0..sh.devices.len() {
         if flow.is_some() {
-            heap.push(Reverse((
-                start + flow_every.mul_f64(jitter(d, 2)),
-                0,
-                Job::Flow(d),
-            )));
+            wheel.add(start + flow_every.mul_f64(jitter(d, 2)), Job::Flow(d));
         }
         if sh.syslog.is_some() {
-            heap.push(Reverse((
-                start + syslog_every.mul_f64(jitter(d, 0)),
-                0,
-                Job::Syslog(d),
-            )));
+            wheel.add(start + syslog_every.mul_f64(jitter(d, 0)), Job::Syslog(d));
         }
         if sh.trap.is_some() {
-            heap.push(Reverse((
-                start + trap_every.mul_f64(0.5 + jitter(d, 1)),
-                0,
-                Job::Link(d),
-            )));
+            wheel.add(start + trap_every.mul_f64(0.5 + jitter(d, 1)), Job::Link(d));
         }
     }
-    let mut skipped = Skipped::default();
-    while let Some(Reverse((due, n, job))) = heap.pop() {
-        if !sh.stop.sleep_until(due) {
+    let mut turns = Turns {
+        sh,
+        round: 0,
+        skipped: Skipped::default(),
+        every: [syslog_every, trap_every, flow_every],
+    };
+    let mut due_now = Vec::new();
+    while let Some(ready) = wheel.next_ready() {
+        if !sh.stop.sleep_until(ready) {
             return;
         }
+        wheel.take(&mut due_now);
+        for &(due, job) in &due_now {
+            if sh.stop.is_set() {
+                return;
+            }
+            if let Some(next) = turns.turn(due, job, &mut flow) {
+                wheel.add(next, job);
+            }
+        }
+    }
+}
+
+/// One scheduler turn at a time: what runs a job and keeps the count of skips.
+struct Turns<'a> {
+    sh: &'a Shared,
+    round: u64,
+    skipped: Skipped,
+    /// The syslog, trap and flow periods.
+    every: [Duration; 3],
+}
+
+impl Turns<'_> {
+    /// Runs (or skips) `job`, due at `due`; its next due time.
+    fn turn(&mut self, due: Instant, job: Job, flow: &mut Option<FlowExporter>) -> Option<Instant> {
+        let sh = self.sh;
+        let now = Instant::now();
+        if due > now {
+            // Put at the ring's far end (past the span): not due yet.
+            return Some(due);
+        }
+        let [syslog_every, trap_every, flow_every] = self.every;
         let period = match job {
             Job::Syslog(_) => syslog_every,
             Job::Link(_) => trap_every,
             Job::Flow(_) => flow_every,
         };
-        let now = Instant::now();
+        sh.lateness.record(now.saturating_duration_since(due));
         if let Turn::Skip { next, missed } = catchup::turn(due, period, now) {
-            skipped.add(due, now, missed);
-            heap.push(Reverse((next, n + missed, job)));
-            continue;
+            self.skipped.add(due, now, missed);
+            sh.lateness.skipped(missed);
+            return Some(next);
         }
-        if let Some(line) = skipped.take_line(now) {
+        if let Some(line) = self.skipped.take_line(now) {
             eprintln!("{line}");
         }
-        round += 1;
-        // The whole iteration runs under the job's subsystem: the device state it advances and the text
-        // it formats are that job's work; only the heap and the waiting stay `scheduler`.
+        self.round += 1;
+        let round = self.round;
+        // The whole turn runs under the job's subsystem: the device state it advances and the text it
+        // formats are that job's work; only the wheel and the waiting stay `scheduler`.
         let next = match job {
             Job::Syslog(d) => labels::with(Subsystem::SYSLOG, || {
                 let up = sh.devices[d]
@@ -625,6 +664,6 @@ fn run_scheduler(sh: &Shared) {
                 flow_every
             }),
         };
-        heap.push(Reverse((due + next, n + 1, job)));
+        Some(due + next)
     }
 }
