@@ -105,7 +105,11 @@ impl Trapd {
         let dir = std::env::temp_dir().join(format!("nl6-alive-trapd-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let conf = dir.join("snmptrapd.conf");
-        std::fs::write(&conf, "disableAuthorization yes\nauthCommunity log public\n").unwrap();
+        std::fs::write(
+            &conf,
+            "disableAuthorization yes\nauthCommunity log public\n",
+        )
+        .unwrap();
         let mut child = Command::new("snmptrapd")
             .args(["-f", "-Lo", "-C", "-c", conf.to_str().unwrap(), "-On"])
             .args(["-F", "TRAP %a\n", &format!("udp:127.0.0.1:{port}")])
@@ -402,7 +406,8 @@ fn report(a: &Reading, b: &Reading, load: Option<(String, u64)>, devices: u64) {
         w.skipped_periods
     );
     let cpu = |t: u64| t as f64 / secs; // ticks are 1/100 s: this is % of one core
-    let nl6_total: u64 = b.nl6.iter().map(|t| t.2).sum::<u64>() - a.nl6.iter().map(|t| t.2).sum::<u64>();
+    let nl6_total: u64 =
+        b.nl6.iter().map(|t| t.2).sum::<u64>() - a.nl6.iter().map(|t| t.2).sum::<u64>();
     let mut per: Vec<(String, u64)> = b
         .nl6
         .iter()
@@ -422,8 +427,10 @@ fn report(a: &Reading, b: &Reading, load: Option<(String, u64)>, devices: u64) {
         cpu(nl6_total),
         top.join(", "),
         cpu(b.me - a.me),
-        load.as_ref()
-            .map_or(String::new(), |(_, t)| format!(", snmp_load {:.0} %", cpu(*t)))
+        load.as_ref().map_or(String::new(), |(_, t)| format!(
+            ", snmp_load {:.0} %",
+            cpu(*t)
+        ))
     );
     match load {
         Some((line, _)) => println!("snmp load over {devices} addresses: {line}"),

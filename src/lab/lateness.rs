@@ -177,7 +177,11 @@ mod tests {
         for i in 0..BUCKETS - 1 {
             let (lo, hi) = (lower(i), lower(i + 1));
             assert_eq!(bucket(lo), i, "the lower bound of bucket {i} falls in it");
-            assert_eq!(bucket(hi - 1), i, "the last value of bucket {i} falls in it");
+            assert_eq!(
+                bucket(hi - 1),
+                i,
+                "the last value of bucket {i} falls in it"
+            );
             assert!(lo < 4 || (hi - lo) * 4 <= lo, "bucket {i}: {lo}..{hi}");
         }
         assert_eq!(bucket(u64::MAX), BUCKETS - 1);

@@ -116,7 +116,11 @@ mod tests {
         for (due, job) in [(30, 'c'), (5, 'a'), (5, 'b'), (60, 'd')] {
             w.add(t0 + due * MS, job);
         }
-        assert_eq!(w.next_ready(), Some(t0 + 6 * MS), "the 5 ms slot ends at 6 ms");
+        assert_eq!(
+            w.next_ready(),
+            Some(t0 + 6 * MS),
+            "the 5 ms slot ends at 6 ms"
+        );
         let mut out = Vec::new();
         let mut order = Vec::new();
         while !w.is_empty() {
