@@ -3,7 +3,9 @@
 //! destination address (`IP_PKTINFO`), a receive that returns that address, and a send that picks its
 //! source address (`sendmsg` with `IP_PKTINFO`), so one socket answers for a whole range of addresses,
 //! each reply coming from the address that was asked. Thin wrappers only; no policy lives here. IPv4.
-//! Also [`recv_from_until`]: a receive with a deadline that a signal neither ends early nor extends.
+//! Also [`recv_from_until`]: a receive with a deadline that a signal neither ends early nor extends,
+//! and ([`batch`]) many datagrams a system call: `recvmmsg` / `sendmmsg`, each datagram with its own
+//! peer and local address.
 //!
 //! This is the one `unsafe` file of the lab's networking: each call passes memory it owns for the
 //! call's duration.
@@ -13,6 +15,9 @@ use std::io;
 use std::mem::{size_of, zeroed};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+
+pub mod batch;
+pub use batch::{send_batch, Outgoing, Received, RecvBatch, BATCH_MAX};
 
 fn check(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
