@@ -24,10 +24,12 @@ use super::netflow::FlowExporter;
 use super::scenario::{Book, Host};
 use super::snmp::serve::{self, Listener, Serving, Waker};
 use super::syslog::{self, SendQueue, SyslogExporter, Transport};
+use super::send::Outbox;
 use super::traffic::DiscardSink;
 use super::trap::{TrapOptions, TrapSender};
 use super::wheel::Wheel;
 use crate::labels::{self, Subsystem};
+use crate::netsys::BATCH_MAX;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -177,18 +179,20 @@ impl Shared {
         if let Some(t) = &self.trap {
             t.fire_link(d, if_index, up, now);
         }
-        let (sev, state) = if up {
-            (syslog::SEVERITY_NOTICE, "up")
-        } else {
-            (syslog::SEVERITY_WARNING, "down")
-        };
-        self.emit_syslog(
-            index,
-            sev,
-            "LINK",
-            &format!("Interface eth{} changed state to {state}", if_index - 1),
-        );
+        let (sev, text) = link_line(if_index, up);
+        self.emit_syslog(index, sev, "LINK", &text);
     }
+}
+
+/// The syslog severity and text of a link change.
+fn link_line(if_index: u32, up: bool) -> (u8, String) {
+    let (sev, state) = if up {
+        (syslog::SEVERITY_NOTICE, "up")
+    } else {
+        (syslog::SEVERITY_WARNING, "down")
+    };
+    let text = format!("Interface eth{} changed state to {state}", if_index - 1);
+    (sev, text)
 }
 
 impl super::gnmi::Host for Shared {
@@ -584,6 +588,7 @@ fn run_scheduler(sh: &Shared) {
         every: [syslog_every, trap_every, flow_every],
     };
     let mut due_now = Vec::new();
+    let mut out = Outboxes::default();
     while let Some(ready) = wheel.next_ready() {
         if !sh.stop.sleep_until(ready) {
             return;
@@ -593,9 +598,36 @@ fn run_scheduler(sh: &Shared) {
             if sh.stop.is_set() {
                 return;
             }
-            if let Some(next) = turns.turn(due, job, &mut flow) {
+            if let Some(next) = turns.turn(due, job, &mut flow, &mut out) {
                 wheel.add(next, job);
             }
+            out.flush(sh, flow.as_ref(), BATCH_MAX);
+        }
+        out.flush(sh, flow.as_ref(), 1);
+    }
+}
+
+/// The scheduler's batches, one per exporter socket: the packets of jobs that fall due together go out
+/// [`BATCH_MAX`] a system call.
+#[derive(Debug, Default)]
+struct Outboxes {
+    trap: Outbox,
+    syslog: Outbox,
+    flow: Outbox,
+}
+
+impl Outboxes {
+    /// Sends (and counts) every batch holding at least `at_least` packets.
+    fn flush(&mut self, sh: &Shared, flow: Option<&FlowExporter>, at_least: usize) {
+        let devices = &sh.devices;
+        if let Some(t) = sh.trap.as_ref().filter(|_| self.trap.len() >= at_least) {
+            t.flush(&mut self.trap, devices);
+        }
+        if let Some(s) = sh.syslog.as_ref().filter(|_| self.syslog.len() >= at_least) {
+            s.flush(&mut self.syslog, devices);
+        }
+        if let Some(f) = flow.filter(|_| self.flow.len() >= at_least) {
+            f.flush(&mut self.flow, devices);
         }
     }
 }
@@ -611,7 +643,13 @@ struct Turns<'a> {
 
 impl Turns<'_> {
     /// Runs (or skips) `job`, due at `due`; its next due time.
-    fn turn(&mut self, due: Instant, job: Job, flow: &mut Option<FlowExporter>) -> Option<Instant> {
+    fn turn(
+        &mut self,
+        due: Instant,
+        job: Job,
+        flow: &mut Option<FlowExporter>,
+        out: &mut Outboxes,
+    ) -> Option<Instant> {
         let sh = self.sh;
         let now = Instant::now();
         if due > now {
@@ -639,31 +677,51 @@ impl Turns<'_> {
         // formats are that job's work; only the wheel and the waiting stay `scheduler`.
         let next = match job {
             Job::Syslog(d) => labels::with(Subsystem::SYSLOG, || {
-                let up = sh.devices[d]
+                let dev = &sh.devices[d];
+                let up = dev
                     .advance(Instant::now())
                     .interfaces
                     .iter()
                     .filter(|i| i.oper_up)
                     .count();
                 let text = format!("periodic status: {up}/{INTERFACES_PER_DEVICE} interfaces up");
-                sh.emit_syslog(d, syslog::SEVERITY_INFO, "STATUS", &text);
+                if let Some(s) = &sh.syslog {
+                    let (sev, at) = (syslog::SEVERITY_INFO, SystemTime::now());
+                    s.fire_into(dev, sev, "STATUS", &text, at, &mut out.syslog);
+                }
                 syslog_every.mul_f64(0.9 + 0.2 * jitter(d, round))
             }),
             Job::Link(d) => labels::with(Subsystem::TRAP, || {
-                let if_index = (d % INTERFACES_PER_DEVICE) as u32 + 1;
-                let up = !sh.devices[d].advance(Instant::now()).interfaces[if_index as usize - 1]
-                    .oper_up;
-                sh.set_link(d, if_index, up);
+                Self::toggle_link(sh, d, out);
                 trap_every
             }),
             Job::Flow(d) => labels::with(Subsystem::FLOW, || {
                 crate::lab::probe!("flow.ticker");
                 if let Some(exporter) = flow.as_mut() {
-                    exporter.tick(&sh.devices[d], Instant::now());
+                    exporter.tick_into(&sh.devices[d], Instant::now(), &mut out.flow);
                 }
                 flow_every
             }),
         };
         Some(due + next)
+    }
+
+    /// The periodic link toggle of device `d`'s one flapping interface: its trap and syslog line go
+    /// into the batches (as [`Shared::set_link`] announces a change at once).
+    fn toggle_link(sh: &Shared, d: usize, out: &mut Outboxes) {
+        let dev = &sh.devices[d];
+        let if_index = (d % INTERFACES_PER_DEVICE) as u32 + 1;
+        let now = Instant::now();
+        let up = !dev.advance(now).interfaces[if_index as usize - 1].oper_up;
+        if !dev.set_oper(if_index, up, now) {
+            return;
+        }
+        if let Some(t) = &sh.trap {
+            t.fire_link_into(dev, if_index, up, now, &mut out.trap);
+        }
+        if let Some(s) = &sh.syslog {
+            let (sev, text) = link_line(if_index, up);
+            s.fire_into(dev, sev, "LINK", &text, SystemTime::now(), &mut out.syslog);
+        }
     }
 }
