@@ -145,7 +145,8 @@ fn kernel_drops(port: u16) -> u64 {
     t.lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            (f.get(1) == Some(&want.as_str())).then(|| f.last()?.parse().ok())?
+            let drops = f.last().and_then(|v| v.parse::<u64>().ok());
+            drops.filter(|_| f.get(1) == Some(&want.as_str()))
         })
         .sum()
 }
@@ -190,7 +191,7 @@ fn http(api: SocketAddr, method: &str, path: &str, body: &str) -> Vec<u8> {
     s.set_read_timeout(Some(Duration::from_secs(30))).ok();
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\
+        "{method} {path} HTTP/1.1\r\nHost: {api}\r\nConnection: close\r\n\
          Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     )
@@ -274,8 +275,11 @@ fn main() {
     std::thread::sleep(Duration::from_secs(warmup));
     let load = start_load(devices, &net, snmp_port, secs);
     let read = |sinks: &[Sink; 3]| {
-        let fleet: serde_json::Value =
-            serde_json::from_slice(&get(api, "/api/v1/fleet")).expect("the fleet's JSON");
+        let body = get(api, "/api/v1/fleet");
+        let fleet: serde_json::Value = serde_json::from_slice(&body)
+            .ok()
+            .filter(|v: &serde_json::Value| v.get("totals").is_some())
+            .unwrap_or_else(|| panic!("GET /api/v1/fleet: {}", String::from_utf8_lossy(&body)));
         let mut received = [0, 1, 2].map(|i| sinks[i].count());
         let mut drops = [0, 1, 2].map(|i| kernel_drops(sinks[i].addr.port()));
         if let Some(t) = &trapd {
@@ -390,7 +394,10 @@ fn report(a: &Reading, b: &Reading, load: Option<(String, u64)>, devices: u64) {
         all[3]
     );
     let counted = |k: &str| total(b, k) - total(a, k);
-    let sched = |r: &Reading| Snapshot::from_json(&r.fleet["scheduler"]).expect("scheduler JSON");
+    let sched = |r: &Reading| {
+        Snapshot::from_json(&r.fleet["scheduler"])
+            .unwrap_or_else(|| panic!("no scheduler figures in GET /api/v1/fleet: {}", r.fleet))
+    };
     let w = sched(b).since(&sched(a));
     let ms = |us: u64| us as f64 / 1000.0;
     println!(
