@@ -91,7 +91,7 @@ impl Sink {
 
 /// Debian's snmptrapd on a loopback port, one line per trap (`-F`), its lines counted.
 struct Trapd {
-    child: Child,
+    _child: Reaped,
     addr: SocketAddr,
     lines: Arc<AtomicU64>,
 }
@@ -131,7 +131,7 @@ impl Trapd {
         });
         std::thread::sleep(Duration::from_secs(1));
         Trapd {
-            child,
+            _child: Reaped(child),
             addr: SocketAddr::from(([127, 0, 0, 1], port)),
             lines,
         }
@@ -246,6 +246,8 @@ fn main() {
     let t0 = Instant::now();
     let (tx, rx) = mpsc::channel();
     let stderr = nl6.stderr.take().unwrap();
+    // Killed however this program ends (a panic included): never a fleet left running.
+    let nl6 = Reaped(nl6);
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             let _ = tx.send(line);
@@ -260,13 +262,12 @@ fn main() {
             }
             Ok(l) => log.push(l),
             Err(_) => {
-                let _ = nl6.kill();
                 panic!("nl6 did not boot within 120 s: {log:?}");
             }
         }
     };
     let boot = t0.elapsed();
-    let pid = nl6.id();
+    let pid = nl6.0.id();
     println!(
         "fleet_alive: {devices} devices on {net}, boot {:.2} s, warm-up {warmup} s, window {secs} s, traps to {}",
         boot.as_secs_f64(),
@@ -318,11 +319,17 @@ fn main() {
     for l in log.iter().filter(|l| l.contains("scheduler")) {
         println!("nl6 said: {l}");
     }
-    let _ = nl6.kill();
-    let _ = nl6.wait();
-    if let Some(mut t) = trapd {
-        let _ = t.child.kill();
-        let _ = t.child.wait();
+    drop(nl6);
+    drop(trapd);
+}
+
+/// A child process killed and reaped when dropped.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
