@@ -433,7 +433,7 @@ fn report(a: &Reading, b: &Reading, load: Option<(String, u64)>, devices: u64) {
             (name.clone(), t - before)
         })
         .collect();
-    per.sort_by(|x, y| y.1.cmp(&x.1));
+    per.sort_by_key(|x| std::cmp::Reverse(x.1));
     let top: Vec<String> = per
         .iter()
         .take(4)

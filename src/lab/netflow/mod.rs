@@ -188,7 +188,10 @@ impl FlowExporter {
     pub fn tick_unscoped(&mut self, device: &Device, now: Instant) -> bool {
         crate::lab::probe!("flow.tick");
         self.encode(device, now);
-        Self::count(device, send_as(device, &self.socket, &self.buf, self.target))
+        Self::count(
+            device,
+            send_as(device, &self.socket, &self.buf, self.target),
+        )
     }
 
     /// Encodes `device`'s export packet (its traffic since its last tick) into the reused buffer.
@@ -220,7 +223,11 @@ impl FlowExporter {
     /// Counts one export sent, or refused by the OS.
     fn count(device: &Device, ok: bool) -> bool {
         let c = &device.counters;
-        DeviceCounters::inc(if ok { &c.flow_packets_sent } else { &c.send_errors });
+        DeviceCounters::inc(if ok {
+            &c.flow_packets_sent
+        } else {
+            &c.send_errors
+        });
         ok
     }
 

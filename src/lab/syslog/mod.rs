@@ -296,7 +296,9 @@ impl SyslogExporter {
         crate::lab::probe!("syslog.fire");
         let body = self.body(device, severity, msgid, text, now);
         match &self.sink {
-            Sink::Udp { socket, target } => Self::count(device, send_as(device, socket, &body, *target)),
+            Sink::Udp { socket, target } => {
+                Self::count(device, send_as(device, socket, &body, *target))
+            }
             Sink::Tcp { queue } => Self::enqueue(queue, device, &body),
         }
     }
@@ -358,7 +360,14 @@ impl SyslogExporter {
     }
 
     /// One RFC 5424 message from `device`, its `[meta sequenceId]` the device's next.
-    fn body(&self, device: &Device, severity: u8, msgid: &str, text: &str, now: SystemTime) -> Vec<u8> {
+    fn body(
+        &self,
+        device: &Device,
+        severity: u8,
+        msgid: &str,
+        text: &str,
+        now: SystemTime,
+    ) -> Vec<u8> {
         // `[meta sequenceId]` (RFC 5424 7.3.1) lets a receiver see gaps.
         let n = device
             .counters
