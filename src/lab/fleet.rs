@@ -7,7 +7,7 @@
 //! | `snmp-<t>` (at most [`SERVING_THREADS`](super::snmp::serve::SERVING_THREADS)) | `snmp` | poll a share of the SNMP sockets and answer (see `snmp/serve.rs`) |
 //! | `trap-inform-reader`, `trap-inform-retry` (INFORM mode) | `trap` | match responses, resend |
 //! | `syslog-tcp` (TCP target) | `syslog` | the reconnect loop draining the send queue |
-//! | `lab-scheduler` (trap, syslog or flow target) | `scheduler` | one timer heap for every device's periodic syslog (jittered), link toggles and flow exports (each device at its own phase, every `-flow-interval`); each job runs under its subsystem (`syslog`, `trap`, `flow`) for its whole iteration |
+//! | `lab-scheduler` (trap, syslog or flow target) | `scheduler` | one timer wheel (`schedule.rs`) for every device's periodic syslog (jittered), link toggles and flow exports (each device at its own phase, every `-flow-interval`); each job runs under its subsystem (`syslog`, `trap`, `flow`) for its whole iteration |
 //! | `scenario-<id>` | `scenario` | a running scenario (see `scenario.rs`) |
 //! | `gnmi` (`-gnmi-port`), `gnmi-dialout` (`-gnmi-dialout`) | `gnmi`, `gnmi-dialout` | gNMI target and dial-out, each a tokio `current_thread` runtime (see `gnmi/mod.rs`) |
 //! | `lab-traffic` (`-traffic`) | `scenario` | the built-in load (see `traffic.rs`); funnels label themselves |
@@ -16,20 +16,17 @@
 //! flag, wakes sleepers and writes the SNMP threads' wake-up socket so their polls return at once.
 #![forbid(unsafe_code)]
 
-use super::catchup::{self, Skipped, Turn};
 use super::config::FleetConfig;
-use super::device::{mix, Device, INTERFACES_PER_DEVICE};
+use super::device::Device;
 use super::lateness::Lateness;
 use super::netflow::FlowExporter;
 use super::scenario::{Book, Host};
-use super::send::Outbox;
+use super::schedule;
 use super::snmp::serve::{self, Listener, Serving, Waker};
 use super::syslog::{self, SendQueue, SyslogExporter, Transport};
 use super::traffic::DiscardSink;
 use super::trap::{TrapOptions, TrapSender};
-use super::wheel::Wheel;
-use crate::labels::{self, Subsystem};
-use crate::netsys::BATCH_MAX;
+use crate::labels::Subsystem;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -179,20 +176,9 @@ impl Shared {
         if let Some(t) = &self.trap {
             t.fire_link(d, if_index, up, now);
         }
-        let (sev, text) = link_line(if_index, up);
+        let (sev, text) = schedule::link_line(if_index, up);
         self.emit_syslog(index, sev, "LINK", &text);
     }
-}
-
-/// The syslog severity and text of a link change.
-fn link_line(if_index: u32, up: bool) -> (u8, String) {
-    let (sev, state) = if up {
-        (syslog::SEVERITY_NOTICE, "up")
-    } else {
-        (syslog::SEVERITY_WARNING, "down")
-    };
-    let text = format!("Interface eth{} changed state to {state}", if_index - 1);
-    (sev, text)
 }
 
 impl super::gnmi::Host for Shared {
@@ -413,7 +399,16 @@ impl Fleet {
         if sh.trap.is_some() || sh.syslog.is_some() || sh.config.flow_target().is_some() {
             let s = sh.clone();
             sh.spawn(Subsystem::SCHEDULER, "lab-scheduler", move || {
-                run_scheduler(&s)
+                let c = &s.config;
+                let jobs = schedule::Jobs {
+                    devices: &s.devices,
+                    trap: s.trap.as_deref(),
+                    syslog: s.syslog.as_ref(),
+                    flow: Host::flow_exporter(&*s),
+                    every: [c.syslog_interval(), c.trap_interval(), c.flow_interval()],
+                    lateness: &s.lateness,
+                };
+                schedule::run(jobs, |t| s.stop.sleep_until(t), || s.stop.is_set())
             })?;
         }
         if let Some(bound) = gnmi {
@@ -538,190 +533,4 @@ fn with_traffic_sink(config: FleetConfig) -> std::io::Result<(FleetConfig, Optio
         c = c.with_flow_target(to, every);
     }
     Ok((c, Some(sink)))
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Job {
-    Syslog(usize),
-    Link(usize),
-    Flow(usize),
-}
-
-/// A pseudo-random fraction in [0, 1) for `(device, round)`, so devices do not fire in lockstep.
-fn jitter(device: usize, round: u64) -> f64 {
-    (mix((device as u64) << 32 ^ round) >> 11) as f64 / (1u64 << 53) as f64
-}
-
-/// The shared scheduler: periodic syslog (each device at a random phase, each period jittered ±10%), the
-/// periodic link toggle (linkDown, then linkUp a trap interval later) on one interface per device, and
-/// each device's flow export every flow interval (at a random phase, so exports do not come in one burst).
-/// One timer wheel for every device ([`Wheel`]: no thread nor timer per device, no heap walk per turn).
-/// Every turn's lateness is recorded ([`Lateness`]); a job reached late (a stall) skips the periods it
-/// missed instead of replaying them ([`catchup`]), with one log line per stall.
-fn run_scheduler(sh: &Shared) {
-    let start = Instant::now();
-    let syslog_every = sh.config.syslog_interval();
-    let trap_every = sh.config.trap_interval();
-    let flow_every = sh.config.flow_interval();
-    // The furthest ahead a job is ever put: a first trap phase (up to 1.5 periods), a jittered syslog.
-    let span = (trap_every.mul_f64(1.5))
-        .max(syslog_every.mul_f64(1.1))
-        .max(flow_every)
-        + catchup::LATE_SLACK;
-    let mut wheel: Wheel<Job> = Wheel::new(start, span);
-    let mut flow = Host::flow_exporter(sh);
-    for d in 0..sh.devices.len() {
-        if flow.is_some() {
-            wheel.add(start + flow_every.mul_f64(jitter(d, 2)), Job::Flow(d));
-        }
-        if sh.syslog.is_some() {
-            wheel.add(start + syslog_every.mul_f64(jitter(d, 0)), Job::Syslog(d));
-        }
-        if sh.trap.is_some() {
-            wheel.add(start + trap_every.mul_f64(0.5 + jitter(d, 1)), Job::Link(d));
-        }
-    }
-    let mut turns = Turns {
-        sh,
-        round: 0,
-        skipped: Skipped::default(),
-        every: [syslog_every, trap_every, flow_every],
-    };
-    let mut due_now = Vec::new();
-    let mut out = Outboxes::default();
-    while let Some(ready) = wheel.next_ready() {
-        if !sh.stop.sleep_until(ready) {
-            return;
-        }
-        wheel.take(&mut due_now);
-        for &(due, job) in &due_now {
-            if sh.stop.is_set() {
-                return;
-            }
-            if let Some(next) = turns.turn(due, job, &mut flow, &mut out) {
-                wheel.add(next, job);
-            }
-            out.flush(sh, flow.as_ref(), BATCH_MAX);
-        }
-        out.flush(sh, flow.as_ref(), 1);
-    }
-}
-
-/// The scheduler's batches, one per exporter socket: the packets of jobs that fall due together go out
-/// [`BATCH_MAX`] a system call.
-#[derive(Debug, Default)]
-struct Outboxes {
-    trap: Outbox,
-    syslog: Outbox,
-    flow: Outbox,
-}
-
-impl Outboxes {
-    /// Sends (and counts) every batch holding at least `at_least` packets.
-    fn flush(&mut self, sh: &Shared, flow: Option<&FlowExporter>, at_least: usize) {
-        let devices = &sh.devices;
-        if let Some(t) = sh.trap.as_ref().filter(|_| self.trap.len() >= at_least) {
-            t.flush(&mut self.trap, devices);
-        }
-        if let Some(s) = sh.syslog.as_ref().filter(|_| self.syslog.len() >= at_least) {
-            s.flush(&mut self.syslog, devices);
-        }
-        if let Some(f) = flow.filter(|_| self.flow.len() >= at_least) {
-            f.flush(&mut self.flow, devices);
-        }
-    }
-}
-
-/// One scheduler turn at a time: what runs a job and keeps the count of skips.
-struct Turns<'a> {
-    sh: &'a Shared,
-    round: u64,
-    skipped: Skipped,
-    /// The syslog, trap and flow periods.
-    every: [Duration; 3],
-}
-
-impl Turns<'_> {
-    /// Runs (or skips) `job`, due at `due`; its next due time.
-    fn turn(
-        &mut self,
-        due: Instant,
-        job: Job,
-        flow: &mut Option<FlowExporter>,
-        out: &mut Outboxes,
-    ) -> Option<Instant> {
-        let sh = self.sh;
-        let now = Instant::now();
-        if due > now {
-            // Put at the ring's far end (past the span): not due yet.
-            return Some(due);
-        }
-        let [syslog_every, trap_every, flow_every] = self.every;
-        let period = match job {
-            Job::Syslog(_) => syslog_every,
-            Job::Link(_) => trap_every,
-            Job::Flow(_) => flow_every,
-        };
-        sh.lateness.record(now.saturating_duration_since(due));
-        if let Turn::Skip { next, missed } = catchup::turn(due, period, now) {
-            self.skipped.add(due, now, missed);
-            sh.lateness.skipped(missed);
-            return Some(next);
-        }
-        if let Some(line) = self.skipped.take_line(now) {
-            eprintln!("{line}");
-        }
-        self.round += 1;
-        let round = self.round;
-        // The whole turn runs under the job's subsystem: the device state it advances and the text it
-        // formats are that job's work; only the wheel and the waiting stay `scheduler`.
-        let next = match job {
-            Job::Syslog(d) => labels::with(Subsystem::SYSLOG, || {
-                let dev = &sh.devices[d];
-                let up = dev
-                    .advance(Instant::now())
-                    .interfaces
-                    .iter()
-                    .filter(|i| i.oper_up)
-                    .count();
-                let text = format!("periodic status: {up}/{INTERFACES_PER_DEVICE} interfaces up");
-                if let Some(s) = &sh.syslog {
-                    let (sev, at) = (syslog::SEVERITY_INFO, SystemTime::now());
-                    s.fire_into(dev, sev, "STATUS", &text, at, &mut out.syslog);
-                }
-                syslog_every.mul_f64(0.9 + 0.2 * jitter(d, round))
-            }),
-            Job::Link(d) => labels::with(Subsystem::TRAP, || {
-                Self::toggle_link(sh, d, out);
-                trap_every
-            }),
-            Job::Flow(d) => labels::with(Subsystem::FLOW, || {
-                crate::lab::probe!("flow.ticker");
-                if let Some(exporter) = flow.as_mut() {
-                    exporter.tick_into(&sh.devices[d], Instant::now(), &mut out.flow);
-                }
-                flow_every
-            }),
-        };
-        Some(due + next)
-    }
-
-    /// The periodic link toggle of device `d`'s one flapping interface: its trap and syslog line go
-    /// into the batches (as [`Shared::set_link`] announces a change at once).
-    fn toggle_link(sh: &Shared, d: usize, out: &mut Outboxes) {
-        let dev = &sh.devices[d];
-        let if_index = (d % INTERFACES_PER_DEVICE) as u32 + 1;
-        let now = Instant::now();
-        let up = !dev.advance(now).interfaces[if_index as usize - 1].oper_up;
-        if !dev.set_oper(if_index, up, now) {
-            return;
-        }
-        if let Some(t) = &sh.trap {
-            t.fire_link_into(dev, if_index, up, now, &mut out.trap);
-        }
-        if let Some(s) = &sh.syslog {
-            let (sev, text) = link_line(if_index, up);
-            s.fire_into(dev, sev, "LINK", &text, SystemTime::now(), &mut out.syslog);
-        }
-    }
 }
