@@ -12,9 +12,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export NL6_ALIVE_DEVICES=${1:-1000000} NL6_ALIVE_SECS=${2:-60}
 cargo build --quiet --release --bin nl6
+# The bench's own executable (deps/NAME-hash): cargo also lists the nl6 binary a bench depends on.
 bench_exe() {
   cargo bench --quiet --bench "$1" --no-run --message-format=json 2>/dev/null |
-    sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1
+    sed -n "s/.*\"executable\":\"\([^\"]*\/deps\/$1-[^\"]*\)\".*/\1/p" | tail -1
 }
 NL6_SNMP_LOAD=$(bench_exe snmp_load)
 ALIVE=$(bench_exe fleet_alive)
