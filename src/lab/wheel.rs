@@ -1,7 +1,7 @@
 //! The lab scheduler's timer wheel: every device's periodic jobs (millions at a million devices) in one
 //! ring of time slots, each a plain `Vec` of the jobs due in it. Adding a job is a push to the end of its
 //! slot's vector and taking the jobs due is taking one vector whole, so a turn costs no heap walk (a
-//! binary heap of 3 000 000 entries spent 22 cache-missing levels on every push and pop), and the jobs of
+//! binary heap of 3 000 000 entries walks about 22 levels on every push and pop), and the jobs of
 //! one slot come out together, for the exporters to send as one batch.
 //!
 //! A slot is [`Wheel::tick`] long (1 ms unless the longest span asks for more so the ring stays at most
