@@ -84,7 +84,7 @@ fn long_lived_loops_carry_their_birth_labels_in_the_thread_profile() {
         &stacks,
         "lab-scheduler",
         Subsystem::SCHEDULER,
-        "nl6::lab::fleet::run_scheduler",
+        "nl6::lab::schedule::run",
     );
     drop(f);
 }

@@ -130,5 +130,15 @@ fn a_five_second_stop_is_not_replayed_as_a_burst() {
         line.contains("missed periods rather than replay them"),
         "{line}"
     );
+    // The API tells the same stall: periods skipped, a turn reached about the stop's length late.
+    let (status, _, body) = nl6.http("GET", "/api/v1/fleet", b"");
+    assert_eq!(status, 200);
+    let s = &common::json(&body)["scheduler"];
+    assert!(s["skipped_periods"].as_u64().unwrap() > 0, "{s}");
+    let worst = s["max_us"].as_u64().unwrap();
+    assert!(
+        worst >= stop * 900_000,
+        "worst lateness {worst} µs after a {stop} s stop: {s}"
+    );
     nl6.terminate(Duration::from_secs(25));
 }

@@ -5,6 +5,9 @@
 //!   malformed packets received, and their parts); at most [`MAX_PAGE`] devices a page, [`DEFAULT_PAGE`]
 //!   unless asked, so 30 000 devices never make one unbounded body; `name=PREFIX` keeps the devices whose
 //!   name starts with PREFIX (ASCII case ignored), and `total` counts those;
+//! - `GET /api/v1/fleet`: the fleet at a glance: `devices`, `totals` (every device's message counters
+//!   added up: what the fleet sent and dropped, per kind) and `scheduler` (how late its jobs were
+//!   reached, p50/p99/p999 and the histogram, and the periods it skipped; see [`super::lateness`]);
 //! - `GET /api/v1/scenarios`: `{"data":[…]}`, every scenario and its state;
 //! - `POST /api/v1/scenarios`: `{"name":"link-flap","device":"…","duration":"30s","start_at"?:RFC 3339}`
 //!   → 201 with the scenario; a bad body → 400 whose error names the field; 429 when
@@ -36,9 +39,10 @@ pub fn route(req: &crate::http::Request, fleet: &Fleet) -> Option<crate::http::R
             }
             Err(e) => error(400, &e),
         },
+        ("GET" | "HEAD", "/api/v1/fleet") => fleet_totals(fleet),
         ("GET" | "HEAD", "/api/v1/scenarios") => list_scenarios(fleet),
         ("POST", "/api/v1/scenarios") => post_scenario(req, fleet),
-        (m, p @ "/api/v1/devices") => {
+        (m, p @ ("/api/v1/devices" | "/api/v1/fleet")) => {
             error(405, &format!("method {m} not allowed on {p} (GET, HEAD)"))
                 .header("Allow", "GET, HEAD")
         }
@@ -138,6 +142,55 @@ fn device_json(d: &Device, now: Instant) -> serde_json::Value {
         "interfaces": interfaces,
         "counters": d.counters.peek().to_json(),
     })
+}
+
+/// The counters every device keeps, added up over the fleet (one pass, no allocation per device).
+fn fleet_totals(fleet: &Fleet) -> Response {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    let names = [
+        "snmp_requests",
+        "snmp_responses",
+        "traps_sent",
+        "informs_sent",
+        "informs_acked",
+        "informs_failed",
+        "syslog_sent",
+        "syslog_dropped",
+        "flow_packets_sent",
+        "send_errors",
+    ];
+    let mut sums = [0u64; 10];
+    for d in fleet.devices() {
+        let c = d.counters.peek();
+        let fields: [&AtomicU64; 10] = [
+            &c.snmp_requests,
+            &c.snmp_responses,
+            &c.traps_sent,
+            &c.informs_sent,
+            &c.informs_acked,
+            &c.informs_failed,
+            &c.syslog_sent,
+            &c.syslog_dropped,
+            &c.flow_packets_sent,
+            &c.send_errors,
+        ];
+        for (s, f) in sums.iter_mut().zip(fields) {
+            *s += f.load(Relaxed);
+        }
+    }
+    let totals: serde_json::Map<String, serde_json::Value> = names
+        .iter()
+        .zip(sums)
+        .map(|(n, v)| (n.to_string(), v.into()))
+        .collect();
+    json(
+        200,
+        &serde_json::json!({
+            "devices": fleet.devices().len(),
+            "totals": totals,
+            "scheduler": fleet.lateness().to_json(),
+        }),
+    )
 }
 
 fn list_scenarios(fleet: &Fleet) -> Response {

@@ -7,7 +7,7 @@
 //! | `snmp-<t>` (at most [`SERVING_THREADS`](super::snmp::serve::SERVING_THREADS)) | `snmp` | poll a share of the SNMP sockets and answer (see `snmp/serve.rs`) |
 //! | `trap-inform-reader`, `trap-inform-retry` (INFORM mode) | `trap` | match responses, resend |
 //! | `syslog-tcp` (TCP target) | `syslog` | the reconnect loop draining the send queue |
-//! | `lab-scheduler` (trap, syslog or flow target) | `scheduler` | one timer heap for every device's periodic syslog (jittered), link toggles and flow exports (each device at its own phase, every `-flow-interval`); each job runs under its subsystem (`syslog`, `trap`, `flow`) for its whole iteration |
+//! | `lab-scheduler` (trap, syslog or flow target) | `scheduler` | one timer wheel (`schedule.rs`) for every device's periodic syslog (jittered), link toggles and flow exports (each device at its own phase, every `-flow-interval`); each job runs under its subsystem (`syslog`, `trap`, `flow`) for its whole iteration |
 //! | `scenario-<id>` | `scenario` | a running scenario (see `scenario.rs`) |
 //! | `gnmi` (`-gnmi-port`), `gnmi-dialout` (`-gnmi-dialout`) | `gnmi`, `gnmi-dialout` | gNMI target and dial-out, each a tokio `current_thread` runtime (see `gnmi/mod.rs`) |
 //! | `lab-traffic` (`-traffic`) | `scenario` | the built-in load (see `traffic.rs`); funnels label themselves |
@@ -16,18 +16,17 @@
 //! flag, wakes sleepers and writes the SNMP threads' wake-up socket so their polls return at once.
 #![forbid(unsafe_code)]
 
-use super::catchup::{self, Skipped, Turn};
 use super::config::FleetConfig;
-use super::device::{mix, Device, INTERFACES_PER_DEVICE};
+use super::device::Device;
+use super::lateness::Lateness;
 use super::netflow::FlowExporter;
 use super::scenario::{Book, Host};
+use super::schedule;
 use super::snmp::serve::{self, Listener, Serving, Waker};
 use super::syslog::{self, SendQueue, SyslogExporter, Transport};
 use super::traffic::DiscardSink;
 use super::trap::{TrapOptions, TrapSender};
-use crate::labels::{self, Subsystem};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use crate::labels::Subsystem;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -102,6 +101,8 @@ pub struct Shared {
     pub(crate) traffic_sink: Option<DiscardSink>,
     /// Wakes the SNMP serving threads at stop.
     pub(crate) snmp_waker: Waker,
+    /// How late the scheduler reaches its jobs, and the periods it skipped (`GET /api/v1/fleet`).
+    pub(crate) lateness: Lateness,
 }
 
 impl Shared {
@@ -175,17 +176,8 @@ impl Shared {
         if let Some(t) = &self.trap {
             t.fire_link(d, if_index, up, now);
         }
-        let (sev, state) = if up {
-            (syslog::SEVERITY_NOTICE, "up")
-        } else {
-            (syslog::SEVERITY_WARNING, "down")
-        };
-        self.emit_syslog(
-            index,
-            sev,
-            "LINK",
-            &format!("Interface eth{} changed state to {state}", if_index - 1),
-        );
+        let (sev, text) = schedule::link_line(if_index, up);
+        self.emit_syslog(index, sev, "LINK", &text);
     }
 }
 
@@ -348,6 +340,7 @@ impl Fleet {
             started: SystemTime::now(),
             traffic_sink,
             snmp_waker: Waker::new().map_err(io("SNMP wake-up socket"))?,
+            lateness: Lateness::default(),
         });
         let fleet = Fleet {
             shared: shared.clone(),
@@ -406,7 +399,16 @@ impl Fleet {
         if sh.trap.is_some() || sh.syslog.is_some() || sh.config.flow_target().is_some() {
             let s = sh.clone();
             sh.spawn(Subsystem::SCHEDULER, "lab-scheduler", move || {
-                run_scheduler(&s)
+                let c = &s.config;
+                let jobs = schedule::Jobs {
+                    devices: &s.devices,
+                    trap: s.trap.as_deref(),
+                    syslog: s.syslog.as_ref(),
+                    flow: Host::flow_exporter(&*s),
+                    every: [c.syslog_interval(), c.trap_interval(), c.flow_interval()],
+                    lateness: &s.lateness,
+                };
+                schedule::run(jobs, |t| s.stop.sleep_until(t), || s.stop.is_set())
             })?;
         }
         if let Some(bound) = gnmi {
@@ -462,6 +464,11 @@ impl Fleet {
     /// Frames waiting in the TCP syslog queue (0 without a TCP target).
     pub fn syslog_queue_len(&self) -> usize {
         self.shared.syslog_queue.as_ref().map_or(0, |q| q.len())
+    }
+
+    /// The scheduler's lateness and skipped periods so far.
+    pub fn lateness(&self) -> super::lateness::Snapshot {
+        self.shared.lateness.snapshot()
     }
 
     /// INFORMs awaiting a response.
@@ -526,105 +533,4 @@ fn with_traffic_sink(config: FleetConfig) -> std::io::Result<(FleetConfig, Optio
         c = c.with_flow_target(to, every);
     }
     Ok((c, Some(sink)))
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Job {
-    Syslog(usize),
-    Link(usize),
-    Flow(usize),
-}
-
-/// A pseudo-random fraction in [0, 1) for `(device, round)`, so devices do not fire in lockstep.
-fn jitter(device: usize, round: u64) -> f64 {
-    (mix((device as u64) << 32 ^ round) >> 11) as f64 / (1u64 << 53) as f64
-}
-
-/// The shared scheduler: periodic syslog (each device at a random phase, each period jittered ±10%), the
-/// periodic link toggle (linkDown, then linkUp a trap interval later) on one interface per device, and
-/// each device's flow export every flow interval (at a random phase, so exports do not come in one burst).
-/// One heap for every device: no thread nor timer per device. A job reached late (a stall) skips the
-/// periods it missed instead of replaying them ([`catchup`]), with one log line per stall.
-fn run_scheduler(sh: &Shared) {
-    let start = Instant::now();
-    let mut heap: BinaryHeap<Reverse<(Instant, u64, Job)>> = BinaryHeap::new();
-    let mut round: u64 = 0;
-    let syslog_every = sh.config.syslog_interval();
-    let trap_every = sh.config.trap_interval();
-    let flow_every = sh.config.flow_interval();
-    let mut flow = Host::flow_exporter(sh);
-    for d in 0..sh.devices.len() {
-        if flow.is_some() {
-            heap.push(Reverse((
-                start + flow_every.mul_f64(jitter(d, 2)),
-                0,
-                Job::Flow(d),
-            )));
-        }
-        if sh.syslog.is_some() {
-            heap.push(Reverse((
-                start + syslog_every.mul_f64(jitter(d, 0)),
-                0,
-                Job::Syslog(d),
-            )));
-        }
-        if sh.trap.is_some() {
-            heap.push(Reverse((
-                start + trap_every.mul_f64(0.5 + jitter(d, 1)),
-                0,
-                Job::Link(d),
-            )));
-        }
-    }
-    let mut skipped = Skipped::default();
-    while let Some(Reverse((due, n, job))) = heap.pop() {
-        if !sh.stop.sleep_until(due) {
-            return;
-        }
-        let period = match job {
-            Job::Syslog(_) => syslog_every,
-            Job::Link(_) => trap_every,
-            Job::Flow(_) => flow_every,
-        };
-        let now = Instant::now();
-        if let Turn::Skip { next, missed } = catchup::turn(due, period, now) {
-            skipped.add(due, now, missed);
-            heap.push(Reverse((next, n + missed, job)));
-            continue;
-        }
-        if let Some(line) = skipped.take_line(now) {
-            eprintln!("{line}");
-        }
-        round += 1;
-        // The whole iteration runs under the job's subsystem: the device state it advances and the text
-        // it formats are that job's work; only the heap and the waiting stay `scheduler`.
-        let next = match job {
-            Job::Syslog(d) => labels::with(Subsystem::SYSLOG, || {
-                let up = sh.devices[d]
-                    .advance(Instant::now())
-                    .interfaces
-                    .iter()
-                    .filter(|i| i.oper_up)
-                    .count();
-                let text = format!("periodic status: {up}/{INTERFACES_PER_DEVICE} interfaces up");
-                sh.emit_syslog(d, syslog::SEVERITY_INFO, "STATUS", &text);
-                syslog_every.mul_f64(0.9 + 0.2 * jitter(d, round))
-            }),
-            Job::Link(d) => labels::with(Subsystem::TRAP, || {
-                let if_index = (d % INTERFACES_PER_DEVICE) as u32 + 1;
-                let up = !sh.devices[d].advance(Instant::now()).interfaces[if_index as usize - 1]
-                    .oper_up;
-                sh.set_link(d, if_index, up);
-                trap_every
-            }),
-            Job::Flow(d) => labels::with(Subsystem::FLOW, || {
-                crate::lab::probe!("flow.ticker");
-                if let Some(exporter) = flow.as_mut() {
-                    exporter.tick(&sh.devices[d], Instant::now());
-                }
-                flow_every
-            }),
-        };
-        heap.push(Reverse((due + next, n + 1, job)));
-    }
 }

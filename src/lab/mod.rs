@@ -10,8 +10,9 @@
 //!   `-device-net`), with waits through [`crate::ready`]; [`device`]: one device's identity, interfaces
 //!   and counters; [`device_net`]: the `-device-net` address range; [`target`]: where the fleet sends
 //!   (`host:port`, `udp://`/`tcp://`); [`config`]: [`FleetConfig`] and its flag table; [`catchup`]: the
-//!   scheduler's rule for missed periods (skipped, never replayed);
-//! - above them: [`scenario`]: link-flap scenarios; [`traffic`]: the `-traffic` load; [`fleet`]:
+//!   scheduler's rule for missed periods (skipped, never replayed); [`lateness`]: how late the
+//!   scheduler reaches its jobs (a histogram the API reads); [`wheel`]: the scheduler's timer wheel;
+//! - above them: [`scenario`]: link-flap scenarios; [`schedule`]: the lab scheduler's periodic jobs; [`traffic`]: the `-traffic` load; [`fleet`]:
 //!   [`Fleet::start`] / [`Fleet::stop`] and the thread map; [`fleet_error`]: why a fleet did not start;
 //!   [`api`]: the REST routes (time text comes from [`crate::timefmt`]);
 //! - [`gnmi`]: the gNMI target and dial-out, the only async code in nl6 (a tokio `current_thread`
@@ -39,14 +40,17 @@ pub mod fleet;
 pub mod fleet_error;
 pub mod gnmi;
 pub mod gnmi_wire;
+pub mod lateness;
 pub mod netflow;
 pub mod scenario;
+pub mod schedule;
 pub mod send;
 pub mod snmp;
 pub mod syslog;
 pub mod target;
 pub mod traffic;
 pub mod trap;
+pub mod wheel;
 
 #[cfg(test)]
 mod label_probe;

@@ -9,10 +9,11 @@
 #![forbid(unsafe_code)]
 
 use super::device::{Device, DeviceCounters, INTERFACES_PER_DEVICE};
-use super::send::send_as;
+use super::send::{send_as, Outbox};
 use crate::labels::{self, Subsystem};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// The template id of our one record layout (ids below 256 are reserved for flowset ids).
@@ -186,6 +187,15 @@ impl FlowExporter {
     /// The funnel's work without the label scope (the label-cost benchmark compares the two).
     pub fn tick_unscoped(&mut self, device: &Device, now: Instant) -> bool {
         crate::lab::probe!("flow.tick");
+        self.encode(device, now);
+        Self::count(
+            device,
+            send_as(device, &self.socket, &self.buf, self.target),
+        )
+    }
+
+    /// Encodes `device`'s export packet (its traffic since its last tick) into the reused buffer.
+    fn encode(&mut self, device: &Device, now: Instant) {
         let idx = device.index();
         let last = self.last_ms.get(idx).copied().unwrap_or(0);
         let n = collect_records(device, now, last, &mut self.records);
@@ -208,13 +218,37 @@ impl FlowExporter {
             source_id: idx as u32,
         };
         encode_packet(&mut self.buf, h, &self.records[..n]);
-        if send_as(device, &self.socket, &self.buf, self.target) {
-            DeviceCounters::inc(&device.counters.flow_packets_sent);
-            true
+    }
+
+    /// Counts one export sent, or refused by the OS.
+    fn count(device: &Device, ok: bool) -> bool {
+        let c = &device.counters;
+        DeviceCounters::inc(if ok {
+            &c.flow_packets_sent
         } else {
-            DeviceCounters::inc(&device.counters.send_errors);
-            false
-        }
+            &c.send_errors
+        });
+        ok
+    }
+
+    /// The tick's batched form, scoped `flow`: the export goes into `out`, sent (and counted) at
+    /// [`FlowExporter::flush`] with the others that fell due together.
+    pub fn tick_into(&mut self, device: &Device, now: Instant, out: &mut Outbox) {
+        labels::with(Subsystem::FLOW, || {
+            crate::lab::probe!("flow.tick");
+            self.encode(device, now);
+            out.push(device, &self.buf, self.target);
+        })
+    }
+
+    /// Sends what [`FlowExporter::tick_into`] gathered (devices by index in `devices`), counting each,
+    /// scoped `flow`.
+    pub fn flush(&self, out: &mut Outbox, devices: &[Arc<Device>]) {
+        labels::with(Subsystem::FLOW, || {
+            out.flush(&self.socket, |d, ok| {
+                Self::count(&devices[d], ok);
+            })
+        })
     }
 }
 

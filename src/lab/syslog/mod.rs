@@ -12,7 +12,7 @@
 #![forbid(unsafe_code)]
 
 use super::device::{Device, DeviceCounters};
-use super::send::send_as;
+use super::send::{send_as, Outbox};
 use crate::labels::{self, Subsystem};
 use crate::timefmt::Timestamp;
 use std::collections::VecDeque;
@@ -294,6 +294,80 @@ impl SyslogExporter {
         now: SystemTime,
     ) -> bool {
         crate::lab::probe!("syslog.fire");
+        let body = self.body(device, severity, msgid, text, now);
+        match &self.sink {
+            Sink::Udp { socket, target } => {
+                Self::count(device, send_as(device, socket, &body, *target))
+            }
+            Sink::Tcp { queue } => Self::enqueue(queue, device, &body),
+        }
+    }
+
+    /// The funnel's batched form, scoped `syslog`: over UDP the message goes into `out`, sent (and
+    /// counted) at [`SyslogExporter::flush`] with the others that fell due together; over TCP it joins
+    /// the send queue as [`SyslogExporter::fire`] does. False when the TCP queue was full.
+    pub fn fire_into(
+        &self,
+        device: &Device,
+        severity: u8,
+        msgid: &str,
+        text: &str,
+        now: SystemTime,
+        out: &mut Outbox,
+    ) -> bool {
+        labels::with(Subsystem::SYSLOG, || {
+            crate::lab::probe!("syslog.fire");
+            let body = self.body(device, severity, msgid, text, now);
+            match &self.sink {
+                Sink::Udp { target, .. } => {
+                    out.push(device, &body, *target);
+                    true
+                }
+                Sink::Tcp { queue } => Self::enqueue(queue, device, &body),
+            }
+        })
+    }
+
+    /// Sends what [`SyslogExporter::fire_into`] gathered (devices by index in `devices`), counting each,
+    /// scoped `syslog`. Nothing to do over TCP.
+    pub fn flush(&self, out: &mut Outbox, devices: &[Arc<Device>]) {
+        if let Sink::Udp { socket, .. } = &self.sink {
+            labels::with(Subsystem::SYSLOG, || {
+                out.flush(socket, |d, ok| {
+                    Self::count(&devices[d], ok);
+                })
+            })
+        }
+    }
+
+    /// Counts one UDP message sent, or refused by the OS.
+    fn count(device: &Device, ok: bool) -> bool {
+        let c = &device.counters;
+        DeviceCounters::inc(if ok { &c.syslog_sent } else { &c.send_errors });
+        ok
+    }
+
+    /// Frames `body` into the TCP queue; a full queue drops it, counted.
+    fn enqueue(queue: &SendQueue, device: &Device, body: &[u8]) -> bool {
+        let mut frame = Vec::with_capacity(body.len() + 8);
+        frame_octet_counting(body, &mut frame);
+        if queue.push(device.index(), frame) {
+            true
+        } else {
+            DeviceCounters::inc(&device.counters.syslog_dropped);
+            false
+        }
+    }
+
+    /// One RFC 5424 message from `device`, its `[meta sequenceId]` the device's next.
+    fn body(
+        &self,
+        device: &Device,
+        severity: u8,
+        msgid: &str,
+        text: &str,
+        now: SystemTime,
+    ) -> Vec<u8> {
         // `[meta sequenceId]` (RFC 5424 7.3.1) lets a receiver see gaps.
         let n = device
             .counters
@@ -321,27 +395,7 @@ impl SyslogExporter {
         };
         let mut body = Vec::with_capacity(160 + text.len());
         m.write_to(&mut body);
-        match &self.sink {
-            Sink::Udp { socket, target } => {
-                if send_as(device, socket, &body, *target) {
-                    DeviceCounters::inc(&device.counters.syslog_sent);
-                    true
-                } else {
-                    DeviceCounters::inc(&device.counters.send_errors);
-                    false
-                }
-            }
-            Sink::Tcp { queue } => {
-                let mut frame = Vec::with_capacity(body.len() + 8);
-                frame_octet_counting(&body, &mut frame);
-                if queue.push(device.index(), frame) {
-                    true
-                } else {
-                    DeviceCounters::inc(&device.counters.syslog_dropped);
-                    false
-                }
-            }
-        }
+        body
     }
 }
 

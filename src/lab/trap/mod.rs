@@ -8,7 +8,7 @@
 #![forbid(unsafe_code)]
 
 use super::device::{Device, DeviceCounters};
-use super::send::send_as;
+use super::send::{send_as, Outbox};
 use super::snmp::ber::{Oid, Value};
 use super::snmp::mib::{IF_TABLE, SYS_UPTIME_0};
 use super::snmp::{pdu, Message, VERSION_2C};
@@ -132,36 +132,71 @@ impl TrapSender {
     /// The trap fire funnel: one linkUp/linkDown for `device`'s interface `if_index`, scoped `trap`.
     pub fn fire_link(&self, device: &Arc<Device>, if_index: u32, up: bool, now: Instant) -> bool {
         labels::with(Subsystem::TRAP, || {
-            crate::lab::probe!("trap.fire");
-            let id = self.next_id.fetch_add(1, Ordering::Relaxed) & 0x7fff_ffff;
-            let vbs = link_varbinds(device.uptime_ticks(now), if_index, up, &device.name());
-            let kind = if self.options.inform {
-                pdu::INFORM
-            } else {
-                pdu::TRAP_V2
-            };
-            let packet = notification(kind, id, &self.community, vbs);
-            if self.options.inform {
-                let p = Pending {
-                    packet: packet.clone(),
-                    device: device.clone(),
-                    deadline: now + self.options.timeout,
-                    retries_left: self.options.retries,
-                };
-                self.pending
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(id, p);
-            }
+            let packet = self.link_packet(device, if_index, up, now);
             let ok = send_as(device, &self.socket, &packet, self.target);
-            let c = &device.counters;
-            DeviceCounters::inc(match (ok, self.options.inform) {
-                (false, _) => &c.send_errors,
-                (true, true) => &c.informs_sent,
-                (true, false) => &c.traps_sent,
-            });
+            self.count(device, ok);
             ok
         })
+    }
+
+    /// The funnel's batched form: the notification goes into `out`, sent (and counted) at
+    /// [`TrapSender::flush`] with the others that fell due together.
+    pub fn fire_link_into(
+        &self,
+        device: &Arc<Device>,
+        if_index: u32,
+        up: bool,
+        now: Instant,
+        out: &mut Outbox,
+    ) {
+        labels::with(Subsystem::TRAP, || {
+            let packet = self.link_packet(device, if_index, up, now);
+            out.push(device, &packet, self.target);
+        })
+    }
+
+    /// Sends what [`TrapSender::fire_link_into`] gathered (devices by index in `devices`), counting
+    /// each, scoped `trap`.
+    pub fn flush(&self, out: &mut Outbox, devices: &[Arc<Device>]) {
+        labels::with(Subsystem::TRAP, || {
+            out.flush(&self.socket, |d, ok| self.count(&devices[d], ok))
+        })
+    }
+
+    /// Encodes one notification (and, for an INFORM, registers it as pending).
+    fn link_packet(&self, device: &Arc<Device>, if_index: u32, up: bool, now: Instant) -> Vec<u8> {
+        crate::lab::probe!("trap.fire");
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) & 0x7fff_ffff;
+        let vbs = link_varbinds(device.uptime_ticks(now), if_index, up, device.name());
+        let kind = if self.options.inform {
+            pdu::INFORM
+        } else {
+            pdu::TRAP_V2
+        };
+        let packet = notification(kind, id, &self.community, vbs);
+        if self.options.inform {
+            let p = Pending {
+                packet: packet.clone(),
+                device: device.clone(),
+                deadline: now + self.options.timeout,
+                retries_left: self.options.retries,
+            };
+            self.pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(id, p);
+        }
+        packet
+    }
+
+    /// Counts one notification sent, or refused by the OS.
+    fn count(&self, device: &Device, ok: bool) {
+        let c = &device.counters;
+        DeviceCounters::inc(match (ok, self.options.inform) {
+            (false, _) => &c.send_errors,
+            (true, true) => &c.informs_sent,
+            (true, false) => &c.traps_sent,
+        });
     }
 
     /// The INFORM reader loop: matches Response PDUs from the target to pending INFORMs until `stop`.
