@@ -167,7 +167,7 @@ impl TrapSender {
     fn link_packet(&self, device: &Arc<Device>, if_index: u32, up: bool, now: Instant) -> Vec<u8> {
         crate::lab::probe!("trap.fire");
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) & 0x7fff_ffff;
-        let vbs = link_varbinds(device.uptime_ticks(now), if_index, up, device.name());
+        let vbs = link_varbinds(device.uptime_ticks(now), if_index, up, &device.name());
         let kind = if self.options.inform {
             pdu::INFORM
         } else {
