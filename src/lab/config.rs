@@ -360,6 +360,13 @@ impl FleetConfig {
     /// Checks what depends on several fields (the port range) before anything binds.
     pub fn validate(&self) -> Result<(), String> {
         self.gnmi.validate()?;
+        if self.devices > u32::MAX as usize {
+            return Err(format!(
+                "-devices {}: at most {} devices a fleet: lower -devices",
+                self.devices,
+                u32::MAX
+            ));
+        }
         if let Some(net) = self.device_net {
             if self.devices > net.capacity() {
                 return Err(format!(

@@ -133,6 +133,14 @@ fn values_parse_and_errors_name_the_flag() {
         let e = c.validate().unwrap_err();
         assert!(e.starts_with(needle), "{flag}: {e}");
     }
+    let e = FleetConfig::default()
+        .with_devices(u32::MAX as usize + 1)
+        .validate()
+        .unwrap_err();
+    assert!(
+        e.starts_with("-devices 4294967296: at most 4294967295"),
+        "{e}"
+    );
     let mut c = FleetConfig::default().with_devices(100);
     c.set("gnmi-port", "65500").unwrap();
     assert!(c.validate().unwrap_err().contains("-gnmi-port 65500"));
