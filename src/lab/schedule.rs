@@ -82,6 +82,8 @@ pub fn run(mut jobs: Jobs<'_>, sleep_until: impl Fn(Instant) -> bool, stopping: 
         wheel.take(&mut due_now);
         for &(due, job) in &due_now {
             if stopping() {
+                // What this slot already built has used its sequence numbers and flow marks: sent.
+                out.flush(sh, flow.as_ref(), 1);
                 return;
             }
             if let Some(next) = turns.turn(due, job, &mut flow, &mut out) {
