@@ -22,12 +22,17 @@ SNMPD=$(command -v snmpd || echo /usr/sbin/snmpd)
 [ -x "$SNMPD" ] || { echo "bench-snmp: snmpd is missing (apt-get install snmpd)" >&2; exit 2; }
 # One build for both (a `cargo bench` build would rebuild the library under another profile): the
 # load generator is the bench target's executable. NL6= and LOAD= (both) use binaries already built.
-if [ -z "${NL6:-}" ] || [ -z "${LOAD:-}" ]; then
+if { [ -n "${NL6:-}" ] && [ -z "${LOAD:-}" ]; } || { [ -z "${NL6:-}" ] && [ -n "${LOAD:-}" ]; }; then
+  echo "bench-snmp: give both NL6= and LOAD= (prebuilt binaries), or neither (this script builds both)" >&2
+  exit 2
+fi
+if [ -z "${NL6:-}" ]; then
   LOAD=$(cargo build --quiet --release --bin nl6 --bench snmp_load --message-format=json 2>/dev/null |
     grep '"kind":\["bench"\]' | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
   NL6=${CARGO_TARGET_DIR:-target}/release/nl6
 fi
 [ -x "$LOAD" ] || { echo "bench-snmp: the snmp_load bench did not build" >&2; exit 1; }
+[ -x "$NL6" ] || { echo "bench-snmp: no nl6 binary at $NL6" >&2; exit 1; }
 OUT=${CARGO_TARGET_DIR:-target}/bench-snmp
 mkdir -p "$OUT"
 # 10 000 per-port sockets plus the rest: the hard limit of this shell, whatever the soft one is.
