@@ -8,7 +8,7 @@
 //! after the stall at most [`LATE_SLACK`] worth of periods above the steady rate. Each job keeps its phase
 //! (its next turn is `due + k × period`), so devices still do not fire in lockstep.
 //!
-//! Never here: sleeping, sending, or the heap itself (see `fleet.rs`).
+//! Never here: sleeping, sending, or the timer wheel itself (see `wheel.rs` and `schedule.rs`).
 #![forbid(unsafe_code)]
 
 use std::time::{Duration, Instant};

@@ -6,13 +6,13 @@
 //!
 //! The buckets are exact below 4 µs, then four per power of two (each at most 25 % wide), so a
 //! percentile is told within a quarter of itself; 8 bytes of state per bucket, none per job.
-//! Never here: deciding what a late job does (`catchup`) or the heap (`fleet.rs`).
+//! Never here: deciding what a late job does (`catchup`) or the timer wheel (`wheel.rs`, run by `schedule.rs`).
 #![forbid(unsafe_code)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// Buckets: four per power of two of microseconds up to 2^41 µs (25 days); later lands in the last.
+/// Buckets: four per power of two of microseconds up to 2^42 µs (51 days); later lands in the last.
 pub const BUCKETS: usize = 164;
 
 /// The bucket of a lateness of `us` microseconds.

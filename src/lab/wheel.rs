@@ -6,7 +6,9 @@
 //!
 //! A slot is [`Wheel::tick`] long (1 ms unless the longest span asks for more so the ring stays at most
 //! [`MAX_SLOTS`]); jobs in one slot run in the order they were added, at most one tick after their due
-//! time. Plain values in and out: no clock, no sleeping (see `fleet.rs`).
+//! time. A job due beyond the span (a stall's catch-up can put one there) is kept in the ring's last slot
+//! and comes out early; the scheduler (`schedule.rs`) adds it back, since it is not yet due. Plain values
+//! in and out: no clock, no sleeping.
 #![forbid(unsafe_code)]
 
 use std::time::{Duration, Instant};
