@@ -438,6 +438,9 @@ impl Device {
         if !(1..=INTERFACES_PER_DEVICE as u32).contains(&if_index) {
             return false;
         }
+        if up && !self.is_live() {
+            return false; // an untouched device's interfaces are all up: nothing to make live for
+        }
         let mut st = self.advance_mut(now);
         let i = &mut st.interfaces[if_index as usize - 1];
         // An interface an operator shut stays down whatever the link does.
@@ -456,6 +459,9 @@ impl Device {
         let ticks = self.uptime_ticks(now);
         if !(1..=INTERFACES_PER_DEVICE as u32).contains(&if_index) {
             return None;
+        }
+        if up && !self.is_live() {
+            return Some(false); // already up, as every untouched interface is
         }
         let mut st = self.advance_mut(now);
         let i = &mut st.interfaces[if_index as usize - 1];

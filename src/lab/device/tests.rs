@@ -21,6 +21,16 @@ fn a_change_made_with_an_older_clock_never_takes_a_read_counter_back() {
 }
 
 #[test]
+fn bringing_an_untouched_interface_up_changes_nothing_and_allocates_nothing() {
+    let boot = Instant::now();
+    let d = Device::new(6, boot);
+    assert!(!d.set_oper(2, true, boot));
+    assert_eq!(d.set_admin(2, true, boot), Some(false));
+    assert!(!d.is_live() && d.changes() == 0);
+    assert!(d.set_oper(2, false, boot) && d.is_live());
+}
+
+#[test]
 fn counters_grow_only_while_up() {
     let boot = Instant::now();
     let d = Device::new(3, boot);
