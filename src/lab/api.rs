@@ -146,43 +146,22 @@ fn device_json(d: &Device, now: Instant) -> serde_json::Value {
 
 /// The counters every device keeps, added up over the fleet (one pass, no allocation per device).
 fn fleet_totals(fleet: &Fleet) -> Response {
-    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-    let names = [
-        "snmp_requests",
-        "snmp_responses",
-        "traps_sent",
-        "informs_sent",
-        "informs_acked",
-        "informs_failed",
-        "syslog_sent",
-        "syslog_dropped",
-        "flow_packets_sent",
-        "send_errors",
-    ];
-    let mut sums = [0u64; 10];
+    use std::sync::atomic::Ordering::Relaxed;
+    let (mut sums, mut sent, mut dropped) = ([0u64; 19], 0, 0);
     for d in fleet.devices() {
         let c = d.counters.peek();
-        let fields: [&AtomicU64; 10] = [
-            &c.snmp_requests,
-            &c.snmp_responses,
-            &c.traps_sent,
-            &c.informs_sent,
-            &c.informs_acked,
-            &c.informs_failed,
-            &c.syslog_sent,
-            &c.syslog_dropped,
-            &c.flow_packets_sent,
-            &c.send_errors,
-        ];
-        for (s, f) in sums.iter_mut().zip(fields) {
-            *s += f.load(Relaxed);
+        for (s, (_, v)) in sums.iter_mut().zip(c.named()) {
+            *s += v.load(Relaxed);
         }
+        (sent, dropped) = (sent + c.sent(), dropped + c.dropped());
     }
-    let totals: serde_json::Map<String, serde_json::Value> = names
-        .iter()
-        .zip(sums)
-        .map(|(n, v)| (n.to_string(), v.into()))
-        .collect();
+    let mut totals = serde_json::Map::new();
+    totals.insert("sent".into(), sent.into());
+    totals.insert("dropped".into(), dropped.into());
+    let names = crate::lab::device::DeviceCounters::default();
+    for ((name, _), v) in names.named().into_iter().zip(sums) {
+        totals.insert(name.into(), v.into());
+    }
     json(
         200,
         &serde_json::json!({

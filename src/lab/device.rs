@@ -235,32 +235,39 @@ impl DeviceCounters {
     pub fn dropped(&self) -> u64 {
         Self::get(&self.syslog_dropped) + Self::get(&self.send_errors)
     }
+    /// Every message counter by its name in the API (a device's `counters`, the fleet's `totals`).
+    pub fn named(&self) -> [(&'static str, &AtomicU64); 19] {
+        [
+            ("malformed", &self.malformed),
+            ("snmp_requests", &self.snmp_requests),
+            ("snmp_responses", &self.snmp_responses),
+            ("bad_community", &self.bad_community),
+            ("bad_version", &self.bad_version),
+            ("not_requests", &self.not_requests),
+            ("traps_sent", &self.traps_sent),
+            ("informs_sent", &self.informs_sent),
+            ("informs_acked", &self.informs_acked),
+            ("informs_failed", &self.informs_failed),
+            ("syslog_sent", &self.syslog_sent),
+            ("syslog_dropped", &self.syslog_dropped),
+            ("flow_packets_sent", &self.flow_packets_sent),
+            ("send_errors", &self.send_errors),
+            ("gnmi_rpcs", &self.gnmi_rpcs),
+            ("gnmi_updates", &self.gnmi_updates),
+            ("dialout_sent", &self.dialout_sent),
+            ("dialout_dropped", &self.dialout_dropped),
+            ("dialout_reconnects", &self.dialout_reconnects),
+        ]
+    }
     /// A JSON object of every counter plus the totals.
     pub fn to_json(&self) -> serde_json::Value {
-        let g = Self::get;
-        serde_json::json!({
-            "sent": self.sent(),
-            "dropped": self.dropped(),
-            "malformed": g(&self.malformed),
-            "snmp_requests": g(&self.snmp_requests),
-            "snmp_responses": g(&self.snmp_responses),
-            "bad_community": g(&self.bad_community),
-            "bad_version": g(&self.bad_version),
-            "not_requests": g(&self.not_requests),
-            "traps_sent": g(&self.traps_sent),
-            "informs_sent": g(&self.informs_sent),
-            "informs_acked": g(&self.informs_acked),
-            "informs_failed": g(&self.informs_failed),
-            "syslog_sent": g(&self.syslog_sent),
-            "syslog_dropped": g(&self.syslog_dropped),
-            "flow_packets_sent": g(&self.flow_packets_sent),
-            "send_errors": g(&self.send_errors),
-            "gnmi_rpcs": g(&self.gnmi_rpcs),
-            "gnmi_updates": g(&self.gnmi_updates),
-            "dialout_sent": g(&self.dialout_sent),
-            "dialout_dropped": g(&self.dialout_dropped),
-            "dialout_reconnects": g(&self.dialout_reconnects),
-        })
+        let mut m = serde_json::Map::new();
+        m.insert("sent".into(), self.sent().into());
+        m.insert("dropped".into(), self.dropped().into());
+        for (name, c) in self.named() {
+            m.insert(name.into(), Self::get(c).into());
+        }
+        serde_json::Value::Object(m)
     }
 }
 
