@@ -46,6 +46,17 @@ pub fn snmp_tool(tool: &str, target: &str, extra: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// The MIB-II rows an `snmpwalk` of a whole device prints: the system group (8 objects) and, for each of
+/// its 4 interfaces, 22 ifTable and 19 ifXTable columns.
+pub const WALK_ROWS: usize = 8 + 4 * (22 + 19);
+
+/// The rows of `walk` (an `snmpwalk -On` output) under MIB-II, its end-of-view line left out.
+pub fn walk_rows(walk: &str) -> usize {
+    walk.lines()
+        .filter(|l| l.starts_with(".1.3.6.1.2.1.") && !l.contains("No more variables"))
+        .count()
+}
+
 /// A child process killed (by its own pid) when dropped.
 pub struct Guard(pub Child);
 
