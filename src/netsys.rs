@@ -51,6 +51,15 @@ fn sockaddr(a: SocketAddrV4) -> libc::sockaddr_in {
     s
 }
 
+/// `SO_RXQ_OVFL` (asm-generic/socket.h; the same on x86_64 and aarch64).
+pub const SO_RXQ_OVFL: libc::c_int = 40;
+
+/// Asks the kernel to tell, with every datagram received, how many it has dropped on `sock` so far for
+/// want of room in its receive buffer (`SO_RXQ_OVFL`): [`batch::Received::dropped`].
+pub fn count_drops(sock: &UdpSocket) -> io::Result<()> {
+    set_flag(sock.as_raw_fd(), libc::SOL_SOCKET, SO_RXQ_OVFL)
+}
+
 /// A non-blocking UDP socket bound to `addr` with `SO_REUSEPORT` (other sockets of this user may bind
 /// the same port, and the kernel spreads datagrams over them) and `IP_PKTINFO` on.
 pub fn bind_shared_port(addr: SocketAddrV4) -> io::Result<UdpSocket> {

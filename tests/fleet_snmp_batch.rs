@@ -120,3 +120,65 @@ fn per_port_answers_of_a_burst_come_from_each_devices_port() {
     let got = burst(&asks);
     check(&asks, &got, |id| (id as usize - 5000) % DEVICES);
 }
+
+/// The kernel's drop count of the UDP socket bound to `port` on 127.0.0.1 (`/proc/net/udp`, its last
+/// column): the independent count of what a full receive buffer lost.
+fn kernel_drops(port: u16) -> u64 {
+    let local = format!("0100007F:{port:04X}");
+    let table = std::fs::read_to_string("/proc/net/udp").unwrap();
+    let line = table
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some(local.as_str()))
+        .unwrap_or_else(|| panic!("no socket on {local} in /proc/net/udp:\n{table}"));
+    line.split_whitespace().last().unwrap().parse().unwrap()
+}
+
+#[test]
+fn requests_the_kernel_dropped_at_a_full_buffer_are_counted_not_lost_silently() {
+    let n = boot().args(&["-devices", "1"]).start();
+    let to = addresses(&n, 1)[0];
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    // Stopped, the agent reads nothing: more requests than its receive buffer holds overflow it.
+    const SENT: i32 = 3000;
+    // SAFETY: kill(2) on the child this test started.
+    assert_eq!(unsafe { libc::kill(n.pid() as i32, libc::SIGSTOP) }, 0);
+    for id in 0..SENT {
+        sock.send_to(&get_request(id, "1.3.6.1.2.1.1.5.0"), to)
+            .unwrap();
+    }
+    let dropped = kernel_drops(to.port());
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(n.pid() as i32, libc::SIGCONT) }, 0);
+    assert!(
+        dropped > 0,
+        "{SENT} requests to a stopped agent overflowed nothing"
+    );
+    let (mut answered, mut buf, start) = (0, [0u8; 1500], Instant::now());
+    while start.elapsed() < Duration::from_secs(20) {
+        match sock.recv_from(&mut buf) {
+            Ok(_) => answered += 1,
+            Err(_) if answered > 0 => break, // 500 ms of quiet after the answers
+            Err(_) => {}
+        }
+    }
+    assert_eq!(
+        answered + dropped,
+        SENT as u64,
+        "every request is answered or dropped by the kernel"
+    );
+    // The kernel tells a socket's drops with the next datagram it queues after them: one more request.
+    sock.send_to(&get_request(SENT, "1.3.6.1.2.1.1.5.0"), to)
+        .unwrap();
+    sock.recv_from(&mut buf)
+        .expect("the request after the overflow is answered");
+    let (status, _, body) = n.http("GET", "/api/v1/fleet", b"");
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(
+        json(&body)["snmp_kernel_drops"].as_u64(),
+        Some(dropped),
+        "nl6's count of kernel drops against /proc/net/udp's: {}",
+        String::from_utf8_lossy(&body)
+    );
+}

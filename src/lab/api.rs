@@ -7,7 +7,8 @@
 //!   name starts with PREFIX (ASCII case ignored), and `total` counts those;
 //! - `GET /api/v1/fleet`: the fleet at a glance: `devices`, `totals` (every device's message counters
 //!   added up: what the fleet sent and dropped, per kind) and `scheduler` (how late its jobs were
-//!   reached, p50/p99/p999 and the histogram, and the periods it skipped; see [`super::lateness`]);
+//!   reached, p50/p99/p999 and the histogram, and the periods it skipped; see [`super::lateness`]), and
+//!   `snmp_kernel_drops` (requests the kernel dropped at the SNMP sockets' full buffers);
 //! - `GET /api/v1/scenarios`: `{"data":[…]}`, every scenario and its state;
 //! - `POST /api/v1/scenarios`: `{"name":"link-flap","device":"…","duration":"30s","start_at"?:RFC 3339}`
 //!   → 201 with the scenario; a bad body → 400 whose error names the field; 429 when
@@ -167,6 +168,7 @@ fn fleet_totals(fleet: &Fleet) -> Response {
         &serde_json::json!({
             "devices": fleet.devices().len(),
             "totals": totals,
+            "snmp_kernel_drops": fleet.snmp_kernel_drops(),
             "scheduler": fleet.lateness().to_json(),
         }),
     )

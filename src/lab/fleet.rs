@@ -28,7 +28,7 @@ use super::traffic::DiscardSink;
 use super::trap::{TrapOptions, TrapSender};
 use crate::labels::Subsystem;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
@@ -103,6 +103,8 @@ pub struct Shared {
     pub(crate) snmp_waker: Waker,
     /// How late the scheduler reaches its jobs, and the periods it skipped (`GET /api/v1/fleet`).
     pub(crate) lateness: Lateness,
+    /// SNMP requests the kernel dropped at the serving sockets' full receive buffers (`SO_RXQ_OVFL`).
+    pub(crate) snmp_kernel_drops: AtomicU64,
 }
 
 impl Shared {
@@ -341,6 +343,7 @@ impl Fleet {
             traffic_sink,
             snmp_waker: Waker::new().map_err(io("SNMP wake-up socket"))?,
             lateness: Lateness::default(),
+            snmp_kernel_drops: AtomicU64::new(0),
         });
         let fleet = Fleet {
             shared: shared.clone(),
@@ -372,6 +375,7 @@ impl Fleet {
                     devices: &s.devices,
                     community: s.config.snmp_community().as_bytes(),
                     stop: s.stop.flag(),
+                    kernel_drops: &s.snmp_kernel_drops,
                 };
                 serve::run(&serving, &group, &watch)
             })?;
@@ -469,6 +473,11 @@ impl Fleet {
     /// The scheduler's lateness and skipped periods so far.
     pub fn lateness(&self) -> super::lateness::Snapshot {
         self.shared.lateness.snapshot()
+    }
+    /// SNMP requests the kernel dropped before a serving thread could read them (its sockets' receive
+    /// buffers were full), as the kernel counted them.
+    pub fn snmp_kernel_drops(&self) -> u64 {
+        self.shared.snmp_kernel_drops.load(Ordering::Relaxed)
     }
 
     /// INFORMs awaiting a response.

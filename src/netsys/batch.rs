@@ -19,7 +19,8 @@ use std::os::fd::AsRawFd;
 /// caps its room at it.
 pub const BATCH_MAX: usize = 64;
 
-/// Room for one packet-info control message (IPv4 12 bytes, IPv6 20), aligned as cmsg(3) requires.
+/// Room for a packet-info control message (IPv4 12 bytes, IPv6 20: 40 with its header) and a drop
+/// count (`SO_RXQ_OVFL`, 4 bytes: 24 with its header), aligned as cmsg(3) requires.
 #[derive(Clone, Copy)]
 #[repr(C, align(8))]
 struct Control([u8; 64]);
@@ -34,13 +35,15 @@ pub struct Outgoing<'a> {
 }
 
 /// One datagram a [`RecvBatch::recv`] took: its bytes (cut to the batch's buffer size when
-/// `truncated`), its sender and the local address it was sent to (`None` when the socket does not ask
-/// for packet info).
+/// `truncated`), its sender, the local address it was sent to (`None` when the socket does not ask
+/// for packet info) and the socket's count of datagrams the kernel dropped so far for want of room
+/// (`None` unless [`crate::netsys::count_drops`] turned it on).
 #[derive(Debug, Clone, Copy)]
 pub struct Received<'a> {
     pub bytes: &'a [u8],
     pub peer: SocketAddr,
     pub destination: Option<IpAddr>,
+    pub dropped: Option<u32>,
     pub truncated: bool,
 }
 
@@ -50,6 +53,7 @@ struct Meta {
     len: usize,
     peer: SocketAddr,
     destination: Option<IpAddr>,
+    dropped: Option<u32>,
     truncated: bool,
 }
 
@@ -137,12 +141,14 @@ impl RecvBatch {
             let m = &h.msg_hdr;
             // SAFETY: the kernel filled `msg_name` with `msg_namelen` bytes of a socket address.
             let peer = unsafe { socket_addr(&*m.msg_name.cast(), m.msg_namelen) };
+            // SAFETY: the kernel filled `msg_control` within `msg_controllen`.
+            let (destination, dropped) = unsafe { control(m) };
             self.got.push(Meta {
                 len: len.min(self.size),
                 // A UDP socket always names the sender; a family we do not read is "unspecified".
                 peer: peer.unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0))),
-                // SAFETY: the kernel filled `msg_control` within `msg_controllen`.
-                destination: unsafe { destination(m) },
+                destination,
+                dropped,
                 truncated: m.msg_flags & libc::MSG_TRUNC != 0,
             });
         }
@@ -166,6 +172,7 @@ impl RecvBatch {
             bytes: &self.bufs[i * self.size..i * self.size + m.len],
             peer: m.peer,
             destination: m.destination,
+            dropped: m.dropped,
             truncated: m.truncated,
         }
     }
@@ -203,12 +210,13 @@ unsafe fn socket_addr(s: &libc::sockaddr_storage, len: libc::socklen_t) -> Optio
     }
 }
 
-/// The local address a received datagram was sent to, from its packet-info control message.
+/// The local address a received datagram was sent to (its packet-info control message) and the
+/// socket's drop count (its `SO_RXQ_OVFL` message), each when present.
 ///
 /// # Safety
 /// `m`'s control buffer was filled by the kernel within `msg_controllen`.
-unsafe fn destination(m: &libc::msghdr) -> Option<IpAddr> {
-    let mut found = None;
+unsafe fn control(m: &libc::msghdr) -> (Option<IpAddr>, Option<u32>) {
+    let (mut found, mut dropped) = (None, None);
     let mut c = libc::CMSG_FIRSTHDR(m);
     while !c.is_null() {
         let data = libc::CMSG_DATA(c);
@@ -223,11 +231,14 @@ unsafe fn destination(m: &libc::msghdr) -> Option<IpAddr> {
                 let info: libc::in6_pktinfo = std::ptr::read_unaligned(data.cast());
                 found = Some(IpAddr::V6(Ipv6Addr::from(info.ipi6_addr.s6_addr)));
             }
+            (libc::SOL_SOCKET, crate::netsys::SO_RXQ_OVFL) => {
+                dropped = Some(std::ptr::read_unaligned(data.cast::<u32>()));
+            }
             _ => {}
         }
         c = libc::CMSG_NXTHDR(m, c);
     }
-    found
+    (found, dropped)
 }
 
 /// A destination as the kernel reads it: IPv4 or IPv6, by its family field.

@@ -89,6 +89,7 @@ fn bind_per_port(
         socket
             .set_nonblocking(true)
             .map_err(io("SNMP socket mode"))?;
+        crate::netsys::count_drops(&socket).map_err(io("SNMP socket drop count"))?;
         d.set_snmp_addr(socket.local_addr().map_err(io("SNMP socket address"))?);
         out.push(Listener {
             socket,
@@ -161,6 +162,7 @@ fn bind_device_net(
     for _ in 0..SERVING_THREADS {
         let at = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port);
         let socket = crate::netsys::bind_shared_port(at).map_err(bind_error(at))?;
+        crate::netsys::count_drops(&socket).map_err(io("SNMP socket drop count"))?;
         port = socket
             .local_addr()
             .map_err(io("SNMP socket address"))?

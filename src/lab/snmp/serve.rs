@@ -4,7 +4,10 @@
 //! wake-up costs in proportion to the sockets that are ready, not to the thousands a per-port thread
 //! watches. A ready socket is read once per wake-up with `recvmmsg` (every request waiting, up to
 //! [`BATCH`]) and its answers leave in one `sendmmsg`, each from the address that was asked
-//! ([`crate::netsys::batch`]).
+//! ([`crate::netsys::batch`]). What the kernel dropped at a socket's full receive buffer (a thread off
+//! the CPU under load) is not lost silently: each socket reports its drops (`SO_RXQ_OVFL`) with the next
+//! request it queues, and they are added up, before that request is answered, into the fleet's count
+//! (`snmp_kernel_drops` at `GET /api/v1/fleet`).
 //!
 //! Two ways to listen ([`Listener`]):
 //! - per port (`-snmp-port BASE` or `0`): one socket per device, spread over the threads;
@@ -27,7 +30,7 @@ use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixDatagram;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,6 +66,8 @@ pub struct Serving<'a> {
     pub devices: &'a [Arc<Device>],
     pub community: &'a [u8],
     pub stop: &'a AtomicBool,
+    /// Where the requests the kernel dropped at these sockets' full buffers are added up.
+    pub kernel_drops: &'a AtomicU64,
 }
 
 /// A stop signal for the serving threads: [`Waker::wake`] makes every thread's wait return.
@@ -127,6 +132,8 @@ pub fn run(serving: &Serving<'_>, group: &[Listener], watch: &Watch) {
     let mut events = Events::with_capacity(EVENTS);
     let mut batch = RecvBatch::new(BATCH, 65_535);
     let mut replies = Vec::with_capacity(BATCH);
+    // Each socket's drop count as last reported (the kernel's count is the socket's running total).
+    let mut drops_seen = vec![0u32; group.len()];
     while !serving.stop.load(Ordering::Relaxed) {
         if watch.set.wait(&mut events, WAIT_TIMEOUT).is_err() {
             std::thread::sleep(Duration::from_millis(10));
@@ -135,11 +142,26 @@ pub fn run(serving: &Serving<'_>, group: &[Listener], watch: &Watch) {
         for token in events.tokens() {
             match group.get(token as usize) {
                 Some(l) if !serving.stop.load(Ordering::Relaxed) => {
-                    answer(serving, l, &mut batch, &mut replies)
+                    let seen = &mut drops_seen[token as usize];
+                    answer(serving, l, &mut batch, &mut replies, seen)
                 }
                 _ => {} // the wake-up socket, or stopping: the loop's test sees the flag
             }
         }
+    }
+}
+
+/// Adds what the kernel dropped on a socket since its last batch (the newest datagram carries the
+/// socket's running total) to the fleet's count.
+fn count_drops(serving: &Serving<'_>, batch: &RecvBatch, seen: &mut u32) {
+    if let Some(total) = batch.iter().filter_map(|r| r.dropped).last() {
+        let new = total.wrapping_sub(*seen);
+        if new > 0 {
+            serving
+                .kernel_drops
+                .fetch_add(u64::from(new), Ordering::Relaxed);
+        }
+        *seen = total;
     }
 }
 
@@ -154,7 +176,13 @@ struct Reply {
 /// Answers what waits on the ready socket `l`: one `recvmmsg` (up to [`BATCH`] requests) and the
 /// answers in one `sendmmsg`. One receive a readiness event: the set is level-triggered, so a socket
 /// left with more is reported again at the next wait, and no receive is spent learning it is empty.
-fn answer(serving: &Serving<'_>, l: &Listener, batch: &mut RecvBatch, replies: &mut Vec<Reply>) {
+fn answer(
+    serving: &Serving<'_>,
+    l: &Listener,
+    batch: &mut RecvBatch,
+    replies: &mut Vec<Reply>,
+    drops_seen: &mut u32,
+) {
     loop {
         match batch.recv(&l.socket) {
             Ok(_) => break,
@@ -162,6 +190,8 @@ fn answer(serving: &Serving<'_>, l: &Listener, batch: &mut RecvBatch, replies: &
             Err(_) => return, // nothing after all (EAGAIN) or a transient error: back to the wait
         }
     }
+    // Counted before answering, so whoever sees an answer sees the drops that came before it.
+    count_drops(serving, batch, drops_seen);
     replies.clear();
     for r in batch.iter() {
         let (device, from) = match &l.route {

@@ -203,3 +203,29 @@ fn ipv6_sources_and_destinations() {
         "IPV6_PKTINFO names the address the datagram was sent to"
     );
 }
+
+#[test]
+fn a_batch_receive_tells_the_sockets_drops_with_the_next_datagram_after_them() {
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    crate::netsys::count_drops(&s).unwrap();
+    s.set_nonblocking(true).unwrap();
+    let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = s.local_addr().unwrap();
+    for _ in 0..5000 {
+        c.send_to(b"fill", to).unwrap();
+    }
+    let mut batch = RecvBatch::new(BATCH_MAX, 16);
+    let mut seen = 0;
+    while let Ok(n) = batch.recv(&s) {
+        seen += n;
+    }
+    assert!(
+        seen > 0 && seen < 5000,
+        "took {seen} of 5000: nothing overflowed"
+    );
+    c.send_to(b"next", to).unwrap();
+    s.set_nonblocking(false).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    assert_eq!(batch.recv(&s).unwrap(), 1);
+    assert_eq!(batch.get(0).dropped, Some(5000 - seen as u32));
+}
