@@ -189,27 +189,29 @@ while IFS= read -r line; do
   else fail "$line: want a Counter32 equal to a Counter64 > 2^32 modulo 2^32, got $(cat "$OUT/snmpget.out")"; fi
 done < <(readme_commands 'snmpget ' | grep -F ' 127.0.0.1:16100 ')
 
-# --- a fleet at scale (README "A fleet at scale"): the nl6 line as written (its -port default, its
-# -device-net range and -snmp-port), then each snmpget line must print the sysName its comment quotes.
-scale_line=$(readme_commands 'nl6 -devices 30000 -device-net ' | head -1)
-if [ -z "$scale_line" ]; then
+# --- fleets at scale (README "A fleet at scale", "Ten million devices"): each `nl6 -devices N -device-net`
+# line as written (its -port default, its range and -snmp-port), then each snmpget line of the same block
+# must print the sysName its comment quotes.
+scale_lines=$(readme_commands 'nl6 -devices [0-9]* -device-net ')
+grep -q '^nl6 -devices 30000 -device-net ' <<<"$scale_lines" ||
   fail "no 'nl6 -devices 30000 -device-net' line in $README"
-else
+while IFS= read -r scale_line; do
+  [ -n "$scale_line" ] || continue
   read -ra scale_args <<<"${scale_line#nl6 }"
-  "$NL6" "${scale_args[@]}" 2>"$OUT/scale.err" &
+  "$NL6" "${scale_args[@]}" 2>"$OUT/scale.err" </dev/null &
   scale_pid=$!
   PIDS+=("$scale_pid")
   if wait_line "$OUT/scale.err" '^nl6 listening on ' >/dev/null; then
     while IFS= read -r line; do
       want=$(sed -n 's/.*# .*"\([^"]*\)".*/\1/p' <<<"$line")
-      bash -c "${line%%#*}" >"$OUT/snmpget.out" 2>&1 || true
+      bash -c "${line%%#*}" >"$OUT/snmpget.out" 2>&1 </dev/null || true
       [ -n "$want" ] && grep -qF "\"$want\"" "$OUT/snmpget.out" && pass "$line" ||
         fail "$line: want \"$want\", got $(cat "$OUT/snmpget.out")"
-    done < <(readme_commands 'snmpget ' | grep -vF ' 127.0.0.1:16100 ')
+    done < <(readme_lines_after "$scale_line" | grep '^snmpget ')
   else fail "$scale_line did not start: $(cat "$OUT/scale.err")"; fi
   kill "$scale_pid" 2>/dev/null || true
   wait "$scale_pid" 2>/dev/null || true
-fi
+done <<<"$scale_lines"
 
 # --- the engine crate's embed example (README "Layout"): as written, on 127.0.0.1:6060
 embed_line=$(readme_commands 'cargo run -p nl6-profile --example embed -- ' | head -1)
