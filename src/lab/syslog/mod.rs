@@ -293,14 +293,7 @@ impl SyslogExporter {
         text: &str,
         now: SystemTime,
     ) -> bool {
-        crate::lab::probe!("syslog.fire");
-        let body = self.body(device, severity, msgid, text, now);
-        match &self.sink {
-            Sink::Udp { socket, target } => {
-                Self::count(device, send_as(device, socket, &body, *target))
-            }
-            Sink::Tcp { queue } => Self::enqueue(queue, device, &body),
-        }
+        self.fire_to(device, severity, msgid, text, now, None)
     }
 
     /// The funnel's batched form, scoped `syslog`: over UDP the message goes into `out`, sent (and
@@ -316,16 +309,32 @@ impl SyslogExporter {
         out: &mut Outbox,
     ) -> bool {
         labels::with(Subsystem::SYSLOG, || {
-            crate::lab::probe!("syslog.fire");
-            let body = self.body(device, severity, msgid, text, now);
-            match &self.sink {
-                Sink::Udp { target, .. } => {
-                    out.push(device, &body, *target);
-                    true
-                }
-                Sink::Tcp { queue } => Self::enqueue(queue, device, &body),
-            }
+            self.fire_to(device, severity, msgid, text, now, Some(out))
         })
+    }
+
+    /// One message: over UDP sent now (and counted), or into `out` when batching; over TCP queued.
+    fn fire_to(
+        &self,
+        device: &Device,
+        severity: u8,
+        msgid: &str,
+        text: &str,
+        now: SystemTime,
+        out: Option<&mut Outbox>,
+    ) -> bool {
+        crate::lab::probe!("syslog.fire");
+        let body = self.body(device, severity, msgid, text, now);
+        match (&self.sink, out) {
+            (Sink::Udp { target, .. }, Some(out)) => {
+                out.push(device, &body, *target);
+                true
+            }
+            (Sink::Udp { socket, target }, None) => {
+                Self::count(device, send_as(device, socket, &body, *target))
+            }
+            (Sink::Tcp { queue }, _) => Self::enqueue(queue, device, &body),
+        }
     }
 
     /// Sends what [`SyslogExporter::fire_into`] gathered (devices by index in `devices`), counting each,
