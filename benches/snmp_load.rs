@@ -21,6 +21,7 @@
 //! as the agent's boot.
 use nl6::lab::snmp::ber::{tag, Oid, Reader, Value};
 use nl6::lab::snmp::{pdu, Message, VERSION_2C};
+use nl6::netsys::{send_batch, Outgoing, RecvBatch, BATCH_MAX};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::time::{Duration, Instant};
 
@@ -39,6 +40,8 @@ struct Options {
     community: String,
     /// GETs a second in all, open-loop (`-rate`); None: `inflight` outstanding per thread.
     rate: Option<f64>,
+    /// One datagram a system call (`-single`), as a simple poller sends, instead of batches.
+    single: bool,
     /// Wall-clock time (ns since the epoch) the agent was started at: wait for its first answer and
     /// report the boot time.
     ready_since: Option<u128>,
@@ -49,7 +52,7 @@ struct Options {
 fn usage(why: &str) -> ! {
     eprintln!(
         "snmp_load: {why}\nusage: snmp_load HOST:PORT [-addrs N | -ports N] [-threads T] \
-         [-inflight K | -rate R] [-secs S] [-community C] [-ready-since UNIX_NS [-ready-within S]]"
+         [-inflight K | -rate R] [-single] [-secs S] [-community C] [-ready-since UNIX_NS [-ready-within S]]"
     );
     std::process::exit(2)
 }
@@ -64,6 +67,7 @@ fn options() -> Options {
         secs: 10.0,
         community: "public".into(),
         rate: None,
+        single: false,
         ready_since: None,
         ready_within: 30.0,
     };
@@ -90,6 +94,7 @@ fn options() -> Options {
             "-rate" => o.rate = Some(number(value())),
             "-ready-within" => o.ready_within = number(value()),
             "-community" => o.community = value(),
+            "-single" => o.single = true,
             "-ready-since" => {
                 let v = value();
                 let ns = v
@@ -215,55 +220,110 @@ fn next_id(id: i32, base: i32, k: i32) -> i32 {
 }
 
 /// One client thread: `inflight` requests outstanding on one socket until `end`; counts from `measure`.
+/// Batched: one `recvmmsg` takes every answer waiting (waiting for the first), and one `sendmmsg` sends
+/// their replacements, so the generator spends two system calls a batch, not two a request, and leaves
+/// the machine's CPU to the agent it measures. `-single` sends and receives one datagram a call instead.
 fn client(o: &Options, targets: &Targets, first: usize, measure: Instant, end: Instant) -> Tally {
     let sock = UdpSocket::bind("127.0.0.1:0").expect("bind the client socket");
     sock.set_read_timeout(Some(Duration::from_millis(20)))
         .expect("read timeout");
-    let (mut req, at) = template(&o.community);
+    let (template, at) = template(&o.community);
     let k = o.inflight as i32;
     let base = 0x0100_0000; // keeps every id four bytes long
-    let mut next = first;
-    let mut send = |id: i32, req: &mut Vec<u8>| {
-        req[at..at + 4].copy_from_slice(&id.to_be_bytes());
-        let _ = sock.send_to(req, targets.get(next));
-        next += 1;
-        Instant::now()
-    };
+                            // Each slot's request: the template with the slot's current id in its four bytes.
+    let mut reqs: Vec<Vec<u8>> = vec![template; o.inflight];
     let mut slots: Vec<Slot> = (0..k)
         .map(|s| Slot {
             id: base + s,
-            sent: send(base + s, &mut req),
+            sent: Instant::now(),
         })
         .collect();
+    let mut next = first;
+    let mut due: Vec<usize> = (0..o.inflight).collect();
     let mut t = Tally::default();
-    let mut buf = [0u8; 2048];
+    let mut batch = RecvBatch::new(if o.single { 1 } else { BATCH_MAX }, 2048);
     loop {
+        send_due(
+            &sock, o.single, targets, &mut next, &mut due, &mut slots, &mut reqs, at,
+        );
         let now = Instant::now();
         if now >= end {
             return t;
         }
-        if let Ok(n) = sock.recv(&mut buf) {
+        if batch.recv(&sock).is_ok() {
             let received = Instant::now();
-            match answer_id(&buf[..n]) {
-                Some((id, status)) if id >= base && slots[((id - base) % k) as usize].id == id => {
-                    let slot = &mut slots[((id - base) % k) as usize];
-                    if received >= measure {
-                        t.latencies_ns
-                            .push((received - slot.sent).as_nanos() as u32);
-                        t.errors += (status != 0) as u64;
+            for r in batch.iter() {
+                match answer_id(r.bytes) {
+                    Some((id, status))
+                        if id >= base && slots[((id - base) % k) as usize].id == id =>
+                    {
+                        let s = ((id - base) % k) as usize;
+                        if received >= measure {
+                            t.latencies_ns
+                                .push((received - slots[s].sent).as_nanos() as u32);
+                            t.errors += (status != 0) as u64;
+                        }
+                        slots[s].id = next_id(id, base, k);
+                        slots[s].sent = received; // not given up on before it is sent again
+                        due.push(s);
                     }
-                    slot.id = next_id(id, base, k);
-                    slot.sent = send(slot.id, &mut req);
+                    _ => t.late += 1,
                 }
-                _ => t.late += 1,
             }
         }
-        for slot in slots.iter_mut().filter(|s| now - s.sent > GIVE_UP) {
-            t.lost += (now >= measure) as u64;
-            slot.id = next_id(slot.id, base, k);
-            slot.sent = send(slot.id, &mut req);
+        for (s, slot) in slots.iter_mut().enumerate() {
+            if now.saturating_duration_since(slot.sent) > GIVE_UP {
+                t.lost += (now >= measure) as u64;
+                slot.id = next_id(slot.id, base, k);
+                due.push(s);
+            }
         }
     }
+}
+
+/// Sends the request of every slot in `due` (each with its slot's id, to the next target round robin)
+/// in as few `sendmmsg` calls as the batch size allows (one `send_to` each with `single`); empties
+/// `due`.
+#[allow(clippy::too_many_arguments)]
+fn send_due(
+    sock: &UdpSocket,
+    single: bool,
+    targets: &Targets,
+    next: &mut usize,
+    due: &mut Vec<usize>,
+    slots: &mut [Slot],
+    reqs: &mut [Vec<u8>],
+    at: usize,
+) {
+    if due.is_empty() {
+        return;
+    }
+    let now = Instant::now();
+    let mut to = Vec::with_capacity(due.len());
+    for &s in due.iter() {
+        reqs[s][at..at + 4].copy_from_slice(&slots[s].id.to_be_bytes());
+        slots[s].sent = now;
+        to.push(targets.get(*next));
+        *next += 1;
+    }
+    if single {
+        for (&s, to) in due.iter().zip(&to) {
+            let _ = sock.send_to(&reqs[s], *to);
+        }
+    } else {
+        let out: Vec<Outgoing<'_>> = due
+            .iter()
+            .zip(&to)
+            .map(|(&s, &to)| Outgoing {
+                bytes: &reqs[s],
+                to,
+                from: None,
+            })
+            .collect();
+        // What the kernel refuses (a full buffer) is not resent here: its slot gives up after GIVE_UP.
+        let _ = send_batch(sock, &out);
+    }
+    due.clear();
 }
 
 /// How many requests an open-loop thread remembers: answers to older ones count as late.
@@ -284,12 +344,13 @@ fn rate_client(
     use std::os::fd::AsRawFd;
     let sock = UdpSocket::bind("127.0.0.1:0").expect("bind the client socket");
     sock.set_nonblocking(true).expect("non-blocking");
-    let (mut req, at) = template(&o.community);
+    let (template, at) = template(&o.community);
+    let mut reqs: Vec<Vec<u8>> = vec![template; if o.single { 1 } else { BATCH_MAX }];
     let base = 0x0100_0000i32;
     // Per slot: the id it holds, when it left, and whether it counts (sent in the window, unanswered).
     let mut sent_at: Vec<(i32, Instant, bool)> = vec![(0, start, false); RATE_SLOTS];
     let (mut t, mut sent, mut counted) = (Tally::default(), 0u64, 0u64);
-    let mut buf = [0u8; 2048];
+    let mut batch = RecvBatch::new(if o.single { 1 } else { BATCH_MAX }, 2048);
     let drain_until = end + Duration::from_millis(100);
     loop {
         let now = Instant::now();
@@ -302,32 +363,49 @@ fn rate_client(
             sent
         };
         while sent < due {
-            let id = base + (sent % (i32::MAX as u64 - base as u64)) as i32;
-            req[at..at + 4].copy_from_slice(&id.to_be_bytes());
-            let target = targets.get(first + sent as usize);
-            let ok = sock.send_to(&req, target).is_ok();
-            let in_window = now >= measure && ok;
-            counted += in_window as u64;
-            t.errors += (!ok && now >= measure) as u64;
-            sent_at[(id - base) as usize % RATE_SLOTS] = (id, Instant::now(), in_window);
-            sent += 1;
+            // Up to one batch of requests, each with its own id, sent in one sendmmsg.
+            let n = ((due - sent) as usize).min(reqs.len());
+            let ids: Vec<i32> = (0..n as u64)
+                .map(|j| base + ((sent + j) % (i32::MAX as u64 - base as u64)) as i32)
+                .collect();
+            for (req, id) in reqs.iter_mut().zip(&ids) {
+                req[at..at + 4].copy_from_slice(&id.to_be_bytes());
+            }
+            let out: Vec<Outgoing<'_>> = (0..n)
+                .map(|j| Outgoing {
+                    bytes: &reqs[j],
+                    to: targets.get(first + sent as usize + j),
+                    from: None,
+                })
+                .collect();
+            let ok = send_batch(&sock, &out).unwrap_or(0);
+            let left = Instant::now();
+            for (j, &id) in ids.iter().enumerate() {
+                let in_window = now >= measure && j < ok;
+                counted += in_window as u64;
+                t.errors += (j >= ok && now >= measure) as u64;
+                sent_at[(id - base) as usize % RATE_SLOTS] = (id, left, in_window);
+            }
+            sent += n as u64;
         }
         let mut fds = [PollFd::readable(sock.as_raw_fd())];
         let _ = poll(&mut fds, TICK);
-        while let Ok(n) = sock.recv(&mut buf) {
+        while batch.recv(&sock).is_ok() {
             let received = Instant::now();
-            match answer_id(&buf[..n]) {
-                Some((id, status)) if id >= base => {
-                    let slot = &mut sent_at[(id - base) as usize % RATE_SLOTS];
-                    if slot.0 == id && slot.2 {
-                        t.latencies_ns.push((received - slot.1).as_nanos() as u32);
-                        t.errors += (status != 0) as u64;
-                        slot.2 = false;
-                    } else if slot.0 != id {
-                        t.late += 1;
+            for r in batch.iter() {
+                match answer_id(r.bytes) {
+                    Some((id, status)) if id >= base => {
+                        let slot = &mut sent_at[(id - base) as usize % RATE_SLOTS];
+                        if slot.0 == id && slot.2 {
+                            t.latencies_ns.push((received - slot.1).as_nanos() as u32);
+                            t.errors += (status != 0) as u64;
+                            slot.2 = false;
+                        } else if slot.0 != id {
+                            t.late += 1;
+                        }
                     }
+                    _ => t.late += 1,
                 }
-                _ => t.late += 1,
             }
         }
     }

@@ -17,6 +17,7 @@ use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 
 pub mod batch;
+pub mod uring;
 pub use batch::{send_batch, Outgoing, Received, RecvBatch, BATCH_MAX};
 
 fn check(r: libc::c_int) -> io::Result<libc::c_int> {

@@ -8,7 +8,8 @@
 //! - `GET /api/v1/fleet`: the fleet at a glance: `devices`, `totals` (every device's message counters
 //!   added up: what the fleet sent and dropped, per kind) and `scheduler` (how late its jobs were
 //!   reached, p50/p99/p999 and the histogram, and the periods it skipped; see [`super::lateness`]), and
-//!   `snmp_kernel_drops` (requests the kernel dropped at the SNMP sockets' full buffers);
+//!   `snmp_kernel_drops` (requests the kernel dropped at the SNMP sockets' full buffers), `snmp_io`
+//!   (how the SNMP sockets are served: `io_uring` or `epoll`);
 //! - `GET /api/v1/scenarios`: `{"data":[…]}`, every scenario and its state;
 //! - `POST /api/v1/scenarios`: `{"name":"link-flap","device":"…","duration":"30s","start_at"?:RFC 3339}`
 //!   → 201 with the scenario; a bad body → 400 whose error names the field; 429 when
@@ -169,6 +170,7 @@ fn fleet_totals(fleet: &Fleet) -> Response {
             "devices": fleet.devices().len(),
             "totals": totals,
             "snmp_kernel_drops": fleet.snmp_kernel_drops(),
+            "snmp_io": fleet.snmp_io(),
             "scheduler": fleet.lateness().to_json(),
         }),
     )

@@ -62,6 +62,17 @@ pub const FLAGS: &[Flag<FleetConfig>] = &[
         },
     ),
     Flag::value(
+        "snmp-io",
+        "MODE",
+        "auto",
+        "how per-port SNMP sockets are served: uring (io_uring: one system call a batch of answers, \
+         Linux 6.0+), epoll, or auto (uring where this kernel allows it, else epoll, said at start)",
+        |c, v| {
+            c.snmp_io = SnmpIo::parse(v)?;
+            Ok(())
+        },
+    ),
+    Flag::value(
         "snmp-community",
         "TEXT",
         DEFAULT_COMMUNITY,
@@ -270,6 +281,35 @@ fn optional_target(v: &str) -> Result<Option<SocketAddr>, TargetError> {
     }
 }
 
+/// How the per-port SNMP sockets are served (`-snmp-io`); `-device-net`'s few shared sockets are
+/// always served by `epoll` with batched receives and sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnmpIo {
+    /// io_uring where the kernel allows it (a probe at start), else epoll.
+    Auto,
+    /// io_uring, or refuse to start.
+    Uring,
+    Epoll,
+}
+
+impl SnmpIo {
+    fn as_str(self) -> &'static str {
+        match self {
+            SnmpIo::Auto => "auto",
+            SnmpIo::Uring => "uring",
+            SnmpIo::Epoll => "epoll",
+        }
+    }
+    fn parse(v: &str) -> Result<SnmpIo, String> {
+        match v {
+            "auto" => Ok(SnmpIo::Auto),
+            "uring" => Ok(SnmpIo::Uring),
+            "epoll" => Ok(SnmpIo::Epoll),
+            _ => Err(format!("invalid mode {v:?}: give auto, uring or epoll")),
+        }
+    }
+}
+
 /// The SNMPv2c community devices answer when `-snmp-community` is not given.
 pub const DEFAULT_COMMUNITY: &str = "public";
 
@@ -281,6 +321,7 @@ pub struct FleetConfig {
     bind: IpAddr,
     snmp_port: u16,
     device_net: Option<DeviceNet>,
+    snmp_io: SnmpIo,
     snmp_community: String,
     trap_target: Option<SocketAddr>,
     trap_interval: Duration,
@@ -303,6 +344,7 @@ impl Default for FleetConfig {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
             snmp_port: 16100,
             device_net: None,
+            snmp_io: SnmpIo::Auto,
             snmp_community: DEFAULT_COMMUNITY.into(),
             trap_target: None,
             trap_interval: Duration::from_secs(30),
@@ -454,6 +496,14 @@ impl FleetConfig {
     pub fn snmp_port(&self) -> u16 {
         self.snmp_port
     }
+    /// `-snmp-io`: how per-port SNMP sockets are served.
+    pub fn snmp_io(&self) -> SnmpIo {
+        self.snmp_io
+    }
+    pub fn with_snmp_io(mut self, io: SnmpIo) -> Self {
+        self.snmp_io = io;
+        self
+    }
     /// `-device-net`: the range devices take their addresses from (off: one port per device).
     pub fn device_net(&self) -> Option<DeviceNet> {
         self.device_net
@@ -577,6 +627,7 @@ impl FleetConfig {
             bind,
             snmp_port,
             device_net,
+            snmp_io,
             snmp_community,
             trap_target,
             trap_interval,
@@ -602,6 +653,7 @@ impl FleetConfig {
                 "device-net",
                 device_net.map(|n| n.to_string()).unwrap_or_default(),
             ),
+            ("snmp-io", snmp_io.as_str().to_string()),
             ("snmp-community", snmp_community.clone()),
             ("trap-target", addr(*trap_target)),
             ("trap-interval", format_duration(*trap_interval)),

@@ -62,6 +62,8 @@ fn values_parse_and_errors_name_the_flag() {
     c.set("trap-target", "127.0.0.1:16200").unwrap();
     c.set("syslog-target", "tcp://127.0.0.1:6514").unwrap();
     c.set("flow-interval", "1m30s").unwrap();
+    c.set("snmp-io", "epoll").unwrap();
+    assert_eq!(c.snmp_io(), SnmpIo::Epoll);
     assert_eq!(c.devices(), 1000);
     assert_eq!(c.syslog_target().unwrap().0, Transport::Tcp);
     assert_eq!(c.flow_interval(), Duration::from_secs(90));
@@ -77,6 +79,11 @@ fn values_parse_and_errors_name_the_flag() {
         ),
         ("flow-target", "nope", "-flow-target:"),
         ("trap-inform", "maybe", "-trap-inform: invalid boolean"),
+        (
+            "snmp-io",
+            "io_uring",
+            "-snmp-io: invalid mode \"io_uring\": give auto",
+        ),
         (
             "traffic",
             "100us",

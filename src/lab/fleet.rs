@@ -105,6 +105,35 @@ pub struct Shared {
     pub(crate) lateness: Lateness,
     /// SNMP requests the kernel dropped at the serving sockets' full receive buffers (`SO_RXQ_OVFL`).
     pub(crate) snmp_kernel_drops: AtomicU64,
+    /// How the SNMP sockets are served: [`SNMP_IO_URING`] or [`SNMP_IO_EPOLL`] (`GET /api/v1/fleet`).
+    pub(crate) snmp_io: &'static str,
+}
+
+pub const SNMP_IO_URING: &str = "io_uring";
+pub const SNMP_IO_EPOLL: &str = "epoll";
+
+/// How this fleet's SNMP sockets will be served: per port through io_uring when `-snmp-io` allows and
+/// this kernel can (a probe), else epoll; `-device-net`'s shared sockets always by epoll. Under `auto`
+/// a failed probe is said on stderr, not hidden; under `uring` it refuses to start.
+fn snmp_io(config: &FleetConfig) -> Result<&'static str, String> {
+    use super::config::SnmpIo;
+    if config.device_net().is_some() || config.snmp_io() == SnmpIo::Epoll {
+        return Ok(SNMP_IO_EPOLL);
+    }
+    match (crate::netsys::uring::probe(), config.snmp_io()) {
+        (Ok(()), _) => Ok(SNMP_IO_URING),
+        (Err(why), SnmpIo::Uring) => Err(format!(
+            "-snmp-io uring: this kernel cannot serve UDP through io_uring ({why}); use -snmp-io epoll \
+             or auto"
+        )),
+        (Err(why), _) => {
+            eprintln!(
+                "nl6: per-port SNMP is served by epoll: io_uring is not available here ({why}); \
+                 -snmp-io epoll chooses it without this line"
+            );
+            Ok(SNMP_IO_EPOLL)
+        }
+    }
 }
 
 impl Shared {
@@ -285,6 +314,7 @@ impl Fleet {
             config.device_net(),
             &devices,
         )?;
+        let snmp_io = snmp_io(&config).map_err(FleetError::Config)?;
         let gnmi = super::gnmi::server::bind(&config, &devices)?;
         // Under -device-net every device sends from its own address (sendmsg with IP_PKTINFO), so the
         // exporters' sockets bind the wildcard address.
@@ -344,6 +374,7 @@ impl Fleet {
             snmp_waker: Waker::new().map_err(io("SNMP wake-up socket"))?,
             lateness: Lateness::default(),
             snmp_kernel_drops: AtomicU64::new(0),
+            snmp_io,
         });
         let fleet = Fleet {
             shared: shared.clone(),
@@ -361,12 +392,13 @@ impl Fleet {
         gnmi: Option<super::gnmi::server::Bound>,
     ) -> std::io::Result<()> {
         let sh = &self.shared;
-        let groups = serve::groups(listeners);
+        let ring = sh.snmp_io == SNMP_IO_URING;
+        let groups = serve::groups(listeners, serve::threads(ring));
         // Every serving thread's readiness set first: a failure here is a startup error, not a thread
         // that quietly never serves.
         let watches = groups
             .iter()
-            .map(|g| serve::watch(g, sh.snmp_waker.watcher()?))
+            .map(|g| serve::watch(g, sh.snmp_waker.watcher()?, ring))
             .collect::<std::io::Result<Vec<_>>>()?;
         for (t, (group, watch)) in groups.into_iter().zip(watches).enumerate() {
             let s = sh.clone();
@@ -377,7 +409,7 @@ impl Fleet {
                     stop: s.stop.flag(),
                     kernel_drops: &s.snmp_kernel_drops,
                 };
-                serve::run(&serving, &group, &watch)
+                serve::run(&serving, &group, watch)
             })?;
         }
         if let Some(t) = &sh.trap {
@@ -476,6 +508,11 @@ impl Fleet {
     }
     /// SNMP requests the kernel dropped before a serving thread could read them (its sockets' receive
     /// buffers were full), as the kernel counted them.
+    /// How the SNMP sockets are served: "io_uring" or "epoll".
+    pub fn snmp_io(&self) -> &'static str {
+        self.shared.snmp_io
+    }
+
     pub fn snmp_kernel_drops(&self) -> u64 {
         self.shared.snmp_kernel_drops.load(Ordering::Relaxed)
     }

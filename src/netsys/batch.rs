@@ -23,7 +23,7 @@ pub const BATCH_MAX: usize = 64;
 /// count (`SO_RXQ_OVFL`, 4 bytes: 24 with its header), aligned as cmsg(3) requires.
 #[derive(Clone, Copy)]
 #[repr(C, align(8))]
-struct Control([u8; 64]);
+pub(super) struct Control([u8; 64]);
 
 /// One datagram to send: its bytes, its destination and, when `from` is set, the local address it
 /// leaves from (which the host must own, of `to`'s family), whatever the socket is bound to.
@@ -187,7 +187,10 @@ impl RecvBatch {
 ///
 /// # Safety
 /// `s` holds at least `len` initialised bytes of a socket address.
-unsafe fn socket_addr(s: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<SocketAddr> {
+pub(super) unsafe fn socket_addr(
+    s: &libc::sockaddr_storage,
+    len: libc::socklen_t,
+) -> Option<SocketAddr> {
     let len = len as usize;
     match s.ss_family as libc::c_int {
         libc::AF_INET if len >= size_of::<libc::sockaddr_in>() => {
@@ -241,16 +244,35 @@ unsafe fn control(m: &libc::msghdr) -> (Option<IpAddr>, Option<u32>) {
     (found, dropped)
 }
 
+/// The destination and drop count in `control`, control messages the kernel wrote (aligned as a
+/// `cmsghdr`), as [`control`] reads them.
+pub(super) fn control_of(control_bytes: &[u8]) -> (Option<IpAddr>, Option<u32>) {
+    if control_bytes.len() < size_of::<libc::cmsghdr>()
+        || control_bytes
+            .as_ptr()
+            .align_offset(std::mem::align_of::<libc::cmsghdr>())
+            != 0
+    {
+        return (None, None);
+    }
+    // SAFETY: plain data; all-zero is valid.
+    let mut m: libc::msghdr = unsafe { zeroed() };
+    m.msg_control = control_bytes.as_ptr() as *mut libc::c_void;
+    m.msg_controllen = control_bytes.len() as _;
+    // SAFETY: the control buffer is the kernel's, aligned and `msg_controllen` long; only read.
+    unsafe { control(&m) }
+}
+
 /// A destination as the kernel reads it: IPv4 or IPv6, by its family field.
 #[derive(Clone, Copy)]
 #[repr(C)]
-union RawAddr {
+pub(super) union RawAddr {
     v4: libc::sockaddr_in,
     v6: libc::sockaddr_in6,
 }
 
 /// `a` as the kernel reads it, with its length.
-fn raw_addr(a: SocketAddr) -> (RawAddr, libc::socklen_t) {
+pub(super) fn raw_addr(a: SocketAddr) -> (RawAddr, libc::socklen_t) {
     match a {
         SocketAddr::V4(a) => {
             // SAFETY: plain data; all-zero is valid.
