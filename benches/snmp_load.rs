@@ -194,10 +194,33 @@ fn answer_id(bytes: &[u8]) -> Option<(i32, i64)> {
     Some((id, p.read_integer().ok()?))
 }
 
+/// A client thread's socket: a receive buffer as large as the host allows (a generator late by a tick
+/// must not lose answers the agent sent), and its drops counted (`SO_RXQ_OVFL`).
+fn client_socket() -> UdpSocket {
+    use std::os::fd::AsRawFd;
+    let sock = UdpSocket::bind("127.0.0.1:0").expect("bind the client socket");
+    let size: libc::c_int = 16 << 20; // capped by net.core.rmem_max
+                                      // SAFETY: `size` is a valid c_int for the call and its size is passed.
+    unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&size as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    nl6::netsys::count_drops(&sock).expect("SO_RXQ_OVFL on the client socket");
+    sock
+}
+
 /// What one client thread counted in the measured window.
 #[derive(Default)]
 struct Tally {
     latencies_ns: Vec<u32>,
+    /// Answers the kernel dropped at this client's own full receive buffer (its `SO_RXQ_OVFL` count):
+    /// lost to the generator, not the agent.
+    client_drops: u64,
     lost: u64,
     late: u64,
     errors: u64,
@@ -224,7 +247,7 @@ fn next_id(id: i32, base: i32, k: i32) -> i32 {
 /// their replacements, so the generator spends two system calls a batch, not two a request, and leaves
 /// the machine's CPU to the agent it measures. `-single` sends and receives one datagram a call instead.
 fn client(o: &Options, targets: &Targets, first: usize, measure: Instant, end: Instant) -> Tally {
-    let sock = UdpSocket::bind("127.0.0.1:0").expect("bind the client socket");
+    let sock = client_socket();
     sock.set_read_timeout(Some(Duration::from_millis(20)))
         .expect("read timeout");
     let (template, at) = template(&o.community);
@@ -253,6 +276,7 @@ fn client(o: &Options, targets: &Targets, first: usize, measure: Instant, end: I
         if batch.recv(&sock).is_ok() {
             let received = Instant::now();
             for r in batch.iter() {
+                t.client_drops = t.client_drops.max(r.dropped.map_or(0, u64::from));
                 match answer_id(r.bytes) {
                     Some((id, status))
                         if id >= base && slots[((id - base) % k) as usize].id == id =>
@@ -342,7 +366,7 @@ fn rate_client(
 ) -> Tally {
     use nl6::ready::{poll, PollFd};
     use std::os::fd::AsRawFd;
-    let sock = UdpSocket::bind("127.0.0.1:0").expect("bind the client socket");
+    let sock = client_socket();
     sock.set_nonblocking(true).expect("non-blocking");
     let (template, at) = template(&o.community);
     let mut reqs: Vec<Vec<u8>> = vec![template; if o.single { 1 } else { BATCH_MAX }];
@@ -393,6 +417,7 @@ fn rate_client(
         while batch.recv(&sock).is_ok() {
             let received = Instant::now();
             for r in batch.iter() {
+                t.client_drops = t.client_drops.max(r.dropped.map_or(0, u64::from));
                 match answer_id(r.bytes) {
                     Some((id, status)) if id >= base => {
                         let slot = &mut sent_at[(id - base) as usize % RATE_SLOTS];
@@ -485,7 +510,7 @@ fn main() {
     all.sort_unstable();
     let sum = |f: fn(&Tally) -> u64| tallies.iter().map(f).sum::<u64>();
     println!(
-        "gets_per_s={:.0} answered={} p50_us={:.1} p99_us={:.1} p999_us={:.1} lost={} late={} errors={} \
+        "gets_per_s={:.0} answered={} p50_us={:.1} p99_us={:.1} p999_us={:.1} lost={} client_drops={} late={} errors={} \
          targets={} threads={} inflight={} rate={} ready_s={}",
         all.len() as f64 / o.secs,
         all.len(),
@@ -493,6 +518,7 @@ fn main() {
         percentile(&all, 0.99),
         percentile(&all, 0.999),
         sum(|t| t.lost),
+        sum(|t| t.client_drops),
         sum(|t| t.late),
         sum(|t| t.errors),
         targets.len(),
