@@ -3,10 +3,14 @@
 //!
 //! Each client thread owns one UDP socket and keeps `-inflight` requests outstanding; every answer is
 //! matched to its request by request id (the id names the in-flight slot, so a late answer to a request
-//! given up on is counted, never mistaken for a newer one) and at once replaced by the next request. The
-//! requests go round robin over the targets: consecutive addresses from the first (`-addrs N`, one
-//! `-device-net` fleet) or consecutive ports (`-ports N`, a per-port fleet). A request unanswered after
-//! [`GIVE_UP`] is counted lost and its slot sends again. Prints one line, `key=value` pairs, for
+//! given up on is counted, never mistaken for a newer one) and at once replaced by the next request.
+//! The answers waiting are taken in one `recvmmsg` and their replacements leave in one `sendmmsg`
+//! (`-single`: one datagram a call), so the generator, which shares the machine, spends as little of
+//! it as it can. The requests go round robin over the targets: consecutive addresses from the first
+//! (`-addrs N`, one `-device-net` fleet) or consecutive ports (`-ports N`, a per-port fleet). A request
+//! unanswered after [`GIVE_UP`] (or one the kernel refused to send) is counted lost and its slot sends
+//! again; answers the kernel dropped at the generator's own socket are counted apart
+//! (`client_drops`, from the start of the run). Prints one line, `key=value` pairs, for
 //! scripts/bench-snmp.sh to read. Not a test: it measures.
 //!
 //! With `-rate R` the load is open-loop instead: R GETs a second in all, whatever the agent answers,
@@ -15,7 +19,7 @@
 //! closes is counted lost.
 //!
 //! Run: `cargo bench --bench snmp_load -- 127.0.0.1:PORT [-addrs N | -ports N] [-threads T]
-//! [-inflight K | -rate R] [-secs S] [-community C] [-ready-since UNIX_NS [-ready-within S]]`; with
+//! [-inflight K | -rate R] [-single] [-secs S] [-community C] [-ready-since UNIX_NS [-ready-within S]]`; with
 //! `-ready-since` (when the agent was started, `date +%s%N`) it first sends one GET a millisecond to
 //! the first target until one is answered (`-ready-within S`, 30 s unless told) and reports that time
 //! as the agent's boot.
@@ -344,8 +348,12 @@ fn send_due(
                 from: None,
             })
             .collect();
-        // What the kernel refuses (a full buffer) is not resent here: its slot gives up after GIVE_UP.
-        let _ = send_batch(sock, &out);
+        // sendmmsg stops at a message the kernel refuses: the rest still go, one try each (a refused
+        // one is never sent, so its slot gives up after GIVE_UP and counts as lost).
+        let mut at = 0;
+        while at < out.len() {
+            at += send_batch(sock, &out[at..]).unwrap_or(0) + 1;
+        }
     }
     due.clear();
 }

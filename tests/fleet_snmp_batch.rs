@@ -6,7 +6,7 @@
 mod common;
 mod fleet_common;
 
-use common::{boot, json, Nl6};
+use common::{boot, json, status_field, Nl6};
 use fleet_common::get_request;
 use nl6::lab::snmp::ber::Value;
 use nl6::lab::snmp::Message;
@@ -208,5 +208,23 @@ fn kernel_drops_are_counted(n: Nl6) {
         Some(dropped),
         "nl6's count of kernel drops against /proc/net/udp's: {}",
         String::from_utf8_lossy(&body)
+    );
+}
+
+#[test]
+fn a_ring_costs_the_memory_its_datagrams_touched_not_its_whole_buffer_pool() {
+    // Each ring's pool is 256 buffers of 64 KiB (16 MiB of address space); only what datagrams touch
+    // may cost. Four devices, so every serving thread has a ring; after a few requests each.
+    let rss = |io: &str, says: &str| {
+        let n = per_port("4", io, says);
+        let at = addresses(&n, 4);
+        let asks: Vec<(i32, SocketAddr)> = (0..64).map(|k| (100 + k, at[k as usize % 4])).collect();
+        assert_eq!(burst(&asks).len(), asks.len());
+        status_field(n.pid(), "VmRSS:")
+    };
+    let (ring, epoll) = (rss("uring", "io_uring"), rss("epoll", "epoll"));
+    assert!(
+        ring < epoll + 4 * 1024,
+        "VmRSS {ring} kB with io_uring against {epoll} kB with epoll"
     );
 }

@@ -66,7 +66,7 @@ pub const FLAGS: &[Flag<FleetConfig>] = &[
         "MODE",
         "auto",
         "how per-port SNMP sockets are served: uring (io_uring: one system call a batch of answers, \
-         Linux 6.0+), epoll, or auto (uring where this kernel allows it, else epoll, said at start)",
+         Linux 6.1+), epoll, or auto (uring where this kernel allows it, else epoll, said at start)",
         |c, v| {
             c.snmp_io = SnmpIo::parse(v)?;
             Ok(())
@@ -287,7 +287,7 @@ fn optional_target(v: &str) -> Result<Option<SocketAddr>, TargetError> {
 pub enum SnmpIo {
     /// io_uring where the kernel allows it (a probe at start), else epoll.
     Auto,
-    /// io_uring, or refuse to start.
+    /// io_uring, or refuse to start (per port; `-device-net` is served by epoll all the same).
     Uring,
     Epoll,
 }

@@ -506,13 +506,13 @@ impl Fleet {
     pub fn lateness(&self) -> super::lateness::Snapshot {
         self.shared.lateness.snapshot()
     }
-    /// SNMP requests the kernel dropped before a serving thread could read them (its sockets' receive
-    /// buffers were full), as the kernel counted them.
     /// How the SNMP sockets are served: "io_uring" or "epoll".
     pub fn snmp_io(&self) -> &'static str {
         self.shared.snmp_io
     }
 
+    /// SNMP requests the kernel dropped before a serving thread could read them (its sockets' receive
+    /// buffers were full), as the kernel counted them.
     pub fn snmp_kernel_drops(&self) -> u64 {
         self.shared.snmp_kernel_drops.load(Ordering::Relaxed)
     }

@@ -4,18 +4,20 @@
 //! requests. One `io_uring_enter` then submits every queued answer and waits for the next requests,
 //! whichever sockets they came to: where `epoll` pays a wait, a receive and a send a socket, the ring
 //! pays one call a batch. Per-port SNMP serving uses it; [`probe`] tells whether this kernel can
-//! (multishot `recvmsg` and provided buffer rings: Linux 6.0), so the caller falls back to `epoll`.
+//! (multishot `recvmsg`, provided buffer rings, deferred task work: Linux 6.1), so the caller falls
+//! back to `epoll`.
 //!
 //! Memory the kernel writes or reads after a call returns is owned here and never moves: the buffer
-//! ring and its buffers (allocated once, page-aligned), the receive header template (boxed), and the
-//! send slots (a boxed slice; a slot is reused only after its completion). Dropping the ring cancels
-//! every request and waits for the cancellation before any of that memory is freed.
+//! ring and its buffers (one anonymous mapping, so only the pages datagrams touched cost: about 1 MiB
+//! a ring once every buffer has been used), the receive header template (boxed), and the send slots (a
+//! boxed slice; a slot is reused only after its completion). Dropping the ring on its issuing thread
+//! cancels every request and waits for the cancellation before any of that memory is freed; dropped
+//! elsewhere, or when the cancellation fails, the memory is leaked rather than freed under the kernel.
 #![allow(unsafe_code)]
 
 use super::batch::{control_of, raw_addr, socket_addr, RawAddr, Received};
 use io_uring::types::{CancelBuilder, SubmitArgs, Timespec};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
-use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::io;
 use std::mem::{size_of, zeroed};
 use std::net::{SocketAddr, UdpSocket};
@@ -48,46 +50,63 @@ pub enum Event<'a> {
     Datagram { token: usize, got: Received<'a> },
     /// The answer queued with `tag` left (`ok`) or was refused by the kernel.
     Sent { tag: usize, ok: bool },
+    /// Socket `token`'s receive failed [`GIVE_UP_AFTER`] times in a row without a datagram (`error`,
+    /// the last failure): it is no longer armed, so a broken socket cannot keep the thread spinning.
+    Broken { token: usize, error: io::Error },
 }
 
-/// The provided buffers: the ring of entries the kernel takes buffers from, and the buffers.
+/// Failures in a row after which a socket's receive is no longer armed again.
+pub const GIVE_UP_AFTER: u8 = 3;
+
+/// The provided buffers: the ring of entries the kernel takes buffers from, and the buffers, in one
+/// anonymous mapping (page-aligned, zero pages until written: a buffer costs the pages its datagrams
+/// touched).
 struct Pool {
+    base: *mut u8,
     entries: *mut types::BufRingEntry,
     bufs: *mut u8,
     tail: u16,
 }
 
 impl Pool {
-    fn entries_layout() -> Layout {
-        Layout::from_size_align(BUFS as usize * size_of::<types::BufRingEntry>(), PAGE)
-            .expect("buffer ring layout")
-    }
-    fn bufs_layout() -> Layout {
-        Layout::from_size_align(BUFS as usize * BUF_SIZE, PAGE).expect("buffer pool layout")
-    }
+    /// The entry ring's room, in whole pages (the buffers start page-aligned after it).
+    const ENTRIES_ROOM: usize =
+        (BUFS as usize * size_of::<types::BufRingEntry>()).div_ceil(PAGE) * PAGE;
+    const SIZE: usize = Self::ENTRIES_ROOM + BUFS as usize * BUF_SIZE;
 
     fn new() -> io::Result<Pool> {
-        // SAFETY: both layouts have a non-zero size.
-        let entries: *mut types::BufRingEntry =
-            unsafe { alloc_zeroed(Self::entries_layout()) }.cast();
-        let bufs = unsafe { alloc_zeroed(Self::bufs_layout()) };
-        if entries.is_null() || bufs.is_null() {
-            // SAFETY: each non-null pointer came from alloc_zeroed with its layout.
-            unsafe {
-                if !entries.is_null() {
-                    dealloc(entries.cast(), Self::entries_layout());
-                }
-                if !bufs.is_null() {
-                    dealloc(bufs, Self::bufs_layout());
-                }
-            }
-            return Err(io::Error::from(io::ErrorKind::OutOfMemory));
+        // SAFETY: a fresh private anonymous mapping; no existing memory is named.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                Self::SIZE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
         }
+        let base = base.cast::<u8>();
         Ok(Pool {
-            entries,
-            bufs,
+            base,
+            entries: base.cast(),
+            // SAFETY: inside the mapping (ENTRIES_ROOM < SIZE).
+            bufs: unsafe { base.add(Self::ENTRIES_ROOM) },
             tail: 0,
         })
+    }
+
+    /// A pool that owns nothing (what a leaked pool is replaced by).
+    fn empty() -> Pool {
+        Pool {
+            base: std::ptr::null_mut(),
+            entries: std::ptr::null_mut(),
+            bufs: std::ptr::null_mut(),
+            tail: 0,
+        }
     }
 
     /// Hands buffer `bid` (back) to the kernel; seen once [`Pool::publish`] moves the tail.
@@ -120,10 +139,10 @@ impl Pool {
 
 impl Drop for Pool {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with these layouts; the ring that used them is gone (see UdpRing).
-        unsafe {
-            dealloc(self.entries.cast(), Self::entries_layout());
-            dealloc(self.bufs, Self::bufs_layout());
+        // SAFETY: the mapping made in `new`, unmapped once; the ring that used it let go of it first
+        // (UdpRing's drop leaks the pool instead when it could not make sure of that).
+        if !self.base.is_null() {
+            unsafe { libc::munmap(self.base.cast(), Self::SIZE) };
         }
     }
 }
@@ -139,11 +158,15 @@ struct SendSlot {
 
 /// A ring serving a list of UDP sockets (see the module doc).
 pub struct UdpRing {
-    // Dropped first: the kernel lets go of the memory below before it is freed.
+    // Dropped first, after `Drop` cancelled every request (or leaked the memory below).
     ring: IoUring,
     fds: Vec<RawFd>,
     wake: RawFd,
     started: bool,
+    /// The thread that enabled the ring: only it may cancel and unregister (SINGLE_ISSUER).
+    issuer: Option<std::thread::ThreadId>,
+    /// Each socket's receive failures in a row.
+    failures: Vec<u8>,
     recv_hdr: Box<libc::msghdr>,
     pool: Pool,
     slots: Box<[SendSlot]>,
@@ -207,6 +230,8 @@ impl UdpRing {
             fds: sockets.iter().map(|s| s.as_raw_fd()).collect(),
             wake,
             started: false,
+            issuer: None,
+            failures: vec![0; sockets.len()],
             recv_hdr,
             pool,
             slots,
@@ -215,21 +240,27 @@ impl UdpRing {
         })
     }
 
-    /// On the serving thread's first wait: enables the ring (this thread becomes its issuer) and arms
-    /// every socket's receive and the wake-up.
-    fn start(&mut self) -> io::Result<()> {
+    /// Enables the ring on the calling thread, which becomes its issuer (the serving thread calls it
+    /// before it serves; the first [`UdpRing::wait`] does otherwise), and arms every socket's receive
+    /// and the wake-up. An error leaves the ring unusable: the caller serves another way.
+    pub fn start(&mut self) -> io::Result<()> {
+        if self.started {
+            return Ok(());
+        }
         self.ring.submitter().register_enable_rings()?;
+        self.issuer = Some(std::thread::current().id());
         // Registered descriptors: no file lookup and reference count per receive and send (8 % of a
         // saturated serving thread's time, measured).
         self.ring.submitter().register_files(&self.fds)?;
-        self.started = true;
         for token in 0..self.fds.len() {
             self.arm(token)?;
         }
         let poll = opcode::PollAdd::new(types::Fd(self.wake), libc::POLLIN as u32)
             .build()
             .user_data(TAG_WAKE);
-        self.push(poll)
+        self.push(poll)?;
+        self.started = true;
+        Ok(())
     }
 
     /// Queues `e`, submitting what is queued first when the submission queue is full.
@@ -254,9 +285,7 @@ impl UdpRing {
 
     /// Submits what is queued (the answers) and waits until something completes or `timeout` passes.
     pub fn wait(&mut self, timeout: Duration) -> io::Result<()> {
-        if !self.started {
-            self.start()?;
-        }
+        self.start()?;
         let ts = Timespec::from(timeout);
         let args = SubmitArgs::new().timespec(&ts);
         match self.ring.submitter().submit_with_args(1, &args) {
@@ -274,8 +303,9 @@ impl UdpRing {
     }
 
     /// Hands every completion to `f`: each datagram (its bytes valid only during the call, its buffer
-    /// given back after) and each answer sent or refused. A receive that ended (its buffers ran out,
-    /// or an error) is armed again; the wake-up is not (it means stop).
+    /// given back after) and each answer sent or refused. A receive that ended is armed again (the
+    /// pool ran dry: its datagrams wait in the socket), unless it failed [`GIVE_UP_AFTER`] times in a
+    /// row ([`Event::Broken`]); the wake-up is not (it means stop).
     pub fn drain(&mut self, mut f: impl FnMut(Event<'_>)) -> io::Result<()> {
         let UdpRing {
             ring,
@@ -284,6 +314,7 @@ impl UdpRing {
             slots,
             free,
             rearm,
+            failures,
             ..
         } = self;
         for cqe in ring.completion() {
@@ -303,6 +334,11 @@ impl UdpRing {
                 continue;
             }
             let token = ud as usize;
+            if res >= 0 || res == -libc::ENOBUFS {
+                failures[token] = 0;
+            } else {
+                failures[token] = failures[token].saturating_add(1);
+            }
             if let Some(bid) = cqueue::buffer_select(flags) {
                 if res >= 0 {
                     if let Ok(out) = types::RecvMsgOut::parse(pool.buf(bid, res as usize), recv_hdr)
@@ -316,19 +352,29 @@ impl UdpRing {
                 pool.give(bid);
             }
             if !cqueue::more(flags) {
-                rearm.push(token);
+                if failures[token] < GIVE_UP_AFTER {
+                    rearm.push(token);
+                } else {
+                    f(Event::Broken {
+                        token,
+                        error: io::Error::from_raw_os_error(-res),
+                    });
+                }
             }
         }
         pool.publish();
         while let Some(token) = self.rearm.pop() {
-            self.arm(token)?;
+            if let Err(e) = self.arm(token) {
+                self.rearm.push(token); // armed by the next drain
+                return Err(e);
+            }
         }
         Ok(())
     }
 
     /// Queues `bytes` to `to` on socket `token`, to leave with the next [`UdpRing::wait`]; its
     /// completion comes back as [`Event::Sent`] with `tag`. Hands the bytes back when every slot is in
-    /// flight (the caller sends them itself).
+    /// flight or the queue refused it (the caller sends them itself).
     pub fn send(
         &mut self,
         token: usize,
@@ -369,11 +415,28 @@ impl UdpRing {
 impl Drop for UdpRing {
     fn drop(&mut self) {
         // Every request ends before the memory it points at is freed (the fields drop after this).
-        let _ = self.ring.submitter().register_sync_cancel(
-            Some(Timespec::from(Duration::from_secs(1))),
-            CancelBuilder::any(),
-        );
-        let _ = self.ring.submitter().unregister_buf_ring(GROUP);
+        // Only the issuer may cancel: dropped elsewhere, or when the cancellation did not finish, the
+        // pool and the send slots are leaked rather than freed under the kernel.
+        let cancelled = !self.started
+            || (self.issuer == Some(std::thread::current().id())
+                && self
+                    .ring
+                    .submitter()
+                    .register_sync_cancel(
+                        Some(Timespec::from(Duration::from_secs(1))),
+                        CancelBuilder::any(),
+                    )
+                    .is_ok());
+        if cancelled {
+            let _ = self.ring.submitter().unregister_buf_ring(GROUP);
+        } else {
+            let pool = std::mem::replace(&mut self.pool, Pool::empty());
+            std::mem::forget(pool);
+            std::mem::forget(std::mem::take(&mut self.slots));
+            // SAFETY: plain data; all-zero is valid.
+            let hdr = std::mem::replace(&mut self.recv_hdr, Box::new(unsafe { zeroed() }));
+            Box::leak(hdr);
+        }
     }
 }
 

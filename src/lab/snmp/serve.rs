@@ -148,6 +148,10 @@ pub fn watch(group: &[Listener], wake: UnixDatagram, ring: bool) -> std::io::Res
         let ring = Box::new(UdpRing::new(&sockets, wake.as_raw_fd())?);
         return Ok(Watch::Ring { ring, _wake: wake });
     }
+    watch_epoll(group, wake)
+}
+
+fn watch_epoll(group: &[Listener], wake: UnixDatagram) -> std::io::Result<Watch> {
     let set = Epoll::new()?;
     for (i, l) in group.iter().enumerate() {
         set.add_readable(l.socket.as_raw_fd(), i as u64)?;
@@ -162,7 +166,22 @@ pub fn run(serving: &Serving<'_>, group: &[Listener], watch: Watch) {
     crate::lab::probe!("snmp.loop");
     match watch {
         Watch::Epoll { set, _wake } => run_epoll(serving, group, &set),
-        Watch::Ring { mut ring, _wake } => run_ring(serving, group, &mut ring),
+        Watch::Ring {
+            mut ring,
+            _wake: wake,
+        } => match ring.start() {
+            Ok(()) => run_ring(serving, group, &mut ring),
+            // The probe passed, so this is rare (a limit reached meanwhile): said, and served anyway.
+            Err(e) => {
+                eprintln!("nl6: an SNMP serving thread's io_uring did not start ({e}); it serves by epoll");
+                drop(ring);
+                match watch_epoll(group, wake) {
+                    Ok(Watch::Epoll { set, _wake }) => run_epoll(serving, group, &set),
+                    Ok(Watch::Ring { .. }) => unreachable!("watch_epoll builds an epoll set"),
+                    Err(e) => eprintln!("nl6: an SNMP serving thread serves nothing: epoll: {e}"),
+                }
+            }
+        },
     }
 }
 
@@ -221,6 +240,12 @@ fn run_ring(serving: &Serving<'_>, group: &[Listener], ring: &mut UdpRing) {
                     }
                 }
                 Event::Sent { tag, ok } => count(tag, ok),
+                Event::Broken { token, error } => eprintln!(
+                    "nl6: SNMP device {}: its socket failed {} receives in a row ({error}); it is no \
+                     longer answered",
+                    device_of(token),
+                    crate::netsys::uring::GIVE_UP_AFTER
+                ),
             })
         });
         if drained.is_err() {
@@ -231,6 +256,14 @@ fn run_ring(serving: &Serving<'_>, group: &[Listener], ring: &mut UdpRing) {
                 count(token, send_retrying(&group[token].socket, &bytes, to));
             }
         }
+    }
+    // At stop, the answers queued by the last turn still leave, and are counted.
+    if ring.wait(Duration::ZERO).is_ok() {
+        let _ = ring.drain(|event| {
+            if let Event::Sent { tag, ok } = event {
+                count(tag, ok)
+            }
+        });
     }
 }
 

@@ -30,7 +30,7 @@ fn collect(ring: &mut UdpRing, want: usize) -> Vec<(usize, Vec<u8>, SocketAddr)>
 
 #[test]
 fn the_probe_passes_on_this_kernel() {
-    // The test machines run Linux ≥ 6.0 with io_uring on: the serving path the fleet tests exercise.
+    // The test machines run Linux ≥ 6.1 with io_uring on: the serving path the fleet tests exercise.
     probe().unwrap();
 }
 
