@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# SNMP GET rate: net-snmp's snmpd and nl6 (1 device; 1 000 and 10 000 devices per port; 10 000 and
+# SNMP GET rate: net-snmp's snmpd and nl6 (1 device; 1 000 and 10 000 devices per port, the latter
+# also served by epoll where the build has -snmp-io; 10 000 and
 # 30 000, 1 000 000 (127.0.0.0/12) and 10 000 000 (127.0.0.0/8) devices under -device-net) under the
 # same load, one after the other in one run, as one table; and the 10 000 -device-net fleet once more
 # at 80 % of the GET/s it just served, open-loop (`-rate`), for the latency below the maximum.
@@ -140,6 +141,11 @@ nl6_rows() {
     "$bin" -listen 127.0.0.1:0 -devices 1000 -bind 127.0.0.1 -snmp-port BASE
   row "nl6$tag, 10 000 devices per port" 10000 127.0.0.1:BASE -ports 10000 -- \
     "$bin" -listen 127.0.0.1:0 -devices 10000 -bind 127.0.0.1 -snmp-port BASE
+  # The same served by epoll, where the build has -snmp-io (per port it serves through io_uring).
+  if "$bin" -h 2>&1 | grep -q -- '-snmp-io'; then
+    row "nl6$tag, 10 000 devices per port, -snmp-io epoll" 10000 127.0.0.1:BASE -ports 10000 -- \
+      "$bin" -listen 127.0.0.1:0 -devices 10000 -bind 127.0.0.1 -snmp-port BASE -snmp-io epoll
+  fi
   row "$net" 1 127.1.0.1:BASE -addrs 10000 -- \
     "$bin" -listen 127.0.0.1:0 -devices 10000 -device-net 127.1.0.0/16 -snmp-port BASE
   local rate; rate=$(rate_of "$net")

@@ -61,6 +61,41 @@ pub fn count_drops(sock: &UdpSocket) -> io::Result<()> {
     set_flag(sock.as_raw_fd(), libc::SOL_SOCKET, SO_RXQ_OVFL)
 }
 
+/// Asks for a receive buffer of `bytes` on `sock`, past `net.core.rmem_max` where the process may
+/// (`SO_RCVBUFFORCE`, CAP_NET_ADMIN), else up to it (`SO_RCVBUF`): room for a burst while the reading
+/// thread is off the CPU. Memory is taken only by what is queued. The size the kernel granted.
+pub fn deepen_receive_buffer(sock: &UdpSocket, bytes: usize) -> io::Result<usize> {
+    let want = bytes.min(i32::MAX as usize) as libc::c_int;
+    let set = |name| {
+        // SAFETY: `want` is a valid c_int for the call and its size is passed.
+        check(unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                name,
+                (&want as *const libc::c_int).cast(),
+                size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        })
+    };
+    if set(libc::SO_RCVBUFFORCE).is_err() {
+        set(libc::SO_RCVBUF)?;
+    }
+    let mut got: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `got` and `len` are valid for the call; the kernel writes at most `len` bytes.
+    check(unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&mut got as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    })?;
+    Ok(got as usize)
+}
+
 /// A non-blocking UDP socket bound to `addr` with `SO_REUSEPORT` (other sockets of this user may bind
 /// the same port, and the kernel spreads datagrams over them) and `IP_PKTINFO` on.
 pub fn bind_shared_port(addr: SocketAddrV4) -> io::Result<UdpSocket> {

@@ -1,8 +1,10 @@
-//! SNMP answers under batching (`recvmmsg` / `sendmmsg`): bursts of GETs sent before any answer is read,
-//! so the serving threads find many requests waiting on a socket and answer them in one call. Under
-//! `-device-net` each answer must still leave from the address that was asked (checked by the client's
-//! socket, the peer's own view), and per port each from its device's port, with its device's sysName
-//! and its request's id.
+//! SNMP answers under batching (`recvmmsg` / `sendmmsg` under epoll, or io_uring per port): bursts of
+//! GETs sent before any answer is read, so the serving threads find many requests waiting and answer
+//! them together. Under `-device-net` each answer must still leave from the address that was asked
+//! (checked by the client's socket, the peer's own view), and per port each from its device's port
+//! (through io_uring and through epoll), with its device's sysName and its request's id. Requests the
+//! kernel dropped are counted against `/proc/net/udp`; a `-device-net` socket's deep buffer queues a
+//! burst instead of dropping it; and a ring costs the memory its datagrams touched.
 mod common;
 mod fleet_common;
 
@@ -227,4 +229,59 @@ fn a_ring_costs_the_memory_its_datagrams_touched_not_its_whole_buffer_pool() {
         ring < epoll + 4 * 1024,
         "VmRSS {ring} kB with io_uring against {epoll} kB with epoll"
     );
+}
+
+#[test]
+fn under_device_net_a_burst_while_the_agent_is_off_the_cpu_is_queued_not_dropped() {
+    // A -device-net socket carries the requests of many devices: its receive buffer is made deep
+    // (4 MiB asked; granted past net.core.rmem_max to root), so 3 000 GETs sent while the agent is
+    // stopped all wait to be answered. With the default 208 KiB about 270 fit and the rest are dropped.
+    let n = boot()
+        .args(&["-devices", "100", "-device-net", "127.7.0.0/16"])
+        .start();
+    let to = addresses(&n, 1)[0];
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    const SENT: i32 = 3000;
+    // SAFETY: kill(2) on the child this test started.
+    assert_eq!(unsafe { libc::kill(n.pid() as i32, libc::SIGSTOP) }, 0);
+    for id in 0..SENT {
+        sock.send_to(&get_request(id, "1.3.6.1.2.1.1.5.0"), to)
+            .unwrap();
+    }
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(n.pid() as i32, libc::SIGCONT) }, 0);
+    let (mut answered, mut buf, start) = (0u64, [0u8; 1500], Instant::now());
+    while answered < SENT as u64 && start.elapsed() < Duration::from_secs(20) {
+        match sock.recv_from(&mut buf) {
+            Ok(_) => answered += 1,
+            Err(_) if answered > 0 => break,
+            Err(_) => {}
+        }
+    }
+    // Drops, if any, are told with the next request the socket queues: one more, answered apart.
+    sock.send_to(&get_request(SENT, "1.3.6.1.2.1.1.5.0"), to)
+        .unwrap();
+    sock.recv_from(&mut buf)
+        .expect("the request after the burst is answered");
+    let (status, _, body) = n.http("GET", "/api/v1/fleet", b"");
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let dropped = json(&body)["snmp_kernel_drops"].as_u64().unwrap();
+    let client_dropped = kernel_drops(sock.local_addr().unwrap().port());
+    assert_eq!(answered + dropped + client_dropped, SENT as u64);
+    // SAFETY: geteuid(2) reads the process's own user id.
+    let root = unsafe { libc::geteuid() } == 0;
+    let rmem_max: usize = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    if root || rmem_max >= 4 << 20 {
+        assert_eq!(
+            dropped, 0,
+            "{answered} answered, {dropped} dropped by the kernel"
+        );
+    } else {
+        eprintln!("not root and rmem_max {rmem_max}: the buffer is capped, drops are only counted");
+    }
 }

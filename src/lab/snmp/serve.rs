@@ -148,16 +148,20 @@ pub fn watch(group: &[Listener], wake: UnixDatagram, ring: bool) -> std::io::Res
         let ring = Box::new(UdpRing::new(&sockets, wake.as_raw_fd())?);
         return Ok(Watch::Ring { ring, _wake: wake });
     }
-    watch_epoll(group, wake)
+    Ok(Watch::Epoll {
+        set: epoll_set(group, &wake)?,
+        _wake: wake,
+    })
 }
 
-fn watch_epoll(group: &[Listener], wake: UnixDatagram) -> std::io::Result<Watch> {
+/// An epoll set over `group`'s sockets (token *i* for `group[i]`) and `wake` (token `group.len()`).
+fn epoll_set(group: &[Listener], wake: &UnixDatagram) -> std::io::Result<Epoll> {
     let set = Epoll::new()?;
     for (i, l) in group.iter().enumerate() {
         set.add_readable(l.socket.as_raw_fd(), i as u64)?;
     }
     set.add_readable(wake.as_raw_fd(), group.len() as u64)?;
-    Ok(Watch::Epoll { set, _wake: wake })
+    Ok(set)
 }
 
 /// One serving thread's loop: waits for any of `group`'s sockets in `watch` (from [`watch`]), answers
@@ -175,9 +179,8 @@ pub fn run(serving: &Serving<'_>, group: &[Listener], watch: Watch) {
             Err(e) => {
                 eprintln!("nl6: an SNMP serving thread's io_uring did not start ({e}); it serves by epoll");
                 drop(ring);
-                match watch_epoll(group, wake) {
-                    Ok(Watch::Epoll { set, _wake }) => run_epoll(serving, group, &set),
-                    Ok(Watch::Ring { .. }) => unreachable!("watch_epoll builds an epoll set"),
+                match epoll_set(group, &wake) {
+                    Ok(set) => run_epoll(serving, group, &set),
                     Err(e) => eprintln!("nl6: an SNMP serving thread serves nothing: epoll: {e}"),
                 }
             }
