@@ -163,53 +163,69 @@ fn requests_the_kernel_dropped_at_a_full_buffer_are_counted_not_lost_silently_th
     kernel_drops_are_counted(per_port("1", "epoll", "epoll"));
 }
 
-fn kernel_drops_are_counted(n: Nl6) {
-    let to = addresses(&n, 1)[0];
+/// Requests sent to `to` while the agent is stopped (it reads nothing), before any answer: `SENT` of
+/// them, then the agent resumes and answers what its socket held. `while_stopped` runs before it
+/// resumes. The answers counted (and those the kernel dropped at this client's own buffer, a busy
+/// machine's loss), after one more request, which carries the socket's drop count to nl6.
+const SENT: i32 = 3000;
+fn flood_while_stopped(n: &Nl6, to: SocketAddr, while_stopped: impl FnOnce()) -> (u64, u64) {
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     sock.set_read_timeout(Some(Duration::from_millis(500)))
         .unwrap();
-    // Stopped, the agent reads nothing: more requests than its receive buffer holds overflow it.
-    const SENT: i32 = 3000;
     // SAFETY: kill(2) on the child this test started.
     assert_eq!(unsafe { libc::kill(n.pid() as i32, libc::SIGSTOP) }, 0);
     for id in 0..SENT {
         sock.send_to(&get_request(id, "1.3.6.1.2.1.1.5.0"), to)
             .unwrap();
     }
-    let dropped = kernel_drops(to.port());
+    while_stopped();
     // SAFETY: as above.
     assert_eq!(unsafe { libc::kill(n.pid() as i32, libc::SIGCONT) }, 0);
-    assert!(
-        dropped > 0,
-        "{SENT} requests to a stopped agent overflowed nothing"
-    );
     let (mut answered, mut buf, start) = (0, [0u8; 1500], Instant::now());
-    while start.elapsed() < Duration::from_secs(20) {
+    while answered < SENT as u64 && start.elapsed() < Duration::from_secs(20) {
         match sock.recv_from(&mut buf) {
             Ok(_) => answered += 1,
             Err(_) if answered > 0 => break, // 500 ms of quiet after the answers
             Err(_) => {}
         }
     }
-    // An answer can be lost too, at this client's own buffer on a busy machine: the kernel counts it.
     let client_dropped = kernel_drops(sock.local_addr().unwrap().port());
+    // The kernel tells a socket's drops with the next datagram it queues after them: one more request.
+    sock.send_to(&get_request(SENT, "1.3.6.1.2.1.1.5.0"), to)
+        .unwrap();
+    sock.recv_from(&mut buf)
+        .expect("the request after the flood is answered");
+    (answered, client_dropped)
+}
+
+/// nl6's count of the requests the kernel dropped at its SNMP sockets.
+fn fleet_kernel_drops(n: &Nl6) -> u64 {
+    let (status, _, body) = n.http("GET", "/api/v1/fleet", b"");
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    json(&body)["snmp_kernel_drops"]
+        .as_u64()
+        .expect("snmp_kernel_drops")
+}
+
+fn kernel_drops_are_counted(n: Nl6) {
+    let to = addresses(&n, 1)[0];
+    // Stopped, the agent reads nothing: more requests than its receive buffer holds overflow it.
+    let mut dropped = 0;
+    let (answered, client_dropped) =
+        flood_while_stopped(&n, to, || dropped = kernel_drops(to.port()));
+    assert!(
+        dropped > 0,
+        "{SENT} requests to a stopped agent overflowed nothing"
+    );
     assert_eq!(
         answered + dropped + client_dropped,
         SENT as u64,
         "every request is answered or dropped by the kernel ({client_dropped} answers at the client)"
     );
-    // The kernel tells a socket's drops with the next datagram it queues after them: one more request.
-    sock.send_to(&get_request(SENT, "1.3.6.1.2.1.1.5.0"), to)
-        .unwrap();
-    sock.recv_from(&mut buf)
-        .expect("the request after the overflow is answered");
-    let (status, _, body) = n.http("GET", "/api/v1/fleet", b"");
-    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
     assert_eq!(
-        json(&body)["snmp_kernel_drops"].as_u64(),
-        Some(dropped),
-        "nl6's count of kernel drops against /proc/net/udp's: {}",
-        String::from_utf8_lossy(&body)
+        fleet_kernel_drops(&n),
+        dropped,
+        "nl6's count of kernel drops against /proc/net/udp's"
     );
 }
 
@@ -240,35 +256,8 @@ fn under_device_net_a_burst_while_the_agent_is_off_the_cpu_is_queued_not_dropped
         .args(&["-devices", "100", "-device-net", "127.7.0.0/16"])
         .start();
     let to = addresses(&n, 1)[0];
-    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
-    sock.set_read_timeout(Some(Duration::from_millis(500)))
-        .unwrap();
-    const SENT: i32 = 3000;
-    // SAFETY: kill(2) on the child this test started.
-    assert_eq!(unsafe { libc::kill(n.pid() as i32, libc::SIGSTOP) }, 0);
-    for id in 0..SENT {
-        sock.send_to(&get_request(id, "1.3.6.1.2.1.1.5.0"), to)
-            .unwrap();
-    }
-    // SAFETY: as above.
-    assert_eq!(unsafe { libc::kill(n.pid() as i32, libc::SIGCONT) }, 0);
-    let (mut answered, mut buf, start) = (0u64, [0u8; 1500], Instant::now());
-    while answered < SENT as u64 && start.elapsed() < Duration::from_secs(20) {
-        match sock.recv_from(&mut buf) {
-            Ok(_) => answered += 1,
-            Err(_) if answered > 0 => break,
-            Err(_) => {}
-        }
-    }
-    // Drops, if any, are told with the next request the socket queues: one more, answered apart.
-    sock.send_to(&get_request(SENT, "1.3.6.1.2.1.1.5.0"), to)
-        .unwrap();
-    sock.recv_from(&mut buf)
-        .expect("the request after the burst is answered");
-    let (status, _, body) = n.http("GET", "/api/v1/fleet", b"");
-    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
-    let dropped = json(&body)["snmp_kernel_drops"].as_u64().unwrap();
-    let client_dropped = kernel_drops(sock.local_addr().unwrap().port());
+    let (answered, client_dropped) = flood_while_stopped(&n, to, || {});
+    let dropped = fleet_kernel_drops(&n);
     assert_eq!(answered + dropped + client_dropped, SENT as u64);
     // SAFETY: geteuid(2) reads the process's own user id.
     let root = unsafe { libc::geteuid() } == 0;
