@@ -469,7 +469,20 @@ fn received<'o>(out: &'o types::RecvMsgOut<'_>) -> Received<'o> {
 /// Whether this kernel serves UDP through a [`UdpRing`]: one datagram sent to a loopback socket must
 /// come back through the ring within a second. The reason when not (an old kernel, io_uring disabled
 /// by `kernel.io_uring_disabled` or a seccomp filter).
+///
+/// It runs on a thread of its own: tearing a ring down can leave the kernel's last work for the ring
+/// on the thread that issued it, which interrupts that thread's next blocking call (`EINTR` from a
+/// `recv` with a timeout, seen in a test that started a fleet), so the caller's thread never issues.
 pub fn probe() -> Result<(), String> {
+    std::thread::Builder::new()
+        .name("io-uring-probe".into())
+        .spawn(probe_here)
+        .map_err(|e| format!("no thread for the probe: {e}"))?
+        .join()
+        .unwrap_or_else(|_| Err("the probe panicked".into()))
+}
+
+fn probe_here() -> Result<(), String> {
     let try_it = || -> io::Result<bool> {
         let sock = UdpSocket::bind("127.0.0.1:0")?;
         sock.set_nonblocking(true)?;
