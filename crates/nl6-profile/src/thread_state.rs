@@ -34,13 +34,15 @@ pub(crate) fn word_of(stat: &str, wchan: &str) -> &'static str {
 }
 
 /// Go's goroutine wait reasons for what a thread's kernel state means: blocked on a futex (a mutex,
-/// condvar or park) is `semacquire`, on a socket, pipe or poll is `IO wait`, in nanosleep is `sleep`,
-/// elsewhere in the kernel is `syscall`.
+/// condvar or park) is `semacquire`, on a socket, pipe, poll or an io_uring's completions is `IO wait`,
+/// in nanosleep is `sleep`, elsewhere in the kernel is `syscall`.
 fn go_state_word(state: char, wchan: &str) -> &'static str {
     const IO: &[&str] = &[
         "poll",
         "select",
         "epoll",
+        // io_uring: waiting for the ring's completions (an io_uring server's read).
+        "io_cqring_wait",
         "skb_wait",
         "sk_wait",
         "wait_woken",
@@ -76,6 +78,7 @@ mod tests {
             ('S', "__skb_wait_for_more_packets", "IO wait"),
             ('S', "do_sys_poll", "IO wait"),
             ('S', "do_epoll_wait", "IO wait"),
+            ('S', "io_cqring_wait", "IO wait"),
             ('S', "inet_csk_accept", "IO wait"),
             ('S', "hrtimer_nanosleep", "sleep"),
             ('S', "do_sigtimedwait", "syscall"),
