@@ -139,9 +139,9 @@ impl Pool {
 
 impl Drop for Pool {
     fn drop(&mut self) {
-        // SAFETY: the mapping made in `new`, unmapped once; the ring that used it let go of it first
-        // (UdpRing's drop leaks the pool instead when it could not make sure of that).
         if !self.base.is_null() {
+            // SAFETY: the mapping made in `new`, unmapped once; the ring that used it let go of it
+            // first (UdpRing's drop leaks the pool instead when it could not make sure of that).
             unsafe { libc::munmap(self.base.cast(), Self::SIZE) };
         }
     }
@@ -417,16 +417,21 @@ impl Drop for UdpRing {
         // Every request ends before the memory it points at is freed (the fields drop after this).
         // Only the issuer may cancel: dropped elsewhere, or when the cancellation did not finish, the
         // pool and the send slots are leaked rather than freed under the kernel.
-        let cancelled = !self.started
-            || (self.issuer == Some(std::thread::current().id())
-                && self
-                    .ring
-                    .submitter()
-                    .register_sync_cancel(
-                        Some(Timespec::from(Duration::from_secs(1))),
-                        CancelBuilder::any(),
-                    )
-                    .is_ok());
+        // A ring never enabled (no issuer) never took a request, even one `start` queued.
+        let cancelled = match self.issuer {
+            None => true,
+            Some(id) => {
+                id == std::thread::current().id()
+                    && self
+                        .ring
+                        .submitter()
+                        .register_sync_cancel(
+                            Some(Timespec::from(Duration::from_secs(1))),
+                            CancelBuilder::any(),
+                        )
+                        .is_ok()
+            }
+        };
         if cancelled {
             let _ = self.ring.submitter().unregister_buf_ring(GROUP);
         } else {
