@@ -477,7 +477,8 @@ fn received<'o>(out: &'o types::RecvMsgOut<'_>) -> Received<'o> {
 ///
 /// It runs on a thread of its own: tearing a ring down can leave the kernel's last work for the ring
 /// on the thread that issued it, which interrupts that thread's next blocking call (`EINTR` from a
-/// `recv` with a timeout, seen in a test that started a fleet), so the caller's thread never issues.
+/// `recv` with a timeout: `fleet_notify`'s in-process fleet failed so, every run), so the caller's
+/// thread never issues.
 pub fn probe() -> Result<(), String> {
     std::thread::Builder::new()
         .name("io-uring-probe".into())
