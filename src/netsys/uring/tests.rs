@@ -182,3 +182,47 @@ fn a_wait_returns_when_the_wake_socket_becomes_readable() {
     );
     t.join().unwrap();
 }
+
+#[test]
+fn a_socket_whose_receives_keep_failing_is_given_up_not_spun_on() {
+    // Socket 0's descriptor is made a pipe before the ring registers it: every receive fails
+    // (ENOTSOCK). Re-armed for ever, each wait would return at once; given up, the waits block.
+    let socks = sockets(2);
+    let mut pipe = [0; 2];
+    // SAFETY: pipe(2) fills the two descriptors; dup2(2) makes socket 0's descriptor the pipe's read
+    // end (the UdpSocket closes it at drop, the pipe's own descriptors are closed below).
+    unsafe {
+        assert_eq!(libc::pipe(pipe.as_mut_ptr()), 0);
+        assert!(libc::dup2(pipe[0], socks[0].as_raw_fd()) >= 0);
+    }
+    let refs: Vec<&UdpSocket> = socks.iter().collect();
+    let (_tx, rx) = UnixDatagram::pair().unwrap();
+    let mut ring = UdpRing::new(&refs, rx.as_raw_fd()).unwrap();
+    let (mut broken, mut turns) = (Vec::new(), 0);
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(500) {
+        ring.wait(Duration::from_millis(50)).unwrap();
+        ring.drain(|e| {
+            if let Event::Broken { token, error } = e {
+                broken.push((token, error.raw_os_error()));
+            }
+        })
+        .unwrap();
+        turns += 1;
+    }
+    assert_eq!(broken, vec![(0, Some(libc::ENOTSOCK))]);
+    assert!(turns < 100, "{turns} turns in 500 ms: the ring spun");
+    // The other socket is still served.
+    let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+    client
+        .send_to(b"still here", socks[1].local_addr().unwrap())
+        .unwrap();
+    let got = collect(&mut ring, 1);
+    assert_eq!(got.len(), 1);
+    assert_eq!((got[0].0, &got[0].1[..]), (1, &b"still here"[..]));
+    // SAFETY: the pipe's own two descriptors, closed once.
+    unsafe {
+        libc::close(pipe[0]);
+        libc::close(pipe[1]);
+    }
+}
