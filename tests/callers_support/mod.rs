@@ -11,7 +11,9 @@
 //!   (`__rust_dealloc` → `free` → `__libc_free`): the target's function holds a `jmp rel32` or
 //!   `jmp [rip+d]` to the callee function's first byte; or a function on that chain holds an indirect
 //!   tail jump, whose target the code does not name (accepted as indirect calls are): `jmp [reg+disp]`
-//!   (a vtable slot), or `jmp reg` right after its epilogue (`Formatter::pad` tail-calling `write_str`);
+//!   (a vtable slot), or `jmp reg` right after its epilogue (`Formatter::pad` tail-calling `write_str`)
+//!   or right after that register was loaded from a slot (`mov reg, [reg2+disp]`: the frameless
+//!   `<Formatter as fmt::Write>::write_str` of the static musl std jumps so into `String`'s);
 //! - any other `ff /2` form (indirect): a call, whose target the code does not name (accepted).
 //!
 //! Anything else is a **fabricated** edge. A stack must end in a thread root (the last frame's function
@@ -294,7 +296,9 @@ impl Process {
     /// Whether function `f` holds an indirect tail jump, whose target the code does not name (accepted
     /// as indirect calls are): a `jmp [reg + disp]` (`ff /4`, ModRM mod 01 or 10, no SIB: a vtable
     /// slot), or a `jmp reg` (`ff /4`, mod 11) right after the frame is torn down (`pop rbp`, `leave`, or
-    /// any `pop` of a saved register) — a `jmp reg` elsewhere is a jump table inside the function.
+    /// any `pop` of a saved register) or within 12 bytes after a `mov` of a slot into that register
+    /// (`48 8b`, ModRM mod 01 or 10, no SIB: `mov rcx, [rcx+0x18]` … `jmp rcx`) — a `jmp reg` elsewhere
+    /// is a jump table inside the function (its register comes from `movsxd` and an `add`).
     fn jumps_through_a_table_entry(&self, f: &Func) -> bool {
         let Some(code) = self.read(f.start, (f.end - f.start).min(1 << 16) as usize) else {
             return false;
@@ -304,12 +308,31 @@ impl Process {
             let two = k.checked_sub(2).map(|i| code[i]);
             matches!(one, Some(0x58..=0x5f) | Some(0xc9)) && two != Some(0x0f)
         };
+        // A `mov` of a pointer-sized slot into register `r` (no REX.R: rax … rdi) in the 12 bytes
+        // before `k`, and no `movsxd` there (a jump table's offset load).
+        let slot_loaded = |k: usize, r: u8| {
+            let window = k.saturating_sub(12)..k;
+            let movsxd = window
+                .clone()
+                .any(|i| (0x48..=0x4f).contains(&code[i]) && code.get(i + 1) == Some(&0x63));
+            !movsxd
+                && window.into_iter().any(|i| {
+                    let m = code.get(i + 2).copied().unwrap_or(0);
+                    matches!(code[i], 0x48 | 0x49)
+                        && code.get(i + 1) == Some(&0x8b)
+                        && matches!(m >> 6, 1 | 2)
+                        && m & 7 != 4
+                        && (m >> 3) & 7 == r
+                })
+        };
         (0..code.len().saturating_sub(1)).any(|k| {
             let m = code[k + 1];
             let (md, reg, rm) = (m >> 6, (m >> 3) & 7, m & 7);
+            let rex_b = k > 0 && (0x40..=0x4f).contains(&code[k - 1]);
             code[k] == 0xff
                 && reg == 4
-                && (((md == 1 || md == 2) && rm != 4) || (md == 3 && after_epilogue(k)))
+                && (((md == 1 || md == 2) && rm != 4)
+                    || (md == 3 && (after_epilogue(k) || (!rex_b && slot_loaded(k, rm)))))
         })
     }
 
