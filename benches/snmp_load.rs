@@ -201,19 +201,9 @@ fn answer_id(bytes: &[u8]) -> Option<(i32, i64)> {
 /// A client thread's socket: a receive buffer as large as the host allows (a generator late by a tick
 /// must not lose answers the agent sent), and its drops counted (`SO_RXQ_OVFL`).
 fn client_socket() -> UdpSocket {
-    use std::os::fd::AsRawFd;
     let sock = UdpSocket::bind("127.0.0.1:0").expect("bind the client socket");
-    let size: libc::c_int = 16 << 20; // capped by net.core.rmem_max
-                                      // SAFETY: `size` is a valid c_int for the call and its size is passed.
-    unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            (&size as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
+    nl6::netsys::deepen_receive_buffer(&sock, 16 << 20)
+        .expect("the client socket's receive buffer");
     nl6::netsys::count_drops(&sock).expect("SO_RXQ_OVFL on the client socket");
     sock
 }

@@ -23,7 +23,7 @@ pub const BATCH_MAX: usize = 64;
 /// count (`SO_RXQ_OVFL`, 4 bytes: 24 with its header), aligned as cmsg(3) requires.
 #[derive(Clone, Copy)]
 #[repr(C, align(8))]
-pub(super) struct Control([u8; 64]);
+struct Control([u8; 64]);
 
 /// One datagram to send: its bytes, its destination and, when `from` is set, the local address it
 /// leaves from (which the host must own, of `to`'s family), whatever the socket is bound to.

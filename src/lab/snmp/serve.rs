@@ -221,14 +221,7 @@ fn run_ring(serving: &Serving<'_>, group: &[Listener], ring: &mut UdpRing) {
         Route::Device(i) => i,
         Route::Net(_) => unreachable!("a ring serves per-port sockets only"),
     };
-    let count = |token: usize, sent: bool| {
-        let counters = &serving.devices[device_of(token)].counters;
-        DeviceCounters::inc(if sent {
-            &counters.snmp_responses
-        } else {
-            &counters.send_errors
-        });
-    };
+    let count = |token: usize, sent: bool| count_answer(serving, device_of(token), sent);
     while !serving.stop.load(Ordering::Relaxed) {
         let drained = ring.wait(WAIT_TIMEOUT).and_then(|()| {
             ring.drain(|event| match event {
@@ -373,11 +366,16 @@ fn send_replies(serving: &Serving<'_>, socket: &UdpSocket, replies: &[Reply]) {
                 }
                 _ => send_retrying(socket, &r.bytes, r.to),
             };
-        let counters = &serving.devices[r.device].counters;
-        DeviceCounters::inc(if sent {
-            &counters.snmp_responses
-        } else {
-            &counters.send_errors
-        });
+        count_answer(serving, r.device, sent);
     }
+}
+
+/// Counts an answer on `device`: sent, or a send error.
+fn count_answer(serving: &Serving<'_>, device: usize, sent: bool) {
+    let counters = &serving.devices[device].counters;
+    DeviceCounters::inc(if sent {
+        &counters.snmp_responses
+    } else {
+        &counters.send_errors
+    });
 }

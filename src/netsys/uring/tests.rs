@@ -12,6 +12,14 @@ fn sockets(n: usize) -> Vec<UdpSocket> {
         .collect()
 }
 
+/// A ring over `socks` and the wake-up pair it watches (the second end), kept alive by the caller.
+fn ring_over(socks: &[UdpSocket]) -> (UdpRing, (UnixDatagram, UnixDatagram)) {
+    let refs: Vec<&UdpSocket> = socks.iter().collect();
+    let (tx, rx) = UnixDatagram::pair().unwrap();
+    let ring = UdpRing::new(&refs, rx.as_raw_fd()).unwrap();
+    (ring, (tx, rx))
+}
+
 /// Drains `ring` until `want` datagrams came (or 5 s pass): (token, bytes, peer) each.
 fn collect(ring: &mut UdpRing, want: usize) -> Vec<(usize, Vec<u8>, SocketAddr)> {
     let mut got = Vec::new();
@@ -38,9 +46,7 @@ fn the_probe_passes_on_this_kernel() {
 fn every_socket_gets_its_own_datagrams_and_each_answer_leaves_from_the_socket_asked() {
     // 200: the client's default receive buffer holds every answer unread.
     let socks = sockets(200);
-    let refs: Vec<&UdpSocket> = socks.iter().collect();
-    let (_tx, rx) = UnixDatagram::pair().unwrap();
-    let mut ring = UdpRing::new(&refs, rx.as_raw_fd()).unwrap();
+    let (mut ring, _wake) = ring_over(&socks);
     let client = UdpSocket::bind("127.0.0.1:0").unwrap();
     client
         .set_read_timeout(Some(Duration::from_secs(2)))
@@ -97,9 +103,7 @@ fn more_datagrams_than_buffers_are_all_received_once_receives_are_armed_again() 
     // 6 sockets × 100 datagrams = 600 > the pool's 256 buffers, sent before the ring is drained: the
     // receives that found no buffer end, the rest wait in their sockets, and re-arming takes them.
     let socks = sockets(6);
-    let refs: Vec<&UdpSocket> = socks.iter().collect();
-    let (_tx, rx) = UnixDatagram::pair().unwrap();
-    let mut ring = UdpRing::new(&refs, rx.as_raw_fd()).unwrap();
+    let (mut ring, _wake) = ring_over(&socks);
     let client = UdpSocket::bind("127.0.0.1:0").unwrap();
     for round in 0..100 {
         for s in &socks {
@@ -136,9 +140,7 @@ fn the_socket_drop_count_comes_with_the_next_datagram() {
     }
     // The kernel tells the running count with the next datagram it queues after a drop.
     std::thread::sleep(Duration::from_millis(50));
-    let refs: Vec<&UdpSocket> = socks.iter().collect();
-    let (_tx, rx) = UnixDatagram::pair().unwrap();
-    let mut ring = UdpRing::new(&refs, rx.as_raw_fd()).unwrap();
+    let (mut ring, _wake) = ring_over(&socks);
     // The queued datagrams are taken first; then one more, queued after the drops, carries them.
     collect(&mut ring, 1);
     std::thread::sleep(Duration::from_millis(100));
@@ -166,9 +168,7 @@ fn the_socket_drop_count_comes_with_the_next_datagram() {
 #[test]
 fn a_wait_returns_when_the_wake_socket_becomes_readable() {
     let socks = sockets(1);
-    let refs: Vec<&UdpSocket> = socks.iter().collect();
-    let (tx, rx) = UnixDatagram::pair().unwrap();
-    let mut ring = UdpRing::new(&refs, rx.as_raw_fd()).unwrap();
+    let (mut ring, (tx, _rx)) = ring_over(&socks);
     let t = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(100));
         tx.send(&[1]).unwrap();
@@ -195,9 +195,7 @@ fn a_socket_whose_receives_keep_failing_is_given_up_not_spun_on() {
         assert_eq!(libc::pipe(pipe.as_mut_ptr()), 0);
         assert!(libc::dup2(pipe[0], socks[0].as_raw_fd()) >= 0);
     }
-    let refs: Vec<&UdpSocket> = socks.iter().collect();
-    let (_tx, rx) = UnixDatagram::pair().unwrap();
-    let mut ring = UdpRing::new(&refs, rx.as_raw_fd()).unwrap();
+    let (mut ring, _wake) = ring_over(&socks);
     let (mut broken, mut turns) = (Vec::new(), 0);
     let start = Instant::now();
     while start.elapsed() < Duration::from_millis(500) {
