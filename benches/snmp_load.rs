@@ -7,19 +7,25 @@
 //! The answers waiting are taken in one `recvmmsg` and their replacements leave in one `sendmmsg`
 //! (`-single`: one datagram a call), so the generator, which shares the machine, spends as little of
 //! it as it can. The requests go round robin over the targets: consecutive addresses from the first
-//! (`-addrs N`, one `-device-net` fleet) or consecutive ports (`-ports N`, a per-port fleet). A request
+//! (`-addrs N`, one `-device-net` fleet) or consecutive ports (`-ports N`, a per-port fleet): each
+//! thread starts at its share's first and goes on over all of them, as one poller of a whole fleet does,
+//! or with `-shard` keeps to its share (thread *i* of T to the *i*-th T-th), as pollers that split a
+//! fleet between them do. A request
 //! unanswered after [`GIVE_UP`] (or one the kernel refused to send) is counted lost and its slot sends
 //! again; answers the kernel dropped at the generator's own socket are counted apart
 //! (`client_drops`, from the start of the run). Prints one line, `key=value` pairs, for
 //! scripts/bench-snmp.sh to read. Not a test: it measures.
 //!
 //! With `-rate R` the load is open-loop instead: R GETs a second in all, whatever the agent answers,
-//! sent in 1 ms ticks (R / 1000 a tick, spread over the threads), so the latency percentiles are those
-//! at that offered rate, not at the agent's maximum; a request unanswered 100 ms after the window
-//! closes is counted lost.
+//! paced in ticks of [`TICK`] (what is due leaves at each tick, spread over the threads), so the latency
+//! percentiles are those at that offered rate, not at the agent's maximum. Between ticks a thread sleeps
+//! rather than waiting on its socket, so on a machine it shares with the agent it takes a core only for
+//! what it sends and reads; each answer's latency runs from just before its request's send call to the
+//! time the kernel stamped its arrival at the generator's socket (`SO_TIMESTAMPNS`), so the sleep does
+//! not add to it. A request unanswered 100 ms after the window closes is counted lost.
 //!
 //! Run: `cargo bench --bench snmp_load -- 127.0.0.1:PORT [-addrs N | -ports N] [-threads T]
-//! [-inflight K | -rate R] [-single] [-secs S] [-community C] [-ready-since UNIX_NS [-ready-within S]]`; with
+//! [-inflight K | -rate R] [-single] [-shard] [-secs S] [-community C] [-ready-since UNIX_NS [-ready-within S]]`; with
 //! `-ready-since` (when the agent was started, `date +%s%N`) it first sends one GET a millisecond to
 //! the first target until one is answered (`-ready-within S`, 30 s unless told) and reports that time
 //! as the agent's boot.
@@ -27,7 +33,7 @@ use nl6::lab::snmp::ber::{tag, Oid, Reader, Value};
 use nl6::lab::snmp::{pdu, Message, VERSION_2C};
 use nl6::netsys::{send_batch, Outgoing, RecvBatch, BATCH_MAX};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How long an unanswered request is waited for before its slot sends a fresh one.
 const GIVE_UP: Duration = Duration::from_secs(1);
@@ -46,6 +52,8 @@ struct Options {
     rate: Option<f64>,
     /// One datagram a system call (`-single`), as a simple poller sends, instead of batches.
     single: bool,
+    /// Each thread polls only its share of the targets (`-shard`), instead of all from its share on.
+    shard: bool,
     /// Wall-clock time (ns since the epoch) the agent was started at: wait for its first answer and
     /// report the boot time.
     ready_since: Option<u128>,
@@ -56,7 +64,7 @@ struct Options {
 fn usage(why: &str) -> ! {
     eprintln!(
         "snmp_load: {why}\nusage: snmp_load HOST:PORT [-addrs N | -ports N] [-threads T] \
-         [-inflight K | -rate R] [-single] [-secs S] [-community C] [-ready-since UNIX_NS [-ready-within S]]"
+         [-inflight K | -rate R] [-single] [-shard] [-secs S] [-community C] [-ready-since UNIX_NS [-ready-within S]]"
     );
     std::process::exit(2)
 }
@@ -72,6 +80,7 @@ fn options() -> Options {
         community: "public".into(),
         rate: None,
         single: false,
+        shard: false,
         ready_since: None,
         ready_within: 30.0,
     };
@@ -99,6 +108,7 @@ fn options() -> Options {
             "-ready-within" => o.ready_within = number(value()),
             "-community" => o.community = value(),
             "-single" => o.single = true,
+            "-shard" => o.shard = true,
             "-ready-since" => {
                 let v = value();
                 let ns = v
@@ -118,11 +128,15 @@ fn options() -> Options {
     if o.addrs > 1 && o.ports > 1 {
         usage("-addrs and -ports exclude each other");
     }
+    if o.shard && (o.addrs.max(o.ports) as usize) < o.threads {
+        usage("-shard needs at least one target a thread (-addrs or -ports ≥ -threads)");
+    }
     o
 }
 
 /// Every address the load goes to, in round-robin order: the `i`-th is computed, not stored (ten
 /// million addresses would take 300 MB).
+#[derive(Clone)]
 struct Targets {
     ip: u32,
     port: u32,
@@ -150,6 +164,22 @@ impl Targets {
 
     fn len(&self) -> usize {
         self.n
+    }
+
+    /// The `i`-th of `t` consecutive shares (sizes differing by at most one).
+    fn share(&self, i: usize, t: usize) -> Targets {
+        let (from, to) = (i * self.n / t, (i + 1) * self.n / t);
+        let (ip, port) = if self.by_addr {
+            (self.ip + from as u32, self.port)
+        } else {
+            (self.ip, self.port + from as u32)
+        };
+        Targets {
+            ip,
+            port,
+            n: to - from,
+            by_addr: self.by_addr,
+        }
     }
 
     /// The `i`-th target, round robin.
@@ -350,8 +380,8 @@ fn send_due(
 
 /// How many requests an open-loop thread remembers: answers to older ones count as late.
 const RATE_SLOTS: usize = 1 << 18;
-/// The open-loop pacing tick.
-const TICK: Duration = Duration::from_millis(1);
+/// The open-loop pacing tick: at 250 000 GET/s over two threads, about 12 requests a tick a thread.
+const TICK: Duration = Duration::from_micros(100);
 
 /// One open-loop client thread: `rate` GETs a second on one socket from `start` to `end`, however
 /// many are answered; counts the requests sent in `[measure, end)` and their answers.
@@ -362,18 +392,19 @@ fn rate_client(
     rate: f64,
     (start, measure, end): (Instant, Instant, Instant),
 ) -> Tally {
-    use nl6::ready::{poll, PollFd};
-    use std::os::fd::AsRawFd;
     let sock = client_socket();
     sock.set_nonblocking(true).expect("non-blocking");
+    nl6::netsys::stamp_arrivals(&sock).expect("SO_TIMESTAMPNS on the client socket");
     let (template, at) = template(&o.community);
     let mut reqs: Vec<Vec<u8>> = vec![template; if o.single { 1 } else { BATCH_MAX }];
     let base = 0x0100_0000i32;
-    // Per slot: the id it holds, when it left, and whether it counts (sent in the window, unanswered).
-    let mut sent_at: Vec<(i32, Instant, bool)> = vec![(0, start, false); RATE_SLOTS];
+    // Per slot: the id it holds, when it left (the wall clock, as the kernel stamps arrivals), and
+    // whether it counts (sent in the window, unanswered).
+    let mut sent_at: Vec<(i32, SystemTime, bool)> = vec![(0, UNIX_EPOCH, false); RATE_SLOTS];
     let (mut t, mut sent, mut counted) = (Tally::default(), 0u64, 0u64);
     let mut batch = RecvBatch::new(if o.single { 1 } else { BATCH_MAX }, 2048);
     let drain_until = end + Duration::from_millis(100);
+    let mut tick = start;
     loop {
         let now = Instant::now();
         if now >= drain_until {
@@ -400,27 +431,27 @@ fn rate_client(
                     from: None,
                 })
                 .collect();
+            let leaving = SystemTime::now();
             let ok = send_batch(&sock, &out).unwrap_or(0);
-            let left = Instant::now();
             for (j, &id) in ids.iter().enumerate() {
                 let in_window = now >= measure && j < ok;
                 counted += in_window as u64;
                 t.errors += (j >= ok && now >= measure) as u64;
-                sent_at[(id - base) as usize % RATE_SLOTS] = (id, left, in_window);
+                sent_at[(id - base) as usize % RATE_SLOTS] = (id, leaving, in_window);
             }
             sent += n as u64;
         }
-        let mut fds = [PollFd::readable(sock.as_raw_fd())];
-        let _ = poll(&mut fds, TICK);
         while batch.recv(&sock).is_ok() {
-            let received = Instant::now();
             for r in batch.iter() {
                 t.client_drops = t.client_drops.max(r.dropped.map_or(0, u64::from));
+                let arrived = r.arrived.unwrap_or_else(SystemTime::now);
                 match answer_id(r.bytes) {
                     Some((id, status)) if id >= base => {
                         let slot = &mut sent_at[(id - base) as usize % RATE_SLOTS];
                         if slot.0 == id && slot.2 {
-                            t.latencies_ns.push((received - slot.1).as_nanos() as u32);
+                            let took = arrived.duration_since(slot.1).unwrap_or_default();
+                            t.latencies_ns
+                                .push(took.as_nanos().min(u32::MAX as u128) as u32);
                             t.errors += (status != 0) as u64;
                             slot.2 = false;
                         } else if slot.0 != id {
@@ -430,6 +461,14 @@ fn rate_client(
                     _ => t.late += 1,
                 }
             }
+        }
+        // Sleeps to the next tick (none when behind: the next turn sends what fell due meanwhile).
+        tick += TICK;
+        let now = Instant::now();
+        if tick > now {
+            std::thread::sleep(tick - now);
+        } else {
+            tick = now;
         }
     }
     t.lost = counted.saturating_sub(t.latencies_ns.len() as u64);
@@ -482,17 +521,23 @@ fn main() {
     let tallies: Vec<Tally> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..o.threads)
             .map(|i| {
-                let (o, targets) = (&o, &targets);
-                let first = i * targets.len() / o.threads;
+                let o = &o;
+                // Sharded, a thread's targets are its share alone, from its first; else all of them,
+                // from its share's first.
+                let (targets, first) = if o.shard {
+                    (targets.share(i, o.threads), 0)
+                } else {
+                    (targets.clone(), i * targets.len() / o.threads)
+                };
                 s.spawn(move || match o.rate {
                     Some(r) => rate_client(
                         o,
-                        targets,
+                        &targets,
                         first,
                         r / o.threads as f64,
                         (start, measure, end),
                     ),
-                    None => client(o, targets, first, measure, end),
+                    None => client(o, &targets, first, measure, end),
                 })
             })
             .collect();

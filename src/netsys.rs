@@ -61,6 +61,13 @@ pub fn count_drops(sock: &UdpSocket) -> io::Result<()> {
     set_flag(sock.as_raw_fd(), libc::SOL_SOCKET, SO_RXQ_OVFL)
 }
 
+/// Asks the kernel to stamp every datagram received on `sock` with the time it arrived
+/// (`SO_TIMESTAMPNS`, the realtime clock): [`batch::Received::arrived`]. A reader that takes its
+/// datagrams late still learns when each came.
+pub fn stamp_arrivals(sock: &UdpSocket) -> io::Result<()> {
+    set_flag(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS)
+}
+
 /// Asks for a receive buffer of `bytes` on `sock`, past `net.core.rmem_max` where the process may
 /// (`SO_RCVBUFFORCE`, CAP_NET_ADMIN), else up to it (`SO_RCVBUF`): room for a burst while the reading
 /// thread is off the CPU. Memory is taken only by what is queued. The size the kernel granted.

@@ -14,6 +14,7 @@ use std::io;
 use std::mem::{size_of, zeroed, MaybeUninit};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
 use std::os::fd::AsRawFd;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The most datagrams one system call moves; [`send_batch`] splits longer slices, [`RecvBatch::new`]
 /// caps its room at it.
@@ -24,6 +25,12 @@ pub const BATCH_MAX: usize = 64;
 #[derive(Clone, Copy)]
 #[repr(C, align(8))]
 struct Control([u8; 64]);
+
+/// A received datagram's control room: [`Control`]'s and an arrival time (`SO_TIMESTAMPNS`, 16
+/// bytes: 32 with its header).
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+struct RecvControl([u8; 96]);
 
 /// One datagram to send: its bytes, its destination and, when `from` is set, the local address it
 /// leaves from (which the host must own, of `to`'s family), whatever the socket is bound to.
@@ -36,15 +43,26 @@ pub struct Outgoing<'a> {
 
 /// One datagram a [`RecvBatch::recv`] took: its bytes (cut to the batch's buffer size when
 /// `truncated`), its sender, the local address it was sent to (`None` when the socket does not ask
-/// for packet info) and the socket's count of datagrams the kernel dropped so far for want of room
-/// (`None` unless [`crate::netsys::count_drops`] turned it on).
+/// for packet info), the socket's count of datagrams the kernel dropped so far for want of room
+/// (`None` unless [`crate::netsys::count_drops`] turned it on) and when the kernel received it (`None`
+/// unless [`crate::netsys::stamp_arrivals`] turned it on).
 #[derive(Debug, Clone, Copy)]
 pub struct Received<'a> {
     pub bytes: &'a [u8],
     pub peer: SocketAddr,
     pub destination: Option<IpAddr>,
     pub dropped: Option<u32>,
+    pub arrived: Option<SystemTime>,
     pub truncated: bool,
+}
+
+/// What a datagram's control messages said: the local address it was sent to, the socket's drop
+/// count and the time the kernel received it, each when present.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Ancillary {
+    pub destination: Option<IpAddr>,
+    pub dropped: Option<u32>,
+    pub arrived: Option<SystemTime>,
 }
 
 /// What the kernel said of one received datagram (its bytes stay in the batch's buffer).
@@ -52,8 +70,7 @@ pub struct Received<'a> {
 struct Meta {
     len: usize,
     peer: SocketAddr,
-    destination: Option<IpAddr>,
-    dropped: Option<u32>,
+    ancillary: Ancillary,
     truncated: bool,
 }
 
@@ -63,7 +80,7 @@ pub struct RecvBatch {
     size: usize,
     bufs: Vec<u8>,
     names: Vec<libc::sockaddr_storage>,
-    controls: Vec<Control>,
+    controls: Vec<RecvControl>,
     iovs: Vec<libc::iovec>,
     /// Built once by [`RecvBatch::new`], pointing into `bufs`, `names`, `controls` and `iovs`.
     hdrs: Vec<libc::mmsghdr>,
@@ -84,7 +101,7 @@ impl RecvBatch {
             bufs: vec![0; n * size],
             // SAFETY: plain data; all-zero is valid.
             names: vec![unsafe { zeroed() }; n],
-            controls: vec![Control([0; 64]); n],
+            controls: vec![RecvControl([0; 96]); n],
             // SAFETY: plain data; all-zero is valid (the pointers are set below).
             iovs: vec![unsafe { zeroed() }; n],
             hdrs: vec![unsafe { zeroed() }; n],
@@ -119,7 +136,7 @@ impl RecvBatch {
         // The kernel shortens these to what it wrote: each call gives back the full room.
         for h in &mut self.hdrs {
             h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-            h.msg_hdr.msg_controllen = size_of::<Control>() as _;
+            h.msg_hdr.msg_controllen = size_of::<RecvControl>() as _;
             h.msg_hdr.msg_flags = 0;
         }
         // SAFETY: the `n` headers point at this batch's buffers, addresses and control room, each with
@@ -142,13 +159,12 @@ impl RecvBatch {
             // SAFETY: the kernel filled `msg_name` with `msg_namelen` bytes of a socket address.
             let peer = unsafe { socket_addr(&*m.msg_name.cast(), m.msg_namelen) };
             // SAFETY: the kernel filled `msg_control` within `msg_controllen`.
-            let (destination, dropped) = unsafe { control(m) };
+            let ancillary = unsafe { control(m) };
             self.got.push(Meta {
                 len: len.min(self.size),
                 // A UDP socket always names the sender; a family we do not read is "unspecified".
                 peer: peer.unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0))),
-                destination,
-                dropped,
+                ancillary,
                 truncated: m.msg_flags & libc::MSG_TRUNC != 0,
             });
         }
@@ -171,8 +187,9 @@ impl RecvBatch {
         Received {
             bytes: &self.bufs[i * self.size..i * self.size + m.len],
             peer: m.peer,
-            destination: m.destination,
-            dropped: m.dropped,
+            destination: m.ancillary.destination,
+            dropped: m.ancillary.dropped,
+            arrived: m.ancillary.arrived,
             truncated: m.truncated,
         }
     }
@@ -213,47 +230,52 @@ pub(super) unsafe fn socket_addr(
     }
 }
 
-/// The local address a received datagram was sent to (its packet-info control message) and the
-/// socket's drop count (its `SO_RXQ_OVFL` message), each when present.
+/// The local address a received datagram was sent to (its packet-info control message), the
+/// socket's drop count (its `SO_RXQ_OVFL` message) and its arrival time (`SCM_TIMESTAMPNS`), each
+/// when present.
 ///
 /// # Safety
 /// `m`'s control buffer was filled by the kernel within `msg_controllen`.
-unsafe fn control(m: &libc::msghdr) -> (Option<IpAddr>, Option<u32>) {
-    let (mut found, mut dropped) = (None, None);
+unsafe fn control(m: &libc::msghdr) -> Ancillary {
+    let mut a = Ancillary::default();
     let mut c = libc::CMSG_FIRSTHDR(m);
     while !c.is_null() {
         let data = libc::CMSG_DATA(c);
         match ((*c).cmsg_level, (*c).cmsg_type) {
             (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
                 let info: libc::in_pktinfo = std::ptr::read_unaligned(data.cast());
-                found = Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(
+                a.destination = Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(
                     info.ipi_addr.s_addr,
                 ))));
             }
             (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) => {
                 let info: libc::in6_pktinfo = std::ptr::read_unaligned(data.cast());
-                found = Some(IpAddr::V6(Ipv6Addr::from(info.ipi6_addr.s6_addr)));
+                a.destination = Some(IpAddr::V6(Ipv6Addr::from(info.ipi6_addr.s6_addr)));
             }
             (libc::SOL_SOCKET, crate::netsys::SO_RXQ_OVFL) => {
-                dropped = Some(std::ptr::read_unaligned(data.cast::<u32>()));
+                a.dropped = Some(std::ptr::read_unaligned(data.cast::<u32>()));
+            }
+            (libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS) => {
+                let t: libc::timespec = std::ptr::read_unaligned(data.cast());
+                a.arrived = Some(UNIX_EPOCH + Duration::new(t.tv_sec as u64, t.tv_nsec as u32));
             }
             _ => {}
         }
         c = libc::CMSG_NXTHDR(m, c);
     }
-    (found, dropped)
+    a
 }
 
-/// The destination and drop count in `control`, control messages the kernel wrote (aligned as a
-/// `cmsghdr`), as [`control`] reads them.
-pub(super) fn control_of(control_bytes: &[u8]) -> (Option<IpAddr>, Option<u32>) {
+/// What `control`, control messages the kernel wrote (aligned as a `cmsghdr`), says, as [`control`]
+/// reads them.
+pub(super) fn control_of(control_bytes: &[u8]) -> Ancillary {
     if control_bytes.len() < size_of::<libc::cmsghdr>()
         || control_bytes
             .as_ptr()
             .align_offset(std::mem::align_of::<libc::cmsghdr>())
             != 0
     {
-        return (None, None);
+        return Ancillary::default();
     }
     // SAFETY: plain data; all-zero is valid.
     let mut m: libc::msghdr = unsafe { zeroed() };

@@ -461,12 +461,13 @@ fn received<'o>(out: &'o types::RecvMsgOut<'_>) -> Received<'o> {
     };
     // SAFETY: `storage` holds the `n` bytes of the sender's address the kernel wrote.
     let peer = unsafe { socket_addr(&storage, n as libc::socklen_t) };
-    let (destination, dropped) = control_of(control);
+    let ancillary = control_of(control);
     Received {
         bytes: payload,
         peer: peer.unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0))),
-        destination,
-        dropped,
+        destination: ancillary.destination,
+        dropped: ancillary.dropped,
+        arrived: ancillary.arrived,
         truncated: out.is_payload_truncated(),
     }
 }

@@ -16,7 +16,8 @@
 //! `GET /api/v1/fleet`, beside `snmp_io`, which says which way serves).
 //!
 //! Two ways to listen ([`Listener`]):
-//! - per port (`-snmp-port BASE` or `0`): one socket per device, spread over the threads;
+//! - per port (`-snmp-port BASE` or `0`): one socket per device, dealt round robin over the threads
+//!   ([`groups`]);
 //! - `-device-net CIDR`: one socket per thread, all on the same port (`SO_REUSEPORT`, bound to the
 //!   wildcard address with `IP_PKTINFO`): the destination of each request names the device, and the
 //!   answer leaves from that address ([`crate::netsys`]). Datagrams to addresses outside the fleet's
@@ -112,8 +113,9 @@ impl Waker {
     }
 }
 
-/// Splits `listeners` into at most `threads` groups (round robin: device i and i + 4 share a thread in
-/// per-port mode with 4 threads).
+/// Splits `listeners` into at most `threads` groups, dealt round robin: with 2 threads, devices 0, 2,
+/// 4 … on one and 1, 3, 5 … on the other, so any poller's requests spread over every thread (a split
+/// into runs of consecutive devices was measured and left: ARCHITECTURE.md).
 pub fn groups(listeners: Vec<Listener>, threads: usize) -> Vec<Vec<Listener>> {
     let n = listeners.len().min(threads.max(1));
     let mut out: Vec<Vec<Listener>> = (0..n).map(|_| Vec::new()).collect();
@@ -378,4 +380,47 @@ fn count_answer(serving: &Serving<'_>, device: usize, sent: bool) {
     } else {
         &counters.send_errors
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listeners(n: usize) -> Vec<Listener> {
+        (0..n)
+            .map(|i| Listener {
+                socket: UdpSocket::bind("127.0.0.1:0").expect("bind"),
+                route: Route::Device(i),
+            })
+            .collect()
+    }
+
+    fn devices(g: &[Listener]) -> Vec<usize> {
+        g.iter()
+            .map(|l| match l.route {
+                Route::Device(i) => i,
+                Route::Net(_) => unreachable!(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn devices_are_dealt_round_robin_over_the_threads() {
+        for (n, threads) in [(10, 2), (10, 4), (7, 3), (3, 4), (1, 4), (9, 1)] {
+            let groups: Vec<Vec<usize>> = groups(listeners(n), threads)
+                .iter()
+                .map(|g| devices(g))
+                .collect();
+            assert_eq!(
+                groups.len(),
+                n.min(threads),
+                "{n} devices, {threads} threads"
+            );
+            for (t, g) in groups.iter().enumerate() {
+                let want: Vec<usize> = (t..n).step_by(groups.len()).collect();
+                assert_eq!(g, &want, "{n} devices over {threads} threads: {groups:?}");
+            }
+        }
+        assert!(groups(Vec::new(), 4).is_empty());
+    }
 }

@@ -1,6 +1,6 @@
 use super::*;
 use crate::netsys::bind_shared_port;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// A socket that reports each datagram's destination, blocking with a short timeout.
 fn server() -> (UdpSocket, u16) {
@@ -228,4 +228,43 @@ fn a_batch_receive_tells_the_sockets_drops_with_the_next_datagram_after_them() {
     s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
     assert_eq!(batch.recv(&s).unwrap(), 1);
     assert_eq!(batch.get(0).dropped, Some(5000 - seen as u32));
+}
+
+#[test]
+fn a_stamped_socket_tells_when_each_datagram_arrived_not_when_it_was_read() {
+    let (s, port) = server();
+    crate::netsys::stamp_arrivals(&s).unwrap();
+    let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut batch = RecvBatch::new(4, 64);
+    // The kernel turns stamping on at its next turn of deferred work, not within the setsockopt: until
+    // then it stamps at the read. So a few tries, each read 50 ms after its send (at most 20 tries).
+    let mut seen = Vec::new();
+    for _ in 0..20 {
+        let before = SystemTime::now();
+        c.send_to(b"stamped", ("127.0.0.1", port)).unwrap();
+        let sent = SystemTime::now();
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(batch.recv(&s).unwrap(), 1);
+        let read = SystemTime::now();
+        let r = batch.get(0);
+        assert_eq!(r.bytes, b"stamped");
+        // The packet-info message comes too: the control room holds both.
+        assert_eq!(r.destination, Some(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+        let arrived = r.arrived.expect("an arrival time on a stamped socket");
+        assert!(
+            arrived >= before && arrived <= read,
+            "{arrived:?} outside the try"
+        );
+        // Loopback delivers within the send call (a wall-clock step here would fail this).
+        if arrived <= sent {
+            assert!(read.duration_since(arrived).unwrap() >= Duration::from_millis(50));
+            let (plain, port) = server();
+            c.send_to(b"plain", ("127.0.0.1", port)).unwrap();
+            assert_eq!(batch.recv(&plain).unwrap(), 1);
+            assert_eq!(batch.get(0).arrived, None, "stamped though not asked");
+            return;
+        }
+        seen.push(read.duration_since(arrived).unwrap_or_default());
+    }
+    panic!("every stamp was the read's time, not the arrival's (read − stamp: {seen:?})");
 }
