@@ -22,7 +22,9 @@
 //! rather than waiting on its socket, so on a machine it shares with the agent it takes a core only for
 //! what it sends and reads; each answer's latency runs from just before its request's send call to the
 //! time the kernel stamped its arrival at the generator's socket (`SO_TIMESTAMPNS`), so the sleep does
-//! not add to it. A request unanswered 100 ms after the window closes is counted lost.
+//! not add to it. The time a request waited to leave after it fell due (the generator's own lag, when
+//! it is short of CPU) is not in it either: it is reported apart, `send_lag_p99_us`. A request
+//! unanswered 100 ms after the window closes is counted lost.
 //!
 //! Run: `cargo bench --bench snmp_load -- 127.0.0.1:PORT [-addrs N | -ports N] [-threads T]
 //! [-inflight K | -rate R] [-single] [-shard] [-secs S] [-community C] [-ready-since UNIX_NS [-ready-within S]]`; with
@@ -248,6 +250,11 @@ struct Tally {
     lost: u64,
     late: u64,
     errors: u64,
+    /// Open-loop: how late each request left after it fell due (the generator's own lag, not in
+    /// `latencies_ns`).
+    send_lags_ns: Vec<u32>,
+    /// Open-loop: answers that came without an arrival stamp (timed at the read instead).
+    unstamped: u64,
 }
 
 /// An outstanding request: its id (slot + round × inflight, kept in the template's four bytes) and
@@ -380,7 +387,7 @@ fn send_due(
 
 /// How many requests an open-loop thread remembers: answers to older ones count as late.
 const RATE_SLOTS: usize = 1 << 18;
-/// The open-loop pacing tick: at 250 000 GET/s over two threads, about 12 requests a tick a thread.
+/// The open-loop pacing tick (a sleep overshoots it by the timer slack, about 50 µs).
 const TICK: Duration = Duration::from_micros(100);
 
 /// One open-loop client thread: `rate` GETs a second on one socket from `start` to `end`, however
@@ -435,6 +442,11 @@ fn rate_client(
             let ok = send_batch(&sock, &out).unwrap_or(0);
             for (j, &id) in ids.iter().enumerate() {
                 let in_window = now >= measure && j < ok;
+                if in_window {
+                    let fell_due = start + Duration::from_secs_f64((sent + j as u64) as f64 / rate);
+                    let lag = now.saturating_duration_since(fell_due).as_nanos();
+                    t.send_lags_ns.push(lag.min(u32::MAX as u128) as u32);
+                }
                 counted += in_window as u64;
                 t.errors += (j >= ok && now >= measure) as u64;
                 sent_at[(id - base) as usize % RATE_SLOTS] = (id, leaving, in_window);
@@ -444,6 +456,7 @@ fn rate_client(
         while batch.recv(&sock).is_ok() {
             for r in batch.iter() {
                 t.client_drops = t.client_drops.max(r.dropped.map_or(0, u64::from));
+                t.unstamped += r.arrived.is_none() as u64;
                 let arrived = r.arrived.unwrap_or_else(SystemTime::now);
                 match answer_id(r.bytes) {
                     Some((id, status)) if id >= base => {
@@ -551,10 +564,15 @@ fn main() {
         .flat_map(|t| t.latencies_ns.iter().copied())
         .collect();
     all.sort_unstable();
+    let mut lags: Vec<u32> = tallies
+        .iter()
+        .flat_map(|t| t.send_lags_ns.iter().copied())
+        .collect();
+    lags.sort_unstable();
     let sum = |f: fn(&Tally) -> u64| tallies.iter().map(f).sum::<u64>();
     println!(
         "gets_per_s={:.0} answered={} p50_us={:.1} p99_us={:.1} p999_us={:.1} lost={} client_drops={} late={} errors={} \
-         targets={} threads={} inflight={} rate={} ready_s={}",
+         targets={} threads={} inflight={} rate={} ready_s={} send_lag_p99_us={:.1} unstamped={}",
         all.len() as f64 / o.secs,
         all.len(),
         percentile(&all, 0.50),
@@ -569,5 +587,7 @@ fn main() {
         o.inflight,
         o.rate.map_or("-".to_string(), |r| format!("{r:.0}")),
         ready.map_or("-".to_string(), |r| format!("{r:.3}")),
+        percentile(&lags, 0.99),
+        sum(|t| t.unstamped),
     );
 }

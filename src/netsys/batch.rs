@@ -20,14 +20,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// caps its room at it.
 pub const BATCH_MAX: usize = 64;
 
-/// Room for a packet-info control message (IPv4 12 bytes, IPv6 20: 40 with its header) and a drop
-/// count (`SO_RXQ_OVFL`, 4 bytes: 24 with its header), aligned as cmsg(3) requires.
+/// Room for a sent datagram's packet-info control message (IPv4 12 bytes, IPv6 20: 40 with its
+/// header), aligned as cmsg(3) requires.
 #[derive(Clone, Copy)]
 #[repr(C, align(8))]
 struct Control([u8; 64]);
 
-/// A received datagram's control room: [`Control`]'s and an arrival time (`SO_TIMESTAMPNS`, 16
-/// bytes: 32 with its header).
+/// A received datagram's control room: a packet-info message (40 bytes with its header, IPv6), a drop
+/// count (`SO_RXQ_OVFL`, 24) and an arrival time (`SO_TIMESTAMPNS`, 32), aligned as cmsg(3) requires.
 #[derive(Clone, Copy)]
 #[repr(C, align(8))]
 struct RecvControl([u8; 96]);
@@ -240,8 +240,19 @@ unsafe fn control(m: &libc::msghdr) -> Ancillary {
     let mut a = Ancillary::default();
     let mut c = libc::CMSG_FIRSTHDR(m);
     while !c.is_null() {
+        let (level, kind) = ((*c).cmsg_level, (*c).cmsg_type);
+        let need = match (level, kind) {
+            (libc::IPPROTO_IP, libc::IP_PKTINFO) => size_of::<libc::in_pktinfo>(),
+            (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) => size_of::<libc::in6_pktinfo>(),
+            (libc::SOL_SOCKET, crate::netsys::SO_RXQ_OVFL) => size_of::<u32>(),
+            (libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS) => size_of::<libc::timespec>(),
+            _ => 0,
+        };
+        // A message the kernel cut short (too little room: MSG_CTRUNC) is not read past its end.
+        let whole = (*c).cmsg_len as usize >= libc::CMSG_LEN(need as u32) as usize;
         let data = libc::CMSG_DATA(c);
-        match ((*c).cmsg_level, (*c).cmsg_type) {
+        match (level, kind) {
+            _ if need == 0 || !whole => {}
             (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
                 let info: libc::in_pktinfo = std::ptr::read_unaligned(data.cast());
                 a.destination = Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(
@@ -252,14 +263,11 @@ unsafe fn control(m: &libc::msghdr) -> Ancillary {
                 let info: libc::in6_pktinfo = std::ptr::read_unaligned(data.cast());
                 a.destination = Some(IpAddr::V6(Ipv6Addr::from(info.ipi6_addr.s6_addr)));
             }
-            (libc::SOL_SOCKET, crate::netsys::SO_RXQ_OVFL) => {
-                a.dropped = Some(std::ptr::read_unaligned(data.cast::<u32>()));
-            }
             (libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS) => {
                 let t: libc::timespec = std::ptr::read_unaligned(data.cast());
                 a.arrived = Some(UNIX_EPOCH + Duration::new(t.tv_sec as u64, t.tv_nsec as u32));
             }
-            _ => {}
+            _ => a.dropped = Some(std::ptr::read_unaligned(data.cast::<u32>())), // SO_RXQ_OVFL
         }
         c = libc::CMSG_NXTHDR(m, c);
     }

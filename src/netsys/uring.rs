@@ -32,8 +32,9 @@ const BUFS: u16 = 256;
 /// datagram (65 535 bytes at most), so nothing is cut short. Only the pages a datagram touches cost.
 const BUF_SIZE: usize = 16 + NAME_LEN + CONTROL_LEN + 65_536;
 const NAME_LEN: usize = size_of::<libc::sockaddr_storage>();
-/// Room for the socket's drop count (`SO_RXQ_OVFL`, 24 bytes with its header) and a packet-info message.
-const CONTROL_LEN: usize = 64;
+/// Room for the socket's drop count (`SO_RXQ_OVFL`, 24 bytes with its header), a packet-info message
+/// (40) and an arrival time (`SO_TIMESTAMPNS`, 32), as [`RecvBatch`](super::RecvBatch) has.
+const CONTROL_LEN: usize = 96;
 /// Answers in flight at once; past that an answer goes by a plain send (the caller's).
 const SEND_SLOTS: usize = 512;
 const SQ_ENTRIES: u32 = 1024;

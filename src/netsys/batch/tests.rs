@@ -234,6 +234,7 @@ fn a_batch_receive_tells_the_sockets_drops_with_the_next_datagram_after_them() {
 fn a_stamped_socket_tells_when_each_datagram_arrived_not_when_it_was_read() {
     let (s, port) = server();
     crate::netsys::stamp_arrivals(&s).unwrap();
+    crate::netsys::count_drops(&s).unwrap();
     let c = UdpSocket::bind("127.0.0.1:0").unwrap();
     let mut batch = RecvBatch::new(4, 64);
     // The kernel turns stamping on at its next turn of deferred work, not within the setsockopt: until
@@ -242,8 +243,8 @@ fn a_stamped_socket_tells_when_each_datagram_arrived_not_when_it_was_read() {
     for _ in 0..20 {
         let before = SystemTime::now();
         c.send_to(b"stamped", ("127.0.0.1", port)).unwrap();
-        let sent = SystemTime::now();
         std::thread::sleep(Duration::from_millis(50));
+        let slept = SystemTime::now();
         assert_eq!(batch.recv(&s).unwrap(), 1);
         let read = SystemTime::now();
         let r = batch.get(0);
@@ -255,9 +256,9 @@ fn a_stamped_socket_tells_when_each_datagram_arrived_not_when_it_was_read() {
             arrived >= before && arrived <= read,
             "{arrived:?} outside the try"
         );
-        // Loopback delivers within the send call (a wall-clock step here would fail this).
-        if arrived <= sent {
-            assert!(read.duration_since(arrived).unwrap() >= Duration::from_millis(50));
+        // Stamped at arrival, the datagram is older than the sleep's end (a wall-clock step here would
+        // fail this); stamped at the read, it is younger.
+        if arrived < slept {
             let (plain, port) = server();
             c.send_to(b"plain", ("127.0.0.1", port)).unwrap();
             assert_eq!(batch.recv(&plain).unwrap(), 1);
@@ -267,4 +268,40 @@ fn a_stamped_socket_tells_when_each_datagram_arrived_not_when_it_was_read() {
         seen.push(read.duration_since(arrived).unwrap_or_default());
     }
     panic!("every stamp was the read's time, not the arrival's (read − stamp: {seen:?})");
+}
+
+#[test]
+fn a_control_message_cut_short_is_not_read_past_its_end() {
+    // One SCM_TIMESTAMPNS message in an aligned room, its timespec whole after it, and the length the
+    // kernel wrote: whole, or cut short (MSG_CTRUNC) to 8 of the timespec's 16 bytes.
+    let stamp = |data_len: usize| {
+        let mut room = [0u64; 8];
+        // SAFETY: arithmetic only.
+        let len = unsafe { libc::CMSG_LEN(data_len as u32) } as usize;
+        let hdr = libc::cmsghdr {
+            cmsg_len: len as _,
+            cmsg_level: libc::SOL_SOCKET,
+            cmsg_type: libc::SCM_TIMESTAMPNS,
+        };
+        let t = libc::timespec {
+            tv_sec: 1_700_000_000,
+            tv_nsec: 5,
+        };
+        let at = room.as_mut_ptr().cast::<libc::cmsghdr>();
+        // SAFETY: the header and the timespec after it fit in `room` (16 + 16 ≤ 64 bytes), which is
+        // aligned for both.
+        unsafe {
+            at.write(hdr);
+            libc::CMSG_DATA(at).cast::<libc::timespec>().write(t);
+        }
+        // SAFETY: `room` is 64 initialised bytes and `len` ≤ 64.
+        let view = unsafe { std::slice::from_raw_parts(room.as_ptr().cast::<u8>(), len) };
+        control_of(view).arrived
+    };
+    let whole = size_of::<libc::timespec>();
+    assert_eq!(
+        stamp(whole),
+        Some(UNIX_EPOCH + Duration::new(1_700_000_000, 5))
+    );
+    assert_eq!(stamp(whole / 2), None, "read past a message cut short");
 }
