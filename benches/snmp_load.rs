@@ -572,7 +572,7 @@ fn main() {
     let sum = |f: fn(&Tally) -> u64| tallies.iter().map(f).sum::<u64>();
     println!(
         "gets_per_s={:.0} answered={} p50_us={:.1} p99_us={:.1} p999_us={:.1} lost={} client_drops={} late={} errors={} \
-         targets={} threads={} inflight={} rate={} ready_s={} send_lag_p99_us={:.1} unstamped={}",
+         targets={} threads={} inflight={} rate={} ready_s={} send_lag_p99_us={} unstamped={}",
         all.len() as f64 / o.secs,
         all.len(),
         percentile(&all, 0.50),
@@ -587,7 +587,8 @@ fn main() {
         o.inflight,
         o.rate.map_or("-".to_string(), |r| format!("{r:.0}")),
         ready.map_or("-".to_string(), |r| format!("{r:.3}")),
-        percentile(&lags, 0.99),
+        o.rate
+            .map_or("-".to_string(), |_| format!("{:.1}", percentile(&lags, 0.99))),
         sum(|t| t.unstamped),
     );
 }

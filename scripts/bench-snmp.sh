@@ -40,6 +40,7 @@ mkdir -p "$OUT"
 ulimit -n "$(ulimit -Hn)"
 
 PID=""
+LAGS="" # the open-loop rows' send lags, printed after the table
 cleanup() { [ -z "$PID" ] || kill "$PID" 2>/dev/null || true; }
 trap cleanup EXIT
 
@@ -106,6 +107,8 @@ row() {
         "$(field lost "$line")" "$(awk -v k="$rss" 'BEGIN { print k / 1000 }')" \
         "$(field ready_s "$ready")" "$cpu"
       echo "$line" >"$OUT/$key.load"
+      local lag; lag=$(field send_lag_p99_us "$line")
+      [ -z "$lag" ] || [ "$lag" = - ] || LAGS+="- $name: $(awk -v v="$lag" 'BEGIN { printf "%.3f", v / 1000 }') ms"$'\n'
       return 0
     fi
     kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; PID=""
@@ -161,3 +164,6 @@ nl6_rows() {
 # NL6_BEFORE=path/to/an/older/nl6: its rows too, in the same run, for a before/after comparison.
 [ -z "${NL6_BEFORE:-}" ] || nl6_rows " (before)" "$NL6_BEFORE"
 nl6_rows "" "$NL6"
+# The open-loop rows' latency runs from each request's send; how late the generator itself sent them
+# (short of CPU on a machine it shares) is apart.
+[ -z "$LAGS" ] || printf '\nThe generator'"'"'s own send lag, p99 (open-loop rows):\n%s' "$LAGS"
