@@ -278,11 +278,11 @@ fn a_control_message_cut_short_is_not_read_past_its_end() {
         let mut room = [0u64; 8];
         // SAFETY: arithmetic only.
         let len = unsafe { libc::CMSG_LEN(data_len as u32) } as usize;
-        let hdr = libc::cmsghdr {
-            cmsg_len: len as _,
-            cmsg_level: libc::SOL_SOCKET,
-            cmsg_type: libc::SCM_TIMESTAMPNS,
-        };
+        // SAFETY: plain data; all-zero is valid (musl's header has padding fields glibc's has not).
+        let mut hdr: libc::cmsghdr = unsafe { zeroed() };
+        hdr.cmsg_len = len as _;
+        hdr.cmsg_level = libc::SOL_SOCKET;
+        hdr.cmsg_type = libc::SCM_TIMESTAMPNS;
         let t = libc::timespec {
             tv_sec: 1_700_000_000,
             tv_nsec: 5,
