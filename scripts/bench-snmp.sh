@@ -71,6 +71,7 @@ EOF
 }
 
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p; s/^$1=\([^ ]*\).*/\1/p" <<<"$2" | head -1; }
+ms() { awk -v v="$1" 'BEGIN { printf "%.3f", v / 1000 }'; } # µs as ms, 3 decimals
 ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 
 # row NAME LOAD_ARGS -- AGENT COMMAND…: starts the agent, loads it, prints one table row, stops it.
@@ -101,14 +102,14 @@ row() {
       local cpu; cpu=$(awk -v t=$((after - before)) -v s="$SECS" 'BEGIN { printf "%.0f", t / (s + 0.5) }')
       printf '| %s | %s | %s ms | %s ms | %s ms | %s | %.1f MB | %s s | %s %% |\n' "$name" \
         "$(field gets_per_s "$line")" \
-        "$(awk -v v="$(field p50_us "$line")" 'BEGIN { printf "%.3f", v / 1000 }')" \
-        "$(awk -v v="$(field p99_us "$line")" 'BEGIN { printf "%.3f", v / 1000 }')" \
-        "$(awk -v v="$(field p999_us "$line")" 'BEGIN { printf "%.3f", v / 1000 }')" \
+        "$(ms "$(field p50_us "$line")")" \
+        "$(ms "$(field p99_us "$line")")" \
+        "$(ms "$(field p999_us "$line")")" \
         "$(field lost "$line")" "$(awk -v k="$rss" 'BEGIN { print k / 1000 }')" \
         "$(field ready_s "$ready")" "$cpu"
       echo "$line" >"$OUT/$key.load"
       local lag; lag=$(field send_lag_p99_us "$line")
-      [ -z "$lag" ] || [ "$lag" = - ] || LAGS+="- $name: $(awk -v v="$lag" 'BEGIN { printf "%.3f", v / 1000 }') ms"$'\n'
+      [ -z "$lag" ] || [ "$lag" = - ] || LAGS+="- $name: $(ms "$lag") ms"$'\n'
       return 0
     fi
     kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; PID=""

@@ -30,7 +30,7 @@ struct Control([u8; 64]);
 /// count (`SO_RXQ_OVFL`, 24) and an arrival time (`SO_TIMESTAMPNS`, 32), aligned as cmsg(3) requires.
 #[derive(Clone, Copy)]
 #[repr(C, align(8))]
-struct RecvControl([u8; 96]);
+pub(super) struct RecvControl([u8; 96]);
 
 /// One datagram to send: its bytes, its destination and, when `from` is set, the local address it
 /// leaves from (which the host must own, of `to`'s family), whatever the socket is bound to.
@@ -63,6 +63,30 @@ pub(super) struct Ancillary {
     pub destination: Option<IpAddr>,
     pub dropped: Option<u32>,
     pub arrived: Option<SystemTime>,
+}
+
+impl<'a> Received<'a> {
+    /// A datagram's parts as a receive found them: its control messages read into [`Ancillary`].
+    pub(super) fn new(
+        bytes: &'a [u8],
+        peer: SocketAddr,
+        ancillary: Ancillary,
+        truncated: bool,
+    ) -> Received<'a> {
+        let Ancillary {
+            destination,
+            dropped,
+            arrived,
+        } = ancillary;
+        Received {
+            bytes,
+            peer,
+            destination,
+            dropped,
+            arrived,
+            truncated,
+        }
+    }
 }
 
 /// What the kernel said of one received datagram (its bytes stay in the batch's buffer).
@@ -184,14 +208,12 @@ impl RecvBatch {
     /// The `i`-th datagram of the last receive (`i` < [`RecvBatch::len`]).
     pub fn get(&self, i: usize) -> Received<'_> {
         let m = self.got[i];
-        Received {
-            bytes: &self.bufs[i * self.size..i * self.size + m.len],
-            peer: m.peer,
-            destination: m.ancillary.destination,
-            dropped: m.ancillary.dropped,
-            arrived: m.ancillary.arrived,
-            truncated: m.truncated,
-        }
+        Received::new(
+            &self.bufs[i * self.size..i * self.size + m.len],
+            m.peer,
+            m.ancillary,
+            m.truncated,
+        )
     }
 
     /// Every datagram of the last receive, in arrival order.
@@ -240,38 +262,46 @@ unsafe fn control(m: &libc::msghdr) -> Ancillary {
     let mut a = Ancillary::default();
     let mut c = libc::CMSG_FIRSTHDR(m);
     while !c.is_null() {
-        let (level, kind) = ((*c).cmsg_level, (*c).cmsg_type);
-        let need = match (level, kind) {
-            (libc::IPPROTO_IP, libc::IP_PKTINFO) => size_of::<libc::in_pktinfo>(),
-            (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) => size_of::<libc::in6_pktinfo>(),
-            (libc::SOL_SOCKET, crate::netsys::SO_RXQ_OVFL) => size_of::<u32>(),
-            (libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS) => size_of::<libc::timespec>(),
-            _ => 0,
-        };
-        // A message the kernel cut short (too little room: MSG_CTRUNC) is not read past its end.
-        let whole = (*c).cmsg_len as usize >= libc::CMSG_LEN(need as u32) as usize;
-        let data = libc::CMSG_DATA(c);
-        match (level, kind) {
-            _ if need == 0 || !whole => {}
+        match ((*c).cmsg_level, (*c).cmsg_type) {
             (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
-                let info: libc::in_pktinfo = std::ptr::read_unaligned(data.cast());
-                a.destination = Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(
-                    info.ipi_addr.s_addr,
-                ))));
+                if let Some(info) = cmsg_data::<libc::in_pktinfo>(c) {
+                    let ip = Ipv4Addr::from(u32::from_be(info.ipi_addr.s_addr));
+                    a.destination = Some(IpAddr::V4(ip));
+                }
             }
             (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) => {
-                let info: libc::in6_pktinfo = std::ptr::read_unaligned(data.cast());
-                a.destination = Some(IpAddr::V6(Ipv6Addr::from(info.ipi6_addr.s6_addr)));
+                if let Some(info) = cmsg_data::<libc::in6_pktinfo>(c) {
+                    a.destination = Some(IpAddr::V6(Ipv6Addr::from(info.ipi6_addr.s6_addr)));
+                }
+            }
+            (libc::SOL_SOCKET, crate::netsys::SO_RXQ_OVFL) => {
+                if let Some(n) = cmsg_data::<u32>(c) {
+                    a.dropped = Some(n);
+                }
             }
             (libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS) => {
-                let t: libc::timespec = std::ptr::read_unaligned(data.cast());
-                a.arrived = Some(UNIX_EPOCH + Duration::new(t.tv_sec as u64, t.tv_nsec as u32));
+                if let Some(t) = cmsg_data::<libc::timespec>(c) {
+                    let since = Duration::new(t.tv_sec as u64, t.tv_nsec as u32);
+                    a.arrived = Some(UNIX_EPOCH + since);
+                }
             }
-            _ => a.dropped = Some(std::ptr::read_unaligned(data.cast::<u32>())), // SO_RXQ_OVFL
+            _ => {}
         }
         c = libc::CMSG_NXTHDR(m, c);
     }
     a
+}
+
+/// The `T` a control message carries, unless the kernel cut the message short (too little room:
+/// MSG_CTRUNC), which is then not read past its end.
+///
+/// # Safety
+/// `c` points at a control message header the kernel wrote, within its control buffer.
+unsafe fn cmsg_data<T>(c: *const libc::cmsghdr) -> Option<T> {
+    #[allow(clippy::unnecessary_cast)] // usize on glibc, u32 on musl
+    let len = (*c).cmsg_len as usize;
+    let whole = len >= libc::CMSG_LEN(size_of::<T>() as u32) as usize;
+    whole.then(|| std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<T>()))
 }
 
 /// What `control`, control messages the kernel wrote (aligned as a `cmsghdr`), says, as [`control`]

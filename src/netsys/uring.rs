@@ -15,7 +15,7 @@
 //! elsewhere, or when the cancellation fails, the memory is leaked rather than freed under the kernel.
 #![allow(unsafe_code)]
 
-use super::batch::{control_of, raw_addr, socket_addr, RawAddr, Received};
+use super::batch::{control_of, raw_addr, socket_addr, RawAddr, Received, RecvControl};
 use io_uring::types::{CancelBuilder, SubmitArgs, Timespec};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::io;
@@ -32,9 +32,8 @@ const BUFS: u16 = 256;
 /// datagram (65 535 bytes at most), so nothing is cut short. Only the pages a datagram touches cost.
 const BUF_SIZE: usize = 16 + NAME_LEN + CONTROL_LEN + 65_536;
 const NAME_LEN: usize = size_of::<libc::sockaddr_storage>();
-/// Room for the socket's drop count (`SO_RXQ_OVFL`, 24 bytes with its header), a packet-info message
-/// (40) and an arrival time (`SO_TIMESTAMPNS`, 32), as [`RecvBatch`](super::RecvBatch) has.
-const CONTROL_LEN: usize = 96;
+/// Room for a datagram's control messages, as a [`RecvBatch`](super::RecvBatch) has.
+const CONTROL_LEN: usize = size_of::<RecvControl>();
 /// Answers in flight at once; past that an answer goes by a plain send (the caller's).
 const SEND_SLOTS: usize = 512;
 const SQ_ENTRIES: u32 = 1024;
@@ -462,15 +461,12 @@ fn received<'o>(out: &'o types::RecvMsgOut<'_>) -> Received<'o> {
     };
     // SAFETY: `storage` holds the `n` bytes of the sender's address the kernel wrote.
     let peer = unsafe { socket_addr(&storage, n as libc::socklen_t) };
-    let ancillary = control_of(control);
-    Received {
-        bytes: payload,
-        peer: peer.unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0))),
-        destination: ancillary.destination,
-        dropped: ancillary.dropped,
-        arrived: ancillary.arrived,
-        truncated: out.is_payload_truncated(),
-    }
+    Received::new(
+        payload,
+        peer.unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0))),
+        control_of(control),
+        out.is_payload_truncated(),
+    )
 }
 
 /// Whether this kernel serves UDP through a [`UdpRing`]: one datagram sent to a loopback socket must
