@@ -345,6 +345,7 @@ fn a_store_stopped_mid_cycle_gets_every_snapshot_once_from_the_spool() {
     );
     // Cycle 3: back up; the spool goes first, then this cycle's snapshots.
     weed.restart();
+    weed.wait_writable("fleet");
     std::thread::sleep(Duration::from_millis(1100));
     let (rc, log) = collect_bin(&args, (KEY, SECRET));
     assert_eq!(rc, 0, "{log}");

@@ -83,8 +83,10 @@ fn every_lab_sample_is_labelled_under_a_load_of_every_subsystem() {
         );
         walks += 1;
     }
-    let profile = session.stop();
+    // The walks may end first (200 of them can take under a second): the profile covers the whole
+    // stream, however long pygnmi took to start.
     stream.join().unwrap();
+    let profile = session.stop();
     stop.store(true, Ordering::Relaxed);
     drain.join().unwrap();
     drop(fleet);

@@ -53,22 +53,28 @@ impl Weed {
         for b in buckets {
             weed.create_bucket(b);
         }
-        // The first write grows a volume (seconds): done here, so the collector's timeouts measure it not.
         if let Some(b) = buckets.first() {
-            let c = weed.client(&format!("s3://{b}"));
-            let end = Instant::now() + Duration::from_secs(60);
-            while c.put(".warm-up", b"x", false, "text/plain").is_err() {
-                assert!(
-                    Instant::now() < end,
-                    "weed took no write within 60 s: {}",
-                    weed.log()
-                );
-                c.new_cycle();
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            c.delete(".warm-up").unwrap();
+            weed.wait_writable(b);
         }
         weed
+    }
+
+    /// Waits (≤ 60 s) until `bucket` takes a write. S3 answers listings before the volume server has
+    /// (re)registered with the master, and the first write grows a volume (seconds): waited for here,
+    /// so the collector's timeouts measure neither.
+    pub fn wait_writable(&self, bucket: &str) {
+        let c = self.client(&format!("s3://{bucket}"));
+        let end = Instant::now() + Duration::from_secs(60);
+        while c.put(".warm-up", b"x", false, "text/plain").is_err() {
+            assert!(
+                Instant::now() < end,
+                "weed took no write within 60 s: {}",
+                self.log()
+            );
+            c.new_cycle();
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        c.delete(".warm-up").unwrap();
     }
 
     /// (Re)starts the server on the same ports and data; waits until S3 answers (≤ 60 s).
