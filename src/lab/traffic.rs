@@ -36,9 +36,10 @@ const BULK_REPETITIONS: i64 = 24;
 const WALK_REQUESTS_MAX: usize = 64;
 /// How long the walk waits for one response before giving up on that device this round.
 const RESPONSE_TIMEOUT: Duration = Duration::from_millis(200);
-/// Link toggles, syslog messages and flow exports per device per round. A walk costs about as much CPU
-/// as this many sends of each kind, so every subsystem gets a visible share of a profile.
-const SENDS_PER_DEVICE: usize = 16;
+/// Link toggles, syslog messages and flow exports per device per round: enough that a 5 s profile at
+/// 100 Hz draws several samples of each kind (a flow export is the cheapest: 30–130 ms of 1.7 s here;
+/// at 16 a profile could draw none).
+const SENDS_PER_DEVICE: usize = 48;
 /// Length of each link-flap scenario the load keeps running.
 const FLAP_SCENARIO: Duration = Duration::from_secs(2);
 
@@ -125,12 +126,24 @@ pub(crate) fn spawn<H: Host>(
                 driver.round();
                 // A round that overran starts the next at once rather than piling up missed rounds.
                 due = due.max(Instant::now());
-                if !sh.sleep_until(due) {
+                if !sh.sleep_until(due + start_offset(period, driver.round)) {
                     return;
                 }
             }
         }),
     )
+}
+
+/// How long after its due time round `round` starts: a pseudo-random fraction of half a period.
+///
+/// A thread's CPU timer fires only on the kernel's tick (4 ms at 250 Hz). Rounds started exactly every
+/// period (10 ms is two and a half ticks) would meet the tick at the same few points of every round, and
+/// a profile could draw all of a round's samples from its walks and none from its sends; starting each
+/// round at a random point lets every part of a round be sampled in proportion to its CPU. The due times
+/// themselves stay a period apart, so the rate is kept.
+fn start_offset(period: Duration, round: u64) -> Duration {
+    let fraction = (super::device::mix(round) >> 11) as f64 / (1u64 << 53) as f64;
+    period.mul_f64(0.5 * fraction)
 }
 
 impl<H: Host> Driver<H> {
@@ -243,5 +256,30 @@ impl<H: Host> Driver<H> {
         };
         // Refused only when 64 scenarios are active; the next round tries again.
         self.scenario = scenario::submit(&self.shared, request).ok();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Round starts, taken modulo a 4 ms tick, fall all over the tick, not on the two points a
+    /// 10 ms period alone gives.
+    #[test]
+    fn rounds_start_at_every_phase_of_the_kernel_tick() {
+        let (period, tick) = (
+            Duration::from_millis(10),
+            Duration::from_millis(4).as_nanos(),
+        );
+        let mut bins = [0u32; 10];
+        for round in 1..=400u64 {
+            let start = period * round as u32 + start_offset(period, round);
+            assert!(start - period * round as u32 <= period / 2);
+            bins[(start.as_nanos() % tick * 10 / tick) as usize] += 1;
+        }
+        assert!(
+            bins.iter().all(|&n| n >= 10),
+            "round starts by tenth of a tick: {bins:?}"
+        );
     }
 }
