@@ -132,7 +132,27 @@ pub fn start_go_service(work: &Path) -> GoService {
         .trim()
         .to_string();
     assert!(addr.starts_with("127.0.0.1:"), "{addr:?}");
+    wait_for_heap_samples(&addr);
     GoService { child, addr }
+}
+
+/// Waits (≤ 20 s) until the service's heap profile names `main.allocateBlocks`. Go's heap profile is as of
+/// the last completed garbage collection, so a service just started (and starved on a loaded machine)
+/// can answer with the runtime's own allocations only.
+fn wait_for_heap_samples(addr: &str) {
+    let url = format!("http://{addr}/debug/pprof/heap?debug=1");
+    let end = Instant::now() + Duration::from_secs(20);
+    let mut last = String::new();
+    while Instant::now() < end {
+        if let Ok(mut r) = ureq::get(&url).call() {
+            last = r.body_mut().read_to_string().unwrap_or_default();
+            if last.contains("main.allocateBlocks") {
+                return;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("the Go service's heap profile named no main.allocateBlocks within 20 s: {last}");
 }
 
 /// A loopback server answering every request the same way (or never, for `None`), until dropped.
