@@ -319,6 +319,11 @@ pub(crate) fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
+/// [`mix`] of `x` as a fraction in [0, 1) (its top 53 bits, all an `f64` holds).
+pub(crate) fn mix_fraction(x: u64) -> f64 {
+    (mix(x) >> 11) as f64 / (1u64 << 53) as f64
+}
+
 impl Device {
     /// Device `index` of a fleet, booted at `boot`.
     pub fn new(index: usize, boot: Instant) -> Device {

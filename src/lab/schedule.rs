@@ -9,7 +9,7 @@
 #![forbid(unsafe_code)]
 
 use super::catchup::{self, Skipped, Turn};
-use super::device::{mix, Device, INTERFACES_PER_DEVICE};
+use super::device::{mix_fraction, Device, INTERFACES_PER_DEVICE};
 use super::lateness::Lateness;
 use super::netflow::FlowExporter;
 use super::send::Outbox;
@@ -41,7 +41,7 @@ enum Job {
 
 /// A pseudo-random fraction in [0, 1) for `(device, round)`, so devices do not fire in lockstep.
 fn jitter(device: usize, round: u64) -> f64 {
-    (mix((device as u64) << 32 ^ round) >> 11) as f64 / (1u64 << 53) as f64
+    mix_fraction((device as u64) << 32 ^ round)
 }
 
 /// Runs the jobs until `sleep_until` returns false (the fleet stops) or `stopping` says so.

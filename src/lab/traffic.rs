@@ -139,11 +139,10 @@ pub(crate) fn spawn<H: Host>(
 /// A thread's CPU timer fires only on the kernel's tick (4 ms at 250 Hz). Rounds started exactly every
 /// period (10 ms is two and a half ticks) would meet the tick at the same few points of every round, and
 /// a profile could draw all of a round's samples from its walks and none from its sends; starting each
-/// round at a random point lets every part of a round be sampled in proportion to its CPU. The due times
+/// round at a random point leaves no part of a round between the ticks. The due times
 /// themselves stay a period apart, so the rate is kept.
 fn start_offset(period: Duration, round: u64) -> Duration {
-    let fraction = (super::device::mix(round) >> 11) as f64 / (1u64 << 53) as f64;
-    period.mul_f64(0.5 * fraction)
+    period.mul_f64(0.5 * super::device::mix_fraction(round))
 }
 
 impl<H: Host> Driver<H> {

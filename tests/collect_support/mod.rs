@@ -141,18 +141,19 @@ pub fn start_go_service(work: &Path) -> GoService {
 /// can answer with the runtime's own allocations only.
 fn wait_for_heap_samples(addr: &str) {
     let url = format!("http://{addr}/debug/pprof/heap?debug=1");
-    let end = Instant::now() + Duration::from_secs(20);
     let mut last = String::new();
-    while Instant::now() < end {
-        if let Ok(mut r) = ureq::get(&url).call() {
-            last = r.body_mut().read_to_string().unwrap_or_default();
-            if last.contains("main.allocateBlocks") {
-                return;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("the Go service's heap profile named no main.allocateBlocks within 20 s: {last}");
+    let named = crate::common::wait_until(Duration::from_secs(20), || {
+        last = ureq::get(&url)
+            .call()
+            .ok()
+            .and_then(|mut r| r.body_mut().read_to_string().ok())
+            .unwrap_or_default();
+        last.contains("main.allocateBlocks")
+    });
+    assert!(
+        named,
+        "the Go service's heap profile named no main.allocateBlocks within 20 s: {last}"
+    );
 }
 
 /// A loopback server answering every request the same way (or never, for `None`), until dropped.
