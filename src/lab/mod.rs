@@ -1,7 +1,7 @@
 //! The lab: a fleet of simulated network devices whose subsystems do real protocol work a real peer can
 //! read, each on plain OS threads labelled as the profiling labels name them.
 //!
-//! One folder per protocol, over what they share (the order `tests/layering.rs` checks, in
+//! One folder per protocol, over what they share (the order `tests/repo/layering.rs` checks, in
 //! ARCHITECTURE.md's lab table):
 //! - [`snmp`]: SNMPv2c: the BER codec, a device's MIB view (system, ifTable, ifXTable), the agent, the
 //!   few serving threads and the binding of their sockets; [`trap`]: SNMPv2-Trap / INFORM;

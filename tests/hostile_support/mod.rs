@@ -2,7 +2,7 @@
 //! whose one 1 MiB function name fills 200 samples × 200 frames, a 1 KB profile with one
 //! 1 000 000-frame sample, a 1 MB gzip bomb and a 520 KB bomb behind a valid profile prefix.
 //!
-//! Shared by `tests/harden_profiles.rs` and `examples/hostile_profiles.rs` (which writes them to files
+//! Shared by `tests/harden/profiles.rs` and `examples/hostile_profiles.rs` (which writes them to files
 //! for `/usr/bin/time -v nl6 report …`).
 #![allow(dead_code)]
 

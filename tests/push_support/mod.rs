@@ -175,7 +175,7 @@ impl ProfileSource for FakeSource {
             until: SystemTime::now(),
         }
     }
-    // The fake pushes no wall-clock windows: the binary's tests (tests/push_wall.rs) push the engine's.
+    // The fake pushes no wall-clock windows: the binary's tests (tests/push/wall.rs) push the engine's.
     fn wall_start(&mut self) -> Result<(), WallError> {
         Err(WallError::Busy)
     }

@@ -3,7 +3,7 @@
 //! answered without blocking a runtime worker; with `PUSH_TO=<url>`, continuous profiling through
 //! nl6-push instead (`GET /push/stop` flushes it and answers its counts); with `FOREIGN_SIGPROF=1`, a
 //! SIGPROF handler of its own installed first, which the engine must refuse. Built and driven by
-//! tests/engine_tokio_axum.rs.
+//! tests/engine/tokio_axum.rs.
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderName, HeaderValue, Method, StatusCode};

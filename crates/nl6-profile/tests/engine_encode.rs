@@ -4,7 +4,7 @@
 //!
 //! Run: `cargo test --test engine_encode` (also with `--target x86_64-unknown-linux-musl`).
 
-// The one checker, shared with nl6's tests (tests/push_alloy.rs).
+// The one checker, shared with nl6's tests (tests/push/alloy.rs).
 #[path = "support/encode_check.rs"]
 mod engine_encode_support;
 

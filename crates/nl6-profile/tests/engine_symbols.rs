@@ -5,7 +5,7 @@
 //!   with its build ID on glibc).
 //!
 //! The same through the real binary (the symbol endpoint, the first profile's memory): nl6's
-//! tests/engine_symbols_binary.rs. Run on both builds:
+//! tests/engine/symbols_binary.rs. Run on both builds:
 //!   cargo test -p nl6-profile --test engine_symbols -- --test-threads=2
 //!   cargo test -p nl6-profile --target x86_64-unknown-linux-musl --test engine_symbols -- --test-threads=2
 #[path = "support/go_pprof.rs"]

@@ -332,7 +332,7 @@ mod tests {
     }
 
     /// GetRequest sysDescr.0, community "public", request-id 0x1234abcd, assembled by hand from RFC 3416's
-    /// ASN.1 (tests/fleet_snmp.rs checks that net-snmp's snmpget request re-encodes byte for byte).
+    /// ASN.1 (tests/fleet/snmp.rs checks that net-snmp's snmpget request re-encodes byte for byte).
     const GET_SYSDESCR: [u8; 43] = [
         0x30, 0x29, 0x02, 0x01, 0x01, 0x04, 0x06, b'p', b'u', b'b', b'l', b'i', b'c', 0xa0, 0x1c,
         0x02, 0x04, 0x12, 0x34, 0xab, 0xcd, 0x02, 0x01, 0x00, 0x02, 0x01, 0x00, 0x30, 0x0e, 0x30,

@@ -1,6 +1,6 @@
 //! Pull-surface handlers that do not need a profile: the table, errors and their exact wording, headers.
-//! (Handlers that take real profiles are covered by nl6's tests/serve_pull_profiles.rs against its
-//! binary and by tests/embed_example.rs against the `embed` example.)
+//! (Handlers that take real profiles are covered by nl6's tests/serve/pull_profiles.rs against its
+//! binary and by tests/engine/embed_example.rs against the `embed` example.)
 use super::*;
 
 /// A watch that never ends a request.
