@@ -1,8 +1,9 @@
 //! Records the git commit for `nl6 --version`; in release builds for Linux, links with
 //! `link/keep-debug-frame.ld`, which keeps `.debug_frame` (musl's unwind rules) and drops the other
 //! debug sections, and the x86_64 musl release build with its relative relocations packed (DT_RELR);
-//! compiles the gNMI `.proto` files of `proto/` (with `protoc`, Debian's
-//! `protobuf-compiler`) into the messages and services `src/lab/gnmi` uses.
+//! compiles the gNMI `.proto` files of `proto/` into the messages and services `src/lab/gnmi` uses, with
+//! protox, a protobuf compiler in Rust (no system `protoc`; the well-known `google/protobuf/*.proto` files
+//! come with it).
 use std::process::Command;
 
 fn compile_protos() {
@@ -14,20 +15,14 @@ fn compile_protos() {
     for p in protos.iter().chain(["proto"].iter()) {
         println!("cargo:rerun-if-changed={p}");
     }
-    println!("cargo:rerun-if-env-changed=PROTOC");
-    let protoc = std::env::var("PROTOC").unwrap_or_else(|_| "protoc".into());
-    if Command::new(&protoc).arg("--version").output().is_err() {
-        panic!(
-            "gNMI protos: `{protoc}` not found: install protoc (Debian: apt-get install protobuf-compiler; \
-             scripts/setup.sh does) or point PROTOC at one"
-        );
-    }
+    let descriptors = protox::compile(protos, ["proto"])
+        .unwrap_or_else(|e| panic!("gNMI protos: proto/*.proto do not compile: {e}"));
     if let Err(e) = tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
-        .compile_protos(&protos, &["proto"])
+        .compile_fds(descriptors)
     {
-        panic!("gNMI protos: protoc refused proto/*.proto: {e}");
+        panic!("gNMI protos: generating the Rust code failed: {e}");
     }
 }
 

@@ -10,8 +10,6 @@
 #   - binutils (objcopy: engine_symbols strips DWARF to test the release shape), libc6-dbg (names libc's
 #     internal functions in profiles, from the debug file found by build ID);
 #   - python3: its XML parser checks that flame graph SVGs of hostile profiles are valid XML;
-#   - protobuf-compiler (protoc) and libprotobuf-dev (the well-known .proto files): build.rs compiles
-#     proto/*.proto, the gNMI messages;
 #   - pygnmi and grpcio (PyPI, pinned): the real gNMI client and the dial-out collector of tests/gnmi_*.rs;
 #   - util-linux (prlimit, setpriv): the low-limit tests run the binary under RLIMIT_SIGPENDING/RLIMIT_AS
 #     as a uid of their own (essential on Debian, listed for minimal images);
@@ -50,8 +48,6 @@ requirements=(
   "qemu-aarch64                                           qemu-user"
   "aarch64-linux-gnu-gcc                                  gcc-aarch64-linux-gnu"
   "/usr/aarch64-linux-gnu/lib/libc.so                     libc6-dev-arm64-cross"
-  "protoc                                                 protobuf-compiler"
-  "/usr/include/google/protobuf/any.proto                 libprotobuf-dev"
 )
 need=()
 for line in "${requirements[@]}"; do
