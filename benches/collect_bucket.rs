@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use collect_support::seaweed::{Weed, KEY, SECRET};
 use collect_support::{fake_server, scratch, FakeServer};
-use nl6::proto::{Function, Line, Location, Profile, Sample, ValueType};
+use nl6_profile::proto::{Function, Line, Location, Profile, Sample, ValueType};
 
 const TARGETS: usize = 100;
 

@@ -22,7 +22,7 @@ fn code_addresses() -> Vec<u64> {
         nl6_profile::symbols::symbolize as *const (),
         nl6_profile::symbols::demangle as *const (),
         nl6_profile::heap::snapshot as *const (),
-        nl6::proto::decode as *const (),
+        nl6_profile::proto::decode as *const (),
         main as *const (),
         code_addresses as *const (),
     ];

@@ -4,9 +4,9 @@
 //!
 //! Run: `cargo run --release --target x86_64-unknown-linux-musl --example encode_selfcheck`.
 
-use nl6::proto;
 use nl6_profile::encode::{self, HeapView};
 use nl6_profile::heap::{self, SamplingAllocator};
+use nl6_profile::proto;
 use nl6_profile::symbols;
 
 #[global_allocator]

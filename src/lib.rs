@@ -8,7 +8,7 @@
 //! with a poll thread and a fixed worker pool. `nl6 collect` ([`collect`]) and `nl6 report` ([`report`])
 //! archive and compare profiles from a fleet; [`console`] is the web page; [`cli`] is the command line;
 //! [`timefmt`] turns time into text; [`goflag`] holds the Go `flag` habits the command lines share;
-//! [`fsutil`] writes files atomically; [`proto`] is pprof's wire format; [`urlsplit`] is the one URL splitter; [`ready`] is the one
+//! [`fsutil`] writes files atomically; pprof's wire format is the engine's ([`nl6_profile::proto`]); [`urlsplit`] is the one URL splitter; [`ready`] is the one
 //! `poll(2)`.
 //!
 //! Threads with the gate closed: main (signals), the server's poll thread and 16 workers, the fleet's
@@ -29,10 +29,6 @@ pub mod lab;
 pub mod labels;
 pub mod netsys;
 pub mod probe;
-// pprof's wire types and bounded decoder: the engine's own file, compiled here as well, because the
-// engine keeps them (and prost) out of its public API while nl6 reads and merges profiles.
-#[path = "../crates/nl6-profile/src/proto.rs"]
-pub mod proto;
 pub mod push;
 pub mod ready;
 pub mod report;

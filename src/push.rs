@@ -18,9 +18,12 @@ pub use nl6_push::{
 /// The service name every nl6 push uses (`service_name="nl6"` on the server, `User-Agent: nl6/…`).
 pub const SERVICE_NAME: &str = "nl6";
 
-/// nl6's push config: [`SERVICE_NAME`] and nl6's version; the rest at the crate's defaults.
+/// nl6's push config: [`SERVICE_NAME`] as the series and the spy name, and nl6's version; the rest at the
+/// crate's defaults.
 pub fn config() -> PushConfig {
-    PushConfig::new(SERVICE_NAME).with_version(env!("CARGO_PKG_VERSION"))
+    PushConfig::new(SERVICE_NAME)
+        .with_version(env!("CARGO_PKG_VERSION"))
+        .with_spy_name(SERVICE_NAME)
 }
 
 /// The gate's pusher: one `nl6-push` thread per push.

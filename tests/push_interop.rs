@@ -8,8 +8,8 @@ mod push_support;
 
 use common::{header, json, request};
 use nl6::probe::{Probe, ProbeOptions, PROBE_LABEL};
-use nl6::proto::{self, Profile};
 use nl6_profile::heap::SamplingAllocator;
+use nl6_profile::proto::{self, Profile};
 use push_support::{wait_until, StandIn};
 use std::time::Duration;
 

@@ -21,9 +21,9 @@ use super::meta::{BaselineMeta, Meta, ProfileMeta, Status};
 use super::store::{Store, Written};
 use super::targets::Target;
 use super::Config;
-use crate::proto::Profile;
 use crate::report;
 use crate::timefmt::rfc3339_millis;
+use nl6_profile::proto::Profile;
 
 /// The outcome of one target in one cycle.
 #[derive(Debug, Clone)]

@@ -5,8 +5,8 @@
 //! where the time went rather than how long each window was. Equal windows are compared raw, as before.
 #![forbid(unsafe_code)]
 
-use crate::proto::Profile;
 use crate::timefmt::format_go_duration;
+use nl6_profile::proto::Profile;
 use std::time::Duration;
 
 /// Windows whose lengths differ by less than this fraction count as equal (a `-cpu-seconds 10` window

@@ -247,7 +247,7 @@ impl CpuSlot {
         source: CpuSource,
     ) {
         // An undecodable profile counts as having samples, so the route reports the decode error.
-        let has_samples = crate::proto::decode(pprof_gz)
+        let has_samples = nl6_profile::proto::decode(pprof_gz)
             .map(|p| !p.sample.is_empty())
             .unwrap_or(true);
         let mut slot = self.lock(kind);
@@ -359,8 +359,8 @@ impl CpuSlot {
 
 /// `p` with one more root frame per sample, `subsystem=<name>` (`subsystem=none` when unlabelled), so the
 /// flame graph has one tower per subsystem, as `go tool pprof -tagroot=subsystem` draws it.
-pub fn split_by_subsystem(p: &crate::proto::Profile) -> crate::proto::Profile {
-    use crate::proto::{Function, Line, Location};
+pub fn split_by_subsystem(p: &nl6_profile::proto::Profile) -> nl6_profile::proto::Profile {
+    use nl6_profile::proto::{Function, Line, Location};
     let mut out = p.clone();
     let key = p.string_table.iter().position(|s| s == "subsystem");
     let mut next_id = p

@@ -5,8 +5,8 @@ use crate::api::Api;
 use crate::gate::control::Gate;
 use crate::gate::port::NoopPusher;
 use crate::gate::state::Startup;
-use crate::proto::Profile;
 use crate::report::testprofile::cpu_profile;
+use nl6_profile::proto::Profile;
 use std::io::Write;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -202,7 +202,7 @@ fn the_flame_graph_splits_by_subsystem_on_request() {
         p.string_table.len() as i64 - 2,
         p.string_table.len() as i64 - 1,
     );
-    p.sample[0].label.push(crate::proto::Label {
+    p.sample[0].label.push(nl6_profile::proto::Label {
         key,
         str: snmp,
         ..Default::default()

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 
 use crate::fsutil::write_atomically;
 use crate::goflag::{Bound, Flag, Positional};
-use crate::proto::Profile;
+use nl6_profile::proto::Profile;
 
 const USAGE: &str =
     "usage: nl6 report [-sample-index N|NAME] [-svg OUT.svg] [-diff-base OLD.pb.gz] FILE.pb.gz";

@@ -17,7 +17,7 @@ use inferno::flamegraph::{self, color::BasicPalette, color::Palette};
 use super::nodes::{self, Stacks};
 use super::top::{DiffError, NO_SAMPLES};
 use super::units::scaled_label;
-use crate::proto::Profile;
+use nl6_profile::proto::Profile;
 
 /// Most bytes of folded stacks drawn into one flame graph (inferno holds them all while drawing). The
 /// stacks are merged by name ids and measured before any text is built.

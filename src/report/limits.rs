@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::io::Read;
 
-use crate::proto::Profile;
+use nl6_profile::proto::Profile;
 
 /// What nl6 accepts from an untrusted profile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -235,7 +235,7 @@ fn scalar_count(wire: u8, payload: &[u8]) -> u64 {
 /// Counts what decoding `body` would allocate; refuses past the sample, frame and memory limits.
 /// Returns the estimated decoded size in bytes.
 fn scan(body: &[u8], limits: &Limits) -> Result<u64, ReadError> {
-    use crate::proto::{Function, Label, Line, Location, Mapping, Sample, ValueType};
+    use nl6_profile::proto::{Function, Label, Line, Location, Mapping, Sample, ValueType};
     use std::mem::size_of;
     let mut w = Wire { b: body, i: 0 };
     let (mut bytes, mut samples) = (0u64, 0usize);

@@ -26,7 +26,7 @@ pub use limits::{decode_untrusted, ReadError};
 pub use nodes::{default_sample_index, Node};
 pub use top::{diff_rows, diff_table, top_table, DiffError, NO_SAMPLES};
 
-use crate::proto::Profile;
+use nl6_profile::proto::Profile;
 
 /// The top table of `p` for the sample type `go tool pprof` picks by default.
 pub fn default_top_table(p: &Profile) -> String {

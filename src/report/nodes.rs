@@ -10,7 +10,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::proto::Profile;
+use nl6_profile::proto::Profile;
 
 /// pprof's default `nodefraction`: nodes whose |cum| is below this share of the total are hidden.
 pub const NODE_FRACTION: f64 = 0.005;

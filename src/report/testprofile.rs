@@ -3,7 +3,7 @@
 //! (stack, value) pairs, stacks leaf first.
 #![forbid(unsafe_code)]
 
-use crate::proto::{Function, Line, Location, Profile, Sample, ValueType};
+use nl6_profile::proto::{Function, Line, Location, Profile, Sample, ValueType};
 
 /// A profile builder interning strings and one location per function name.
 pub struct Synth {

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use super::nodes::{self, Node, Stacks};
 use super::units::{percentage, scale, scaled_label, select_output_unit, time_label};
 use crate::logtext::terminal;
-use crate::proto::Profile;
+use nl6_profile::proto::Profile;
 
 /// What a table shows when a profile has no samples of the chosen type.
 pub const NO_SAMPLES: &str = "no samples";

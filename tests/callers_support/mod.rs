@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
-use nl6::proto::Profile;
+use nl6_profile::proto::Profile;
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 
 /// Tail jumps a chain may take between a call's target and the callee (`__rust_dealloc` → `free` →

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use collect_support::*;
 use nl6::collect::archive::Stamp;
-use nl6::proto::{self, Function, Line, Location, Profile, Sample};
 use nl6::report;
+use nl6_profile::proto::{self, Function, Line, Location, Profile, Sample};
 
 #[test]
 fn one_cycle_archives_go_service_and_records_failures() {

@@ -2,7 +2,7 @@
 //! `go tool pprof -normalize -diff_base` does, checked against go tool pprof itself on the same files.
 use crate::common;
 
-use nl6::proto::{Function, Line, Location, Profile, Sample, ValueType};
+use nl6_profile::proto::{Function, Line, Location, Profile, Sample, ValueType};
 use prost::Message;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub mod seaweed;
 
 use nl6::collect::archive::Stamp;
-use nl6::proto::{self, Profile};
+use nl6_profile::proto::{self, Profile};
 
 pub const GO_SERVICE: &str = r#"package main
 

@@ -13,7 +13,7 @@ use crate::fleet_common;
 use callers_support::{verify, Process, Verdict};
 use common::{boot, json, Nl6};
 use fleet_common::{device_ip, get_request, load, DEVICES};
-use nl6::proto::{self, Profile};
+use nl6_profile::proto::{self, Profile};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

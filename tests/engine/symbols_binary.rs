@@ -13,7 +13,7 @@ use crate::common;
 use crate::maps;
 
 use common::{boot, status_field};
-use nl6::proto;
+use nl6_profile::proto;
 use object::{Object, ObjectSymbol};
 use std::process::Command;
 use std::time::{Duration, Instant};

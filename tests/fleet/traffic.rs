@@ -7,7 +7,7 @@
 use crate::common;
 
 use common::{boot, json, Nl6};
-use nl6::proto::{self, Profile};
+use nl6_profile::proto::{self, Profile};
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -208,7 +208,7 @@ pub type Sample = (String, Vec<String>, i64);
 
 /// The CPU samples of a pprof profile.
 pub fn samples_of(body: &[u8]) -> Vec<Sample> {
-    let p: nl6::proto::Profile = nl6::proto::decode(body).expect("a pprof profile");
+    let p: nl6_profile::proto::Profile = nl6_profile::proto::decode(body).expect("a pprof profile");
     let text = |i: i64| p.string_table[i as usize].clone();
     let key = p.string_table.iter().position(|s| s == "subsystem");
     let function = |id: u64| p.function.iter().find(|f| f.id == id).map(|f| text(f.name));

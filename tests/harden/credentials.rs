@@ -97,7 +97,7 @@ fn assert_clean_profile(what: &str, gz: &[u8]) {
     flate2::read::GzDecoder::new(gz)
         .read_to_end(&mut raw)
         .unwrap_or_else(|e| panic!("{what}: not gzip: {e}"));
-    let p = nl6::proto::Profile::decode(raw.as_slice())
+    let p = nl6_profile::proto::Profile::decode(raw.as_slice())
         .unwrap_or_else(|e| panic!("{what}: not pprof: {e}"));
     for s in &p.string_table {
         assert_clean(&format!("{what} string table"), s.as_bytes());

@@ -7,7 +7,7 @@
 use crate::collect_support;
 use crate::common;
 
-use nl6::proto::{Function, Line, Location, Mapping, Profile, Sample, ValueType};
+use nl6_profile::proto::{Function, Line, Location, Mapping, Profile, Sample, ValueType};
 use prost::Message;
 use std::io::Write;
 use std::path::Path;

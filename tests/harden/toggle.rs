@@ -89,7 +89,7 @@ fn sample_count(gz: &[u8]) -> usize {
     flate2::read::GzDecoder::new(gz)
         .read_to_end(&mut raw)
         .expect("gzip");
-    nl6::proto::Profile::decode(raw.as_slice())
+    nl6_profile::proto::Profile::decode(raw.as_slice())
         .expect("pprof")
         .sample
         .len()

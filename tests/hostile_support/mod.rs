@@ -8,7 +8,7 @@
 
 use std::io::Write;
 
-use nl6::proto::{Function, Line, Location, Profile, Sample, ValueType};
+use nl6_profile::proto::{Function, Line, Location, Profile, Sample, ValueType};
 use prost::Message;
 
 pub fn gzip(raw: &[u8]) -> Vec<u8> {

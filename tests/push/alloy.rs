@@ -5,8 +5,6 @@
 //! checks the example config's shape as text.
 
 use crate::common;
-// Both supports include the engine crate's tests/support/go_pprof.rs.
-#[allow(clippy::duplicate_mod)]
 use crate::engine_encode_support;
 
 use common::{boot, header, json, Nl6};
@@ -66,7 +64,7 @@ fn check_scrape(path: &str, (status, headers, body): common::Reply) -> Result<us
         ));
     }
     alloy_accepts(path, &headers, &body)?;
-    nl6::proto::decode(&body).map_err(|e| format!("{path}: decode: {e:?}"))?;
+    nl6_profile::proto::decode(&body).map_err(|e| format!("{path}: decode: {e:?}"))?;
     let name = path
         .trim_start_matches("/debug/pprof/")
         .replace(['?', '='], "-");

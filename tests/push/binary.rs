@@ -260,7 +260,7 @@ fn every_type_lands_and_credentials_go_to_the_flag_address_only() {
     assert!(header(&headers, "content-type")
         .unwrap()
         .starts_with("application/octet-stream"));
-    assert!(nl6::proto::decode(&body).is_ok());
+    assert!(nl6_profile::proto::decode(&body).is_ok());
 
     w.state();
     w.assert_no_secrets();

@@ -10,6 +10,8 @@ mod binary;
 #[path = "../common/mod.rs"]
 mod common;
 mod crate_example;
+// Both this and `common` include the engine crate's tests/support/go_pprof.rs.
+#[allow(clippy::duplicate_mod)]
 #[path = "../../crates/nl6-profile/tests/support/encode_check.rs"]
 mod engine_encode_support;
 mod ingest_double;

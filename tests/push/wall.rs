@@ -148,7 +148,8 @@ fn the_wall_config_names_every_sample_type_the_engine_writes() {
         capped_ticks: 0,
         samples: Vec::new(),
     };
-    let p = nl6::proto::decode(&nl6_profile::wall::encode(&empty)).expect("the engine's pprof");
+    let p =
+        nl6_profile::proto::decode(&nl6_profile::wall::encode(&empty)).expect("the engine's pprof");
     let name = |i: i64| p.string_table[i as usize].clone();
     let types: Vec<String> = p.sample_type.iter().map(|t| name(t.r#type)).collect();
     let config: serde_json::Value =

@@ -5,11 +5,11 @@
 #![allow(dead_code)]
 
 use nl6::gate::port::{PushRun, PushTarget, Pusher};
-use nl6::proto::{Function, Label, Line, Location, Profile, Sample, ValueType};
 use nl6::push::{
     EncodedProfile, Hostname, ProfileKind, ProfileSource, PushConfig, PyroscopePusher,
 };
 use nl6_profile::cpu::CpuError;
+use nl6_profile::proto::{Function, Label, Line, Location, Profile, Sample, ValueType};
 use nl6_profile::wall::WallError;
 use prost::Message;
 use std::io::{BufRead, BufReader, Read, Write};

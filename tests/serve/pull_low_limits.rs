@@ -47,15 +47,15 @@ fn start(limit: &str, extra: &[&str]) -> Nl6 {
     nl6
 }
 
-fn decode(gz: &[u8]) -> nl6::proto::Profile {
+fn decode(gz: &[u8]) -> nl6_profile::proto::Profile {
     let mut raw = Vec::new();
     flate2::read::GzDecoder::new(gz)
         .read_to_end(&mut raw)
         .expect("gzip");
-    nl6::proto::Profile::decode(raw.as_slice()).expect("pprof")
+    nl6_profile::proto::Profile::decode(raw.as_slice()).expect("pprof")
 }
 
-fn comments(p: &nl6::proto::Profile) -> Vec<String> {
+fn comments(p: &nl6_profile::proto::Profile) -> Vec<String> {
     p.comment
         .iter()
         .map(|i| p.string_table[*i as usize].clone())

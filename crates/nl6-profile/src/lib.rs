@@ -146,9 +146,7 @@ pub mod labels;
 pub(crate) mod mapped;
 pub(crate) mod maps;
 pub mod notes;
-// The decoder is for the crate's tests and nl6, which compile this file too (`#[path]`).
-#[allow(dead_code)]
-pub(crate) mod proto;
+pub mod proto;
 #[cfg(test)]
 mod proto_tests;
 pub mod pull;

@@ -2,7 +2,9 @@
 //! prost messages by hand (derive only, no protoc, no build script).
 //!
 //! Field numbers and types follow profile.proto exactly; `go tool pprof` and Pyroscope decode what these
-//! encode. Building a profile (string table, ids) is the crate-private `builder`'s job; this module holds only types.
+//! encode. Building a profile (string table, ids) is the crate-private `builder`'s job; this module holds
+//! only the types and a bounded decoder, public for programs that read profiles back (nl6 merges, checks
+//! and reports them). The types derive `prost::Message`, so the prost version is part of this API.
 #![forbid(unsafe_code)]
 
 /// A whole profile. `string_table[0]` must be `""`.

@@ -52,6 +52,7 @@ pub struct Client {
     agent: ureq::Agent,
     address: ServerAddress,
     name: String,
+    spy_name: String,
     authorization: Option<String>,
     tenant: Option<String>,
     scrubber: Scrubber,
@@ -64,6 +65,7 @@ impl Client {
     pub fn new(
         target: &PushTarget,
         name: String,
+        spy_name: &str,
         user_agent: &str,
         upload_timeout: Duration,
         env: &dyn Fn(&str) -> Option<String>,
@@ -115,6 +117,7 @@ impl Client {
             agent,
             address,
             name,
+            spy_name: spy_name.to_string(),
             authorization,
             tenant: target.tenant.clone(),
             scrubber: Scrubber::new(secrets),
@@ -142,6 +145,7 @@ impl Client {
         let (units, aggregation, sample_rate) = profile.kind.query_meta();
         let url = self.address.ingest_url(&IngestParams {
             name: self.name.clone(),
+            spy_name: self.spy_name.clone(),
             from: profile.from,
             until: profile.until,
             sample_rate,
@@ -469,6 +473,7 @@ mod tests {
         let c = Client::new(
             &target,
             "nl6{}".into(),
+            "nl6",
             "0.1.0",
             Duration::from_secs(1),
             &env_of(&[]),

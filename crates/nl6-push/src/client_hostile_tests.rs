@@ -54,6 +54,7 @@ fn upload_error_within(address: String, timeout: Duration) -> String {
     let c = Client::new(
         &target,
         "nl6{}".into(),
+        "nl6",
         "0.1.0",
         Duration::from_secs(5),
         &env_of(&[]),

@@ -47,6 +47,7 @@ pub struct PushConfig {
     pub(crate) queue_capacity: usize,
     pub(crate) hostname: Hostname,
     pub(crate) version: String,
+    pub(crate) spy_name: String,
     pub(crate) log: LogSink,
     pub(crate) cpu_hook: Option<CpuHook>,
     pub(crate) wall_hook: Option<WallHook>,
@@ -60,6 +61,7 @@ impl std::fmt::Debug for PushConfig {
             .field("queue_capacity", &self.queue_capacity)
             .field("hostname", &self.hostname)
             .field("version", &self.version)
+            .field("spy_name", &self.spy_name)
             .finish_non_exhaustive()
     }
 }
@@ -76,6 +78,7 @@ impl PushConfig {
             queue_capacity: 20,
             hostname: Hostname::Os,
             version: "unknown".to_string(),
+            spy_name: crate::ingest_url::DEFAULT_SPY_NAME.to_string(),
             log: Arc::new(|line: &str| eprintln!("{line}")),
             cpu_hook: None,
             wall_hook: None,
@@ -100,6 +103,12 @@ impl PushConfig {
     /// `env!("CARGO_PKG_VERSION")`.
     pub fn with_version(mut self, v: impl Into<String>) -> Self {
         self.version = v.into();
+        self
+    }
+    /// The `spyName` of every upload, which the server stores as `pyroscope_spy` (which profiler made the
+    /// profile). Defaults to `nl6-profile`, the engine; a program that wraps the engine may name itself.
+    pub fn with_spy_name(mut self, name: impl Into<String>) -> Self {
+        self.spy_name = name.into();
         self
     }
     /// Hands each CPU window encoded (gzip'd pprof) to `hook`. Defaults to none.
@@ -187,5 +196,19 @@ impl std::fmt::Debug for Target {
             .field("interval", &self.interval)
             .field("wall", &self.wall)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PushConfig;
+
+    #[test]
+    fn the_spy_name_is_the_engines_unless_the_embedder_names_its_own() {
+        assert_eq!(PushConfig::new("svc").spy_name, "nl6-profile");
+        assert_eq!(
+            PushConfig::new("svc").with_spy_name("my-agent").spy_name,
+            "my-agent"
+        );
     }
 }

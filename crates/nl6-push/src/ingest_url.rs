@@ -10,8 +10,9 @@
 use std::fmt;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// The spy name the server stores as `pyroscope_spy`.
-pub const SPY_NAME: &str = "nl6";
+/// The spy name a push sends unless its embedder names its own ([`crate::PushConfig::with_spy_name`]);
+/// the server stores it as `pyroscope_spy`.
+pub const DEFAULT_SPY_NAME: &str = "nl6-profile";
 
 /// Why a server address cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,6 +116,8 @@ pub struct IngestParams {
     pub units: &'static str,
     /// `aggregationType` (likewise unused).
     pub aggregation: &'static str,
+    /// `spyName`: which profiler made the profile (the server's `pyroscope_spy`).
+    pub spy_name: String,
 }
 
 impl IngestParams {
@@ -124,7 +127,7 @@ impl IngestParams {
             ("from", unix_nanos(self.from).to_string()),
             ("name", self.name.clone()),
             ("sampleRate", self.sample_rate.to_string()),
-            ("spyName", SPY_NAME.to_string()),
+            ("spyName", self.spy_name.clone()),
             ("units", self.units.to_string()),
             ("until", unix_nanos(self.until).to_string()),
         ]
@@ -238,6 +241,7 @@ mod tests {
             sample_rate: 100,
             units: "samples",
             aggregation: "sum",
+            spy_name: "nl6".to_string(),
         }
     }
 

@@ -88,9 +88,14 @@ impl Pusher {
             ingest_url::sanitize_label_value(&c.application),
             c.version
         );
-        let client = Client::new(&target, name, &user_agent, c.upload_timeout, &|k| {
-            std::env::var(k).ok()
-        })
+        let client = Client::new(
+            &target,
+            name,
+            &c.spy_name,
+            &user_agent,
+            c.upload_timeout,
+            &|k| std::env::var(k).ok(),
+        )
         .map_err(StartError::Client)?;
         let address = client.display_address();
         if let Some(proxy) = client.proxy() {
