@@ -39,6 +39,8 @@ pub mod remote;
 pub mod retention;
 pub mod s3;
 pub mod s3creds;
+pub mod s3key;
+pub mod s3redact;
 pub mod s3url;
 pub mod stop;
 pub mod store;
