@@ -51,7 +51,8 @@ impl Source {
         let mut candidates = match self {
             Source::Dir(d) => super::retention::find_files(d, "cpu.pb.gz"),
             Source::Bucket(s3) => match s3.list(&s3.location.prefix) {
-                Ok((keys, _)) => keys
+                Ok(listing) => listing
+                    .keys
                     .into_iter()
                     .filter(|(k, _)| k.ends_with("/cpu.pb.gz"))
                     .map(|(k, _)| PathBuf::from(k))

@@ -40,6 +40,7 @@ pub mod retention;
 pub mod s3;
 pub mod s3creds;
 pub mod s3key;
+pub mod s3list;
 pub mod s3redact;
 pub mod s3url;
 pub mod stop;
