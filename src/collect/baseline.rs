@@ -55,6 +55,8 @@ impl Source {
                     .keys
                     .into_iter()
                     .filter(|(k, _)| k.ends_with("/cpu.pb.gz"))
+                    // The store's listing: only a key of this archive's shape under its prefix.
+                    .filter(|(k, _)| super::s3key::classify(k, &s3.location.prefix).is_ok())
                     .map(|(k, _)| PathBuf::from(k))
                     .collect(),
                 Err(e) => {
