@@ -22,6 +22,9 @@ use super::store::{slash_path, write_local, Files, Written};
 use crate::dirfd::{Dir, Kind};
 use crate::timefmt::format_go_duration;
 
+/// Dated directory → its place in the archive and the listed keys below it.
+type ByDir = BTreeMap<String, (DatedDir, Vec<String>)>;
+
 /// A bucket archive and its spool.
 #[derive(Debug)]
 pub struct Bucket {
@@ -234,33 +237,8 @@ impl Bucket {
                 return Vec::new();
             }
         };
-        let (cut, mut skipped) = (listing.cut, listing.skipped);
-        let mut by_dir: BTreeMap<String, (DatedDir, Vec<String>)> = BTreeMap::new();
-        let mut day_pages: Vec<(String, String)> = Vec::new();
-        for (key, _) in listing.keys {
-            let (dated, stamp) = match s3key::classify(&key, &prefix) {
-                Ok(Listed::DayPage { day }) => {
-                    day_pages.push((day, key));
-                    continue;
-                }
-                Ok(Listed::Snapshot { dated, stamp } | Listed::TimePage { dated, stamp }) => {
-                    (dated, stamp)
-                }
-                Err(why) => {
-                    skipped.add(&key, why);
-                    continue;
-                }
-            };
-            let relative = PathBuf::from(&dated);
-            by_dir
-                .entry(dated)
-                .or_insert_with(|| (DatedDir { relative, stamp }, Vec::new()))
-                .1
-                .push(key);
-        }
-        if let Some(line) = skipped.line(&self.s3.location.display()) {
-            eprintln!("{line}");
-        }
+        let cut = listing.cut;
+        let (by_dir, day_pages) = self.group(listing);
         let dirs: Vec<DatedDir> = by_dir.values().map(|v| v.0.clone()).collect();
         let mut deleted = Vec::new();
         for d in select_expired(&dirs, now_unix, retain) {
@@ -293,7 +271,9 @@ impl Bucket {
             .collect();
         for (day, key) in day_pages {
             if !left.iter().any(|k| k.starts_with(&day)) {
-                let _ = self.s3.delete(&key);
+                if let Err(e) = self.s3.delete(&key) {
+                    eprintln!("nl6 collect: retention: {e}");
+                }
             }
         }
         if let Some(f) = dirs
@@ -314,6 +294,41 @@ impl Bucket {
             );
         }
         deleted
+    }
+
+    /// The listed keys retention may act on, by dated directory (`<program>/<yyyy>/<mm>/<dd>/<hh:mm:ss>`,
+    /// with its files and page), and the day pages (day `…/<dd>/` → key); the other keys are counted
+    /// in one line.
+    fn group(&self, listing: super::s3::Listing) -> (ByDir, Vec<(String, String)>) {
+        let prefix = &self.s3.location.prefix;
+        let mut skipped = listing.skipped;
+        let mut by_dir = ByDir::new();
+        let mut day_pages = Vec::new();
+        for (key, _) in listing.keys {
+            let (dated, stamp) = match s3key::classify(&key, prefix) {
+                Ok(Listed::DayPage { day }) => {
+                    day_pages.push((day, key));
+                    continue;
+                }
+                Ok(Listed::Snapshot { dated, stamp } | Listed::TimePage { dated, stamp }) => {
+                    (dated, stamp)
+                }
+                Err(why) => {
+                    skipped.add(&key, why);
+                    continue;
+                }
+            };
+            let relative = PathBuf::from(&dated);
+            by_dir
+                .entry(dated)
+                .or_insert_with(|| (DatedDir { relative, stamp }, Vec::new()))
+                .1
+                .push(key);
+        }
+        if let Some(line) = skipped.line(&self.s3.location.display()) {
+            eprintln!("{line}");
+        }
+        (by_dir, day_pages)
     }
 
     /// Sets the bucket's lifecycle rule for the prefix (expire after `retain`, in whole days, at least 1),
