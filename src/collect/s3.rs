@@ -8,10 +8,12 @@
 //! the key, the store's error code and a remedy ([`S3Error`]); what the store says back is redacted
 //! ([`super::s3redact`]), escaped and bounded. Every object URL is built from a key [`super::s3key`]
 //! accepts, percent-encoded so the store receives exactly that key, and checked after signing. Every
-//! PUT carries a signed Content-MD5 and its answer's ETag must be that MD5. Listings are bounded in
-//! keys, pages, bytes a page and time, and end on a continuation token seen before. After a transport failure (unreachable,
-//! timed out) the store is taken as down until [`S3::new_cycle`]: later calls fail at once, so one cycle
-//! waits on a dead store for one timeout, not one per object.
+//! PUT carries a signed Content-MD5 and its answer's ETag must be that MD5. Listings
+//! ([`super::s3list`]) are bounded in keys, pages, bytes a page and time.
+//!
+//! After a transport failure (unreachable, timed out) the store is taken as down until
+//! [`S3::new_cycle`]: later calls fail at once, so one cycle waits on a dead store for one timeout,
+//! not one per object.
 #![forbid(unsafe_code)]
 
 use std::sync::Mutex;
@@ -471,6 +473,36 @@ mod tests {
         let x = "<Error><Code>NoSuchBucket</Code><Message>gone</Message></Error>";
         assert_eq!(xml_field(x, "Code").as_deref(), Some("NoSuchBucket"));
         assert_eq!(xml_field(x, "Key"), None);
+    }
+
+    #[test]
+    fn keys_no_url_carries_exactly_are_refused_before_any_request() {
+        // A closed loopback port: a request sent would fail as Unreachable, not as InvalidKey.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let s3 = S3::new(
+            super::super::s3url::parse("s3://fleet/p").unwrap(),
+            Some(&format!("http://127.0.0.1:{port}")),
+            "us-east-1",
+            Addressing::Path,
+            Credentials::new("K", "S"),
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        for key in ["p/a/../../victim/x", "p/%2e%2e/x", "p/a\rb", "p//x"] {
+            for e in [
+                s3.delete(key).unwrap_err(),
+                s3.get(key, 10).unwrap_err(),
+                s3.put(key, b"x", true, "text/plain").unwrap_err(),
+            ] {
+                assert_eq!(e.code, "InvalidKey", "{key:?}: {e}");
+                assert!(!e.to_string().contains('\r'), "{e}");
+            }
+        }
+        assert_eq!(s3.delete("p/ok").unwrap_err().code, "Unreachable");
     }
 
     #[test]
