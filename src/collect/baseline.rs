@@ -51,9 +51,12 @@ impl Source {
         let mut candidates = match self {
             Source::Dir(d) => super::retention::find_files(d, "cpu.pb.gz"),
             Source::Bucket(s3) => match s3.list(&s3.location.prefix) {
-                Ok((keys, _)) => keys
+                Ok(listing) => listing
+                    .keys
                     .into_iter()
                     .filter(|(k, _)| k.ends_with("/cpu.pb.gz"))
+                    // The store's listing: only a key of this archive's shape under its prefix.
+                    .filter(|(k, _)| super::s3key::classify(k, &s3.location.prefix).is_ok())
                     .map(|(k, _)| PathBuf::from(k))
                     .collect(),
                 Err(e) => {

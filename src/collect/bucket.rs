@@ -15,11 +15,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::archive::{parse_dated_relative, select_expired, DatedDir};
+use super::archive::{select_expired, DatedDir};
 use super::s3::{S3Error, S3};
+use super::s3key::{self, Listed};
 use super::store::{slash_path, write_local, Files, Written};
 use crate::dirfd::{Dir, Kind};
 use crate::timefmt::format_go_duration;
+
+/// Dated directory → its place in the archive and the listed keys below it.
+type ByDir = BTreeMap<String, (DatedDir, Vec<String>)>;
 
 /// A bucket archive and its spool.
 #[derive(Debug)]
@@ -221,49 +225,26 @@ impl Bucket {
     }
 
     /// Retention in the bucket: lists the prefix, deletes every object of each dated snapshot time older
-    /// than `retain` (never a key outside the prefix), one line each; names future-dated ones once.
+    /// than `retain`, one line each; names future-dated ones once. Only a listed key [`s3key::classify`]
+    /// accepts (literally under the prefix, of the archive's shape) is acted on, and deleted as
+    /// listed; the others are counted in one line.
     pub fn sweep(&self, now_unix: i64, retain: Duration) -> Vec<PathBuf> {
         let prefix = self.s3.location.prefix.clone();
-        let (keys, cut) = match self.s3.list(&prefix) {
+        let listing = match self.s3.list(&prefix) {
             Ok(k) => k,
             Err(e) => {
                 eprintln!("nl6 collect: retention: {e}");
                 return Vec::new();
             }
         };
-        let mut by_dir: BTreeMap<String, (DatedDir, Vec<String>)> = BTreeMap::new();
-        let mut day_pages: Vec<(String, String)> = Vec::new();
-        for (key, _) in keys {
-            let Some(rel) = key.strip_prefix(&prefix) else {
-                continue;
-            };
-            let parts: Vec<&str> = rel.split('/').collect();
-            if parts.len() == 5 && parts[4] == "index.html" {
-                day_pages.push((parts[..4].join("/") + "/", key.clone()));
-            }
-            if parts.len() < 6 {
-                continue;
-            }
-            let dated = parts[..5].join("/");
-            let Some(d) = parse_dated_relative(Path::new(&dated)) else {
-                continue;
-            };
-            by_dir
-                .entry(dated)
-                .or_insert_with(|| (d, Vec::new()))
-                .1
-                .push(key);
-        }
+        let cut = listing.cut;
+        let (by_dir, day_pages) = self.group(listing);
         let dirs: Vec<DatedDir> = by_dir.values().map(|v| v.0.clone()).collect();
         let mut deleted = Vec::new();
         for d in select_expired(&dirs, now_unix, retain) {
             let name = slash_path(&d.relative);
             let keys = &by_dir[&name].1;
-            let failed = keys
-                .iter()
-                .filter(|k| k.starts_with(&prefix))
-                .filter_map(|k| self.s3.delete(k).err())
-                .next();
+            let failed = keys.iter().filter_map(|k| self.s3.delete(k).err()).next();
             let shown = format!("{}{name}/", self.s3.location.display());
             match failed {
                 None => {
@@ -289,8 +270,10 @@ impl Bucket {
             .cloned()
             .collect();
         for (day, key) in day_pages {
-            if !left.iter().any(|k| k.starts_with(&day)) && key.starts_with(&prefix) {
-                let _ = self.s3.delete(&key);
+            if !left.iter().any(|k| k.starts_with(&day)) {
+                if let Err(e) = self.s3.delete(&key) {
+                    eprintln!("nl6 collect: retention: {e}");
+                }
             }
         }
         if let Some(f) = dirs
@@ -304,14 +287,48 @@ impl Bucket {
                 slash_path(&f.relative)
             );
         }
-        if cut {
+        if let Some(cut) = cut {
             eprintln!(
-                "nl6 collect: retention: listed only the first {} keys of {}; the rest wait for the next sweep or the bucket's lifecycle rule",
-                super::s3::LIST_LIMIT,
+                "nl6 collect: retention: {cut} of {}; the rest wait for the next sweep or the bucket's lifecycle rule",
                 self.s3.location.display()
             );
         }
         deleted
+    }
+
+    /// The listed keys retention may act on, by dated directory (`<program>/<yyyy>/<mm>/<dd>/<hh:mm:ss>`,
+    /// with its files and page), and the day pages (day `…/<dd>/` → key); the other keys are counted
+    /// in one line.
+    fn group(&self, listing: super::s3::Listing) -> (ByDir, Vec<(String, String)>) {
+        let prefix = &self.s3.location.prefix;
+        let mut skipped = listing.skipped;
+        let mut by_dir = ByDir::new();
+        let mut day_pages = Vec::new();
+        for (key, _) in listing.keys {
+            let (dated, stamp) = match s3key::classify(&key, prefix) {
+                Ok(Listed::DayPage { day }) => {
+                    day_pages.push((day, key));
+                    continue;
+                }
+                Ok(Listed::Snapshot { dated, stamp } | Listed::TimePage { dated, stamp }) => {
+                    (dated, stamp)
+                }
+                Err(why) => {
+                    skipped.add(&key, why);
+                    continue;
+                }
+            };
+            let relative = PathBuf::from(&dated);
+            by_dir
+                .entry(dated)
+                .or_insert_with(|| (DatedDir { relative, stamp }, Vec::new()))
+                .1
+                .push(key);
+        }
+        if let Some(line) = skipped.line(&self.s3.location.display()) {
+            eprintln!("{line}");
+        }
+        (by_dir, day_pages)
     }
 
     /// Sets the bucket's lifecycle rule for the prefix (expire after `retain`, in whole days, at least 1),

@@ -5,9 +5,15 @@
 //! bounded by `-timeout`.
 //!
 //! Never prints, returns or logs a signed URL (it carries the access key id): errors name the bucket,
-//! the key, the store's error code and a remedy ([`S3Error`]). After a transport failure (unreachable,
-//! timed out) the store is taken as down until [`S3::new_cycle`]: later calls fail at once, so one cycle
-//! waits on a dead store for one timeout, not one per object.
+//! the key, the store's error code and a remedy ([`S3Error`]); what the store says back is redacted
+//! ([`super::s3redact`]), escaped and bounded. Every object URL is built from a key [`super::s3key`]
+//! accepts, percent-encoded so the store receives exactly that key, and checked after signing. Every
+//! PUT carries a signed Content-MD5 and its answer's ETag must be that MD5. Listings
+//! ([`super::s3list`]) are bounded in keys, pages, bytes a page and time.
+//!
+//! After a transport failure (unreachable, timed out) the store is taken as down until
+//! [`S3::new_cycle`]: later calls fail at once, so one cycle waits on a dead store for one timeout,
+//! not one per object.
 #![forbid(unsafe_code)]
 
 use std::sync::Mutex;
@@ -16,17 +22,15 @@ use std::time::Duration;
 use rusty_s3::actions::{DeleteObject, GetObject, ListObjectsV2, PutObject};
 use rusty_s3::{Bucket, Credentials, S3Action, UrlStyle};
 
+use super::s3key::{self, KeyError};
+pub use super::s3list::{ListCut, Listing, LIST_LIMIT};
 use super::s3url::Location;
 
 /// How long a presigned request stays valid (it is sent at once; this only bounds clock skew).
-const SIGNED_FOR: Duration = Duration::from_secs(900);
+pub(super) const SIGNED_FOR: Duration = Duration::from_secs(900);
 
 /// Most bytes of an error answer read.
 const ERROR_BODY: u64 = 64 << 10;
-
-/// Most keys one listing walks (a week of hourly cycles for 2 000 targets is ~2.7 M files; a
-/// bigger archive is listed in part and the sweep says so).
-pub const LIST_LIMIT: usize = 4_000_000;
 
 /// A failed bucket request: what, where, the store's code, and the remedy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +71,13 @@ impl S3Error {
                 "set -s3-region (or AWS_REGION) to the bucket's region"
             }
             "RequestTimeTooSkewed" => "fix this machine's clock (NTP)",
+            "ETagMismatch" | "BadDigest" | "InvalidDigest" => {
+                "the store did not keep the bytes sent (or changes them): the snapshot waits in the spool; check the store"
+            }
+            "InvalidKey" => "rename the program or host in the targets file",
+            "ListingLoops" | "MalformedListing" | "ListingTooLarge" => {
+                "the store's listing is not S3's: retention waits; check the store (or delete expired snapshots by hand)"
+            }
             "Unreachable" | "Timeout" => {
                 "check -s3-endpoint and that the store is up; snapshots wait in the spool and go up next cycle"
             }
@@ -83,7 +94,10 @@ impl std::fmt::Display for S3Error {
         write!(
             f,
             "{} s3://{}/{}: {}",
-            self.op, self.bucket, self.key, self.code
+            self.op,
+            self.bucket,
+            crate::logtext::remote_within(&self.key, 200),
+            self.code
         )?;
         if let Some(h) = self.http {
             write!(f, " (HTTP {h})")?;
@@ -107,8 +121,8 @@ pub enum Addressing {
 /// A bucket and the means to talk to it.
 pub struct S3 {
     pub location: Location,
-    bucket: Bucket,
-    creds: Credentials,
+    pub(super) bucket: Bucket,
+    pub(super) creds: Credentials,
     agent: ureq::Agent,
     timeout: Duration,
     down: Mutex<Option<S3Error>>,
@@ -181,7 +195,7 @@ impl S3 {
         *self.down.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
-    fn error(&self, op: &'static str, key: &str, code: &str, detail: String) -> S3Error {
+    pub(super) fn error(&self, op: &'static str, key: &str, code: &str, detail: String) -> S3Error {
         S3Error {
             op,
             bucket: self.location.bucket.clone(),
@@ -193,7 +207,7 @@ impl S3 {
     }
 
     /// Sends a request `go` made from the signed URL; a transport failure marks the store down.
-    fn send(
+    pub(super) fn send(
         &self,
         op: &'static str,
         key: &str,
@@ -226,15 +240,43 @@ impl S3 {
         }
     }
 
-    /// A transport error's words without anything of the signed URL (ureq may quote the host only,
-    /// but the access key id is removed wherever it appears).
-    fn scrub(&self, text: &str) -> String {
-        let text = crate::logtext::remote_within(text, 300);
-        if self.creds.key().is_empty() {
-            text
+    /// A store's or transport's words without a secret: signed-URL parameters and `Authorization`
+    /// values redacted, the key id, secret and session token removed wherever they appear (before
+    /// the text is cut, so no part of one survives), then escaped and bounded.
+    pub(super) fn scrub(&self, text: &str) -> String {
+        let head: String = text.chars().take(4096).collect();
+        let text = super::s3redact::redact(&head);
+        let secrets = [
+            self.creds.key(),
+            self.creds.secret(),
+            self.creds.token().unwrap_or(""),
+        ];
+        let text = super::s3redact::scrub_secrets(&text, &secrets);
+        crate::logtext::remote_within(&text, 300)
+    }
+
+    /// Refuses a key no URL can carry exactly ([`s3key::check`]).
+    fn checked(&self, op: &'static str, key: &str) -> Result<(), S3Error> {
+        s3key::check(key).map_err(|e| self.key_error(op, key, e))
+    }
+
+    /// Passes when a signed URL's `path` names exactly `key` under the bucket: `url` normalises dot
+    /// segments, so a path it rewrote is refused rather than sent.
+    fn exact(&self, op: &'static str, key: &str, path: &str) -> Result<(), S3Error> {
+        let want = format!(
+            "{}{}",
+            self.bucket.base_url().path(),
+            s3key::encode_path(key)
+        );
+        if path == want {
+            Ok(())
         } else {
-            text.replace(self.creds.key(), "<access key id>")
+            Err(self.key_error(op, key, KeyError::Rewritten))
         }
+    }
+
+    fn key_error(&self, op: &'static str, key: &str, e: KeyError) -> S3Error {
+        self.error(op, key, "InvalidKey", e.to_string())
     }
 
     fn refusal(
@@ -267,7 +309,9 @@ impl S3 {
     }
 
     /// PUTs `body` at `key`; with `if_absent`, the store refuses (412, [`S3Error::exists`]) when the key
-    /// exists already.
+    /// exists already. The body's MD5 is sent (signed) as Content-MD5, so the store refuses bytes
+    /// changed on the way; an answer whose ETag is not that MD5 is an error (`ETagMismatch`): the store
+    /// did not keep what was sent.
     pub fn put(
         &self,
         key: &str,
@@ -275,24 +319,52 @@ impl S3 {
         if_absent: bool,
         content_type: &str,
     ) -> Result<(), S3Error> {
+        use base64::Engine as _;
+        use md5::Digest as _;
+        let digest = md5::Md5::digest(body);
+        let md5 = base64::engine::general_purpose::STANDARD.encode(digest);
+        self.checked("PUT", key)?;
         let mut action = PutObject::new(&self.bucket, Some(&self.creds), key);
+        action.headers_mut().insert("content-md5", md5.clone());
         if if_absent {
             action.headers_mut().insert("if-none-match", "*");
         }
         let url = action.sign(SIGNED_FOR);
-        self.send("PUT", key, |agent| {
-            let mut req = agent.put(url.as_str()).header("content-type", content_type);
+        self.exact("PUT", key, url.path())?;
+        let resp = self.send("PUT", key, |agent| {
+            let mut req = agent
+                .put(url.as_str())
+                .header("content-type", content_type)
+                .header("content-md5", md5.as_str());
             if if_absent {
                 req = req.header("if-none-match", "*");
             }
             req.send(body)
-        })
-        .map(|_| ())
+        })?;
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        let etag = resp
+            .headers()
+            .get("etag")
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        match etag {
+            Some(e) if e.trim().eq_ignore_ascii_case(&format!("\"{hex}\"")) => Ok(()),
+            other => Err(self.error(
+                "PUT",
+                key,
+                "ETagMismatch",
+                format!(
+                    "the store answered 200 with ETag {} for a body whose MD5 is \"{hex}\"",
+                    other.map_or("(none)".to_string(), |e| format!("\"{}\"", self.scrub(&e)))
+                ),
+            )),
+        }
     }
 
     /// GETs `key`, at most `limit` bytes.
     pub fn get(&self, key: &str, limit: u64) -> Result<Vec<u8>, S3Error> {
+        self.checked("GET", key)?;
         let url = GetObject::new(&self.bucket, Some(&self.creds), key).sign(SIGNED_FOR);
+        self.exact("GET", key, url.path())?;
         let mut resp = self.send("GET", key, |agent| agent.get(url.as_str()).call())?;
         // At most `limit` bytes, without an error past it: the caller's size check names its own limit.
         use std::io::Read as _;
@@ -307,48 +379,13 @@ impl S3 {
         Ok(out)
     }
 
-    /// DELETEs `key`.
+    /// DELETEs exactly `key` (never a key a URL parser made of it).
     pub fn delete(&self, key: &str) -> Result<(), S3Error> {
+        self.checked("DELETE", key)?;
         let url = DeleteObject::new(&self.bucket, Some(&self.creds), key).sign(SIGNED_FOR);
+        self.exact("DELETE", key, url.path())?;
         self.send("DELETE", key, |agent| agent.delete(url.as_str()).call())
             .map(|_| ())
-    }
-
-    /// Every key under `prefix` with its size, at most [`LIST_LIMIT`]; the bool says the listing was cut.
-    pub fn list(&self, prefix: &str) -> Result<(Vec<(String, u64)>, bool), S3Error> {
-        let mut out = Vec::new();
-        let mut token: Option<String> = None;
-        loop {
-            let mut action = ListObjectsV2::new(&self.bucket, Some(&self.creds));
-            action.with_prefix(prefix);
-            if let Some(t) = &token {
-                action.with_continuation_token(t.clone());
-            }
-            let url = action.sign(SIGNED_FOR);
-            let mut resp = self.send("LIST", prefix, |agent| agent.get(url.as_str()).call())?;
-            let text = resp
-                .body_mut()
-                .with_config()
-                .limit(64 << 20)
-                .read_to_string()
-                .map_err(|e| {
-                    self.error("LIST", prefix, "Unreachable", self.scrub(&e.to_string()))
-                })?;
-            let page = ListObjectsV2::parse_response(&text)
-                .map_err(|e| self.error("LIST", prefix, "MalformedListing", format!("{e}")))?;
-            out.extend(
-                page.contents
-                    .into_iter()
-                    .map(|c| (c.key, c.size.unwrap_or(0))),
-            );
-            if out.len() >= LIST_LIMIT {
-                return Ok((out, true));
-            }
-            match page.next_continuation_token {
-                Some(t) if !t.is_empty() => token = Some(t),
-                _ => return Ok((out, false)),
-            }
-        }
     }
 
     /// One listing of at most one key under the prefix: do the keys work and does the bucket exist?
@@ -436,6 +473,36 @@ mod tests {
         let x = "<Error><Code>NoSuchBucket</Code><Message>gone</Message></Error>";
         assert_eq!(xml_field(x, "Code").as_deref(), Some("NoSuchBucket"));
         assert_eq!(xml_field(x, "Key"), None);
+    }
+
+    #[test]
+    fn keys_no_url_carries_exactly_are_refused_before_any_request() {
+        // A closed loopback port: a request sent would fail as Unreachable, not as InvalidKey.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let s3 = S3::new(
+            super::super::s3url::parse("s3://fleet/p").unwrap(),
+            Some(&format!("http://127.0.0.1:{port}")),
+            "us-east-1",
+            Addressing::Path,
+            Credentials::new("K", "S"),
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        for key in ["p/a/../../victim/x", "p/%2e%2e/x", "p/a\rb", "p//x"] {
+            for e in [
+                s3.delete(key).unwrap_err(),
+                s3.get(key, 10).unwrap_err(),
+                s3.put(key, b"x", true, "text/plain").unwrap_err(),
+            ] {
+                assert_eq!(e.code, "InvalidKey", "{key:?}: {e}");
+                assert!(!e.to_string().contains('\r'), "{e}");
+            }
+        }
+        assert_eq!(s3.delete("p/ok").unwrap_err().code, "Unreachable");
     }
 
     #[test]

@@ -177,13 +177,20 @@ impl Store {
             Store::Local(out) => super::retention::files_below(out, day, 4),
             Store::Bucket(b) => {
                 let prefix = format!("{}/", b.s3.location.key(&slash_path(day)));
-                b.s3.list(&prefix)
-                    .map(|(keys, _)| {
-                        keys.into_iter()
-                            .filter_map(|(k, _)| k.strip_prefix(&prefix).map(str::to_string))
-                            .collect()
-                    })
-                    .unwrap_or_default()
+                let archive = &b.s3.location.prefix;
+                match b.s3.list(&prefix) {
+                    // Only keys of the archive's shape under the day: the rest is the sweep's to name.
+                    Ok(listing) => listing
+                        .keys
+                        .into_iter()
+                        .filter(|(k, _)| super::s3key::classify(k, archive).is_ok())
+                        .filter_map(|(k, _)| k.strip_prefix(&prefix).map(str::to_string))
+                        .collect(),
+                    Err(e) => {
+                        eprintln!("nl6 collect: index pages: {e}");
+                        Vec::new()
+                    }
+                }
             }
         };
         let mut out = DayListing::new();

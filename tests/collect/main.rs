@@ -13,4 +13,5 @@ mod common;
 mod confined;
 mod fleet;
 mod from_nl6;
+mod hostile_store;
 mod normalize;

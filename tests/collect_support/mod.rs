@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+pub mod hostile_store;
 pub mod seaweed;
 
 use nl6::collect::archive::Stamp;

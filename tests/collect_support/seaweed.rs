@@ -185,8 +185,10 @@ impl Weed {
     pub fn objects(&self, out: &str) -> std::collections::BTreeMap<String, Vec<u8>> {
         let c = self.client(out);
         let prefix = c.location.prefix.clone();
-        let (keys, _) = c.list(&prefix).unwrap();
-        keys.into_iter()
+        let listing = c.list(&prefix).unwrap();
+        listing
+            .keys
+            .into_iter()
             .map(|(k, _)| {
                 let bytes = c.get(&k, 256 << 20).unwrap();
                 (k[prefix.len()..].to_string(), bytes)
