@@ -389,7 +389,7 @@ fn silent_and_half_handshaken_connections_are_closed_and_live_ones_kept() {
                 .await
                 .unwrap()
                 .into_inner();
-            let end = Instant::now() + Duration::from_secs(9);
+            let end = Instant::now() + Duration::from_secs(11);
             loop {
                 match tokio::time::timeout_at(end.into(), s.message()).await {
                     Err(_) => return Ok(()), // still open at the end
@@ -399,7 +399,7 @@ fn silent_and_half_handshaken_connections_are_closed_and_live_ones_kept() {
             }
         })
     });
-    let limit = Duration::from_secs(9);
+    let limit = Duration::from_secs(12);
     let closed = silent
         .iter()
         .chain(preface.iter())
@@ -466,7 +466,7 @@ fn half_a_tls_client_hello_is_closed() {
             s
         })
         .collect();
-    let limit = Duration::from_secs(9);
+    let limit = Duration::from_secs(12);
     let closed = conns
         .iter()
         .filter(|s| closed_within(s, limit.saturating_sub(t0.elapsed())))

@@ -42,8 +42,8 @@ pub const CONNECTION_WINDOW: u32 = 1 << 20;
 pub const KEEPALIVE: Duration = Duration::from_secs(2);
 pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 /// A connection from which nothing arrives this long is closed: before its TLS or HTTP/2 handshake
-/// ends, or after it when it answers no ping.
-pub const IDLE_LIMIT: Duration = Duration::from_secs(5);
+/// ends, or after it when it answers no ping (6 s after the ping: room for a client on a busy machine).
+pub const IDLE_LIMIT: Duration = Duration::from_secs(8);
 
 /// Which limit a request went over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
