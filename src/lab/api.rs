@@ -149,7 +149,8 @@ fn device_json(d: &Device, now: Instant) -> serde_json::Value {
 /// The counters every device keeps, added up over the fleet (one pass, no allocation per device).
 fn fleet_totals(fleet: &Fleet) -> Response {
     use std::sync::atomic::Ordering::Relaxed;
-    let (mut sums, mut sent, mut dropped) = ([0u64; 19], 0, 0);
+    let (mut sums, mut sent, mut dropped) =
+        ([0u64; crate::lab::device::DeviceCounters::NAMED], 0, 0);
     for d in fleet.devices() {
         let c = d.counters.peek();
         for (s, (_, v)) in sums.iter_mut().zip(c.named()) {

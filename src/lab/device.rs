@@ -183,6 +183,8 @@ pub struct DeviceCounters {
     /// gNMI RPCs answered (Capabilities, Get, Set, Subscribe) and notifications streamed to subscribers.
     pub gnmi_rpcs: AtomicU64,
     pub gnmi_updates: AtomicU64,
+    /// gNMI RPCs refused (any status but OK: a bad path, a limit, credentials).
+    pub gnmi_refused: AtomicU64,
     /// Dial-out: notifications the collector took, notifications dropped (queue full or the collector
     /// away), and connections made again after the collector went away.
     pub dialout_sent: AtomicU64,
@@ -191,6 +193,8 @@ pub struct DeviceCounters {
 }
 
 impl DeviceCounters {
+    /// How many counters [`DeviceCounters::named`] lists.
+    pub const NAMED: usize = 20;
     /// Every counter at zero (what a device that never counted reads).
     pub const fn zero() -> DeviceCounters {
         DeviceCounters {
@@ -212,6 +216,7 @@ impl DeviceCounters {
             flow_sequence: AtomicU32::new(0),
             gnmi_rpcs: AtomicU64::new(0),
             gnmi_updates: AtomicU64::new(0),
+            gnmi_refused: AtomicU64::new(0),
             dialout_sent: AtomicU64::new(0),
             dialout_dropped: AtomicU64::new(0),
             dialout_reconnects: AtomicU64::new(0),
@@ -236,7 +241,7 @@ impl DeviceCounters {
         Self::get(&self.syslog_dropped) + Self::get(&self.send_errors)
     }
     /// Every message counter by its name in the API (a device's `counters`, the fleet's `totals`).
-    pub fn named(&self) -> [(&'static str, &AtomicU64); 19] {
+    pub fn named(&self) -> [(&'static str, &AtomicU64); Self::NAMED] {
         [
             ("malformed", &self.malformed),
             ("snmp_requests", &self.snmp_requests),
@@ -254,6 +259,7 @@ impl DeviceCounters {
             ("send_errors", &self.send_errors),
             ("gnmi_rpcs", &self.gnmi_rpcs),
             ("gnmi_updates", &self.gnmi_updates),
+            ("gnmi_refused", &self.gnmi_refused),
             ("dialout_sent", &self.dialout_sent),
             ("dialout_dropped", &self.dialout_dropped),
             ("dialout_reconnects", &self.dialout_reconnects),

@@ -11,6 +11,7 @@ mod dialout;
 mod fleet_common;
 #[path = "../gnmi_support/mod.rs"]
 mod gnmi_support;
+mod hostile;
 mod load;
 mod subscribe;
 mod target;

@@ -90,7 +90,10 @@ pub fn set_bool(v: Option<&TypedValue>) -> Result<bool, String> {
         Some(Tv::BoolVal(b)) => Ok(*b),
         Some(Tv::JsonIetfVal(b) | Tv::JsonVal(b)) => json(b),
         Some(Tv::StringVal(s) | Tv::AsciiVal(s)) if s == "true" || s == "false" => Ok(s == "true"),
-        Some(other) => Err(format!("want a boolean for enabled, not {other:?}")),
+        Some(other) => Err(format!(
+            "want a boolean for enabled, not {}",
+            super::limits::quote(&format!("{other:?}"), super::limits::MAX_QUOTE_BYTES)
+        )),
         None => Err("the update carries no value (set `val`)".into()),
     }
 }
@@ -104,10 +107,16 @@ fn json_bool(v: &serde_json::Value) -> Result<bool, String> {
                 .find(|(k, _)| k.as_str() == "enabled" || k.ends_with(":enabled"));
             match hit {
                 Some((_, v)) if m.len() == 1 => json_bool(v),
-                _ => Err(format!("only `enabled` can be set under config, not {v}")),
+                _ => Err(format!(
+                    "only `enabled` can be set under config, not {}",
+                    super::limits::quote(&v.to_string(), super::limits::MAX_QUOTE_BYTES)
+                )),
             }
         }
-        other => Err(format!("want true or false for enabled, not {other}")),
+        other => Err(format!(
+            "want true or false for enabled, not {}",
+            super::limits::quote(&other.to_string(), super::limits::MAX_QUOTE_BYTES)
+        )),
     }
 }
 

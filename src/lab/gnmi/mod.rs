@@ -10,7 +10,8 @@
 //! - [`proto`]: the messages, generated at build time from `proto/*.proto`; [`config`]: the `-gnmi-*`
 //!   settings; [`path`]: paths and wildcards; [`schema`]: a device's OpenConfig leaves (the state SNMP
 //!   serves); [`encode`]: JSON_IETF / JSON / PROTO values; [`target`]: which device a connection
-//!   reached, credentials; [`load`]: `-traffic`'s gNMI client side.
+//!   reached, credentials; [`load`]: `-traffic`'s gNMI client side; [`limits`]: what one request,
+//!   stream and connection may cost; [`idle`]: the deadline that closes a silent connection.
 //!
 //! Never here: a socket on an address the configuration did not name, an unbounded queue, a thread per
 //! device or per connection.
@@ -26,6 +27,8 @@ pub use crate::lab::config::gnmi as config;
 pub mod dialout;
 pub use crate::lab::gnmi_wire::{path, proto};
 pub mod encode;
+pub mod idle;
+pub mod limits;
 pub mod load;
 pub mod schema;
 pub mod server;

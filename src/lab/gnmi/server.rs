@@ -7,6 +7,8 @@
 //! listener until the fleet stops.
 #![forbid(unsafe_code)]
 
+use super::idle::Idle;
+use super::limits;
 use super::proto::gnmi::g_nmi_server::GNmiServer;
 use super::service::Service;
 use super::target::{Routes, Target};
@@ -162,7 +164,7 @@ pub fn run(rt: tokio::runtime::Runtime, shared: Arc<dyn Host>, bound: Bound) {
         }
         drop(tx);
         let incoming = tokio_stream::wrappers::ReceiverStream::new(rx).map(Ok::<_, std::io::Error>);
-        let mut builder = Server::builder();
+        let mut builder = bounded(Server::builder());
         if let Some(cfg) = tls {
             builder = match builder.tls_config(cfg) {
                 Ok(b) => b,
@@ -173,12 +175,24 @@ pub fn run(rt: tokio::runtime::Runtime, shared: Arc<dyn Host>, bound: Bound) {
             };
         }
         // One service, so no router: the generated server answers other paths UNIMPLEMENTED itself.
-        let serve = builder.serve_with_incoming(GNmiServer::new(Service(target)), incoming);
+        let service =
+            GNmiServer::new(Service(target)).max_decoding_message_size(limits::MAX_REQUEST_BYTES);
+        let serve = builder.serve_with_incoming(service, incoming);
         tokio::select! {
             r = serve => if let Err(e) = r { eprintln!("nl6: gNMI server stopped: {e}") },
             _ = stopped(&*shared) => {}
         }
     });
+}
+
+/// The HTTP/2 settings that bound what one connection holds: streams, flow-control windows, and
+/// the pings that tell a live client from a gone one ([`limits`]).
+fn bounded(b: Server) -> Server {
+    b.max_concurrent_streams(limits::MAX_STREAMS)
+        .initial_stream_window_size(limits::STREAM_WINDOW)
+        .initial_connection_window_size(limits::CONNECTION_WINDOW)
+        .http2_keepalive_interval(Some(limits::KEEPALIVE))
+        .http2_keepalive_timeout(Some(limits::KEEPALIVE_TIMEOUT))
 }
 
 /// Resolves when the fleet stops.
@@ -189,11 +203,7 @@ pub async fn stopped(shared: &dyn Host) {
 }
 
 /// Accepts on one listener, handing each connection that names a device to the server.
-async fn accept(
-    l: tokio::net::TcpListener,
-    tx: tokio::sync::mpsc::Sender<tokio::net::TcpStream>,
-    routes: Routes,
-) {
+async fn accept(l: tokio::net::TcpListener, tx: tokio::sync::mpsc::Sender<Idle>, routes: Routes) {
     let mut failing = false;
     loop {
         match l.accept().await {
@@ -204,7 +214,7 @@ async fn accept(
                     continue; // dropped: no device lives at that address
                 }
                 let _ = s.set_nodelay(true);
-                if tx.send(s).await.is_err() {
+                if tx.send(Idle::new(s)).await.is_err() {
                     return;
                 }
             }

@@ -2,10 +2,12 @@
 //! [`super::subscribe`]. Every refusal is the gRPC status the gNMI specification names, with a message
 //! saying what was wrong: `NOT_FOUND` for a path with no data, `UNIMPLEMENTED` for an encoding the target
 //! does not serve, `INVALID_ARGUMENT` for a malformed path or value, a wildcard or read-only path in a
-//! `Set` or a delete, `UNAUTHENTICATED` for missing or wrong credentials.
+//! `Set` or a delete, `UNAUTHENTICATED` for missing or wrong credentials, `INVALID_ARGUMENT` or
+//! `RESOURCE_EXHAUSTED` for a request over one of [`super::limits`].
 #![forbid(unsafe_code)]
 
 use super::encode::{self, SUPPORTED};
+use super::limits::{self, Over};
 use super::path::{self, Elem};
 use super::proto::gnmi::g_nmi_server::GNmi;
 use super::proto::gnmi::get_request::DataType;
@@ -29,6 +31,18 @@ pub(super) fn bad_path(e: path::PathError) -> Status {
     Status::invalid_argument(e.to_string())
 }
 
+/// A request path: prefix and path joined, then checked against the path limits.
+pub(super) fn request_path(prefix: Option<&Path>, p: Option<&Path>) -> Result<Vec<Elem>, Status> {
+    let elems = path::join(prefix, p).map_err(bad_path)?;
+    limits::path(&elems)?;
+    Ok(elems)
+}
+
+/// A request path for a message: control characters escaped, cut to [`limits::MAX_QUOTE_BYTES`].
+pub(super) fn shown(elems: &[Elem]) -> String {
+    limits::quote(&path::text(elems), limits::MAX_QUOTE_BYTES)
+}
+
 /// The leaves of `all` that `want` selects; `NOT_FOUND` (naming the path and device) when none.
 pub(super) fn select<'a>(
     all: &'a [Leaf],
@@ -42,7 +56,7 @@ pub(super) fn select<'a>(
     if hit.is_empty() {
         return Err(Status::not_found(format!(
             "no data at {} on {device}: see the README's gNMI paths table",
-            path::text(want)
+            shown(want)
         )));
     }
     Ok(hit)
@@ -57,9 +71,46 @@ fn wanted_type(kind: DataType, leaf: &Leaf) -> bool {
     }
 }
 
+/// Every RPC's refusal goes through [`Target::refused`]: counted, its message cut.
 #[tonic::async_trait]
 impl GNmi for Service {
     async fn capabilities(
+        &self,
+        req: Request<CapabilityRequest>,
+    ) -> Result<Response<CapabilityResponse>, Status> {
+        let at = self.0.device_of(&req);
+        self.capabilities_of(req).map_err(|s| self.0.refused(at, s))
+    }
+
+    async fn get(&self, req: Request<GetRequest>) -> Result<Response<GetResponse>, Status> {
+        let at = self.0.device_of(&req);
+        self.get_of(req).await.map_err(|s| self.0.refused(at, s))
+    }
+
+    async fn set(&self, req: Request<SetRequest>) -> Result<Response<SetResponse>, Status> {
+        let at = self.0.device_of(&req);
+        self.set_of(req).map_err(|s| self.0.refused(at, s))
+    }
+
+    type SubscribeStream = subscribe::Responses;
+
+    async fn subscribe(
+        &self,
+        req: Request<Streaming<SubscribeRequest>>,
+    ) -> Result<Response<Self::SubscribeStream>, Status> {
+        let at = self.0.device_of(&req);
+        let started = match self.0.admit(&req) {
+            Ok((index, _)) => subscribe::start(self.0.clone(), index, req.into_inner()).await,
+            Err(e) => Err(e),
+        };
+        started
+            .map(Response::new)
+            .map_err(|s| self.0.refused(at, s))
+    }
+}
+
+impl Service {
+    fn capabilities_of(
         &self,
         req: Request<CapabilityRequest>,
     ) -> Result<Response<CapabilityResponse>, Status> {
@@ -77,10 +128,13 @@ impl GNmi for Service {
         }))
     }
 
-    async fn get(&self, req: Request<GetRequest>) -> Result<Response<GetResponse>, Status> {
+    /// A Get: each path in its own turn of the runtime (other devices' RPCs run between them, and a
+    /// cancelled RPC stops at the next), the answer's size checked as it grows.
+    async fn get_of(&self, req: Request<GetRequest>) -> Result<Response<GetResponse>, Status> {
         let t = &self.0;
         let (_, d) = t.admit(&req)?;
         let r = req.into_inner();
+        limits::count(r.path.len(), limits::MAX_PATHS, Over::Paths)?;
         let enc = encode::requested(r.encoding)?;
         let kind = DataType::try_from(r.r#type)
             .map_err(|_| Status::invalid_argument(format!("unknown Get data type {}", r.r#type)))?;
@@ -94,14 +148,21 @@ impl GNmi for Service {
             false => r.path.iter().map(Some).collect(),
         };
         let mut notification = Vec::with_capacity(paths.len());
+        let mut bytes = 0;
         for p in paths {
-            let want = path::join(r.prefix.as_ref(), p).map_err(bad_path)?;
+            tokio::task::yield_now().await;
+            let want = request_path(r.prefix.as_ref(), p)?;
             let hit = select(&all, &want, &d.name())?;
             let kept = hit
                 .into_iter()
                 .filter(|l| wanted_type(kind, l))
                 .map(|l| (&l.path[..], &l.val));
-            notification.push(encode::notification(kept, enc, ts, target));
+            let n = encode::notification(kept, enc, ts, target);
+            bytes += prost::Message::encoded_len(&n);
+            if bytes > limits::MAX_RESPONSE_BYTES {
+                return Err(Over::Response.into());
+            }
+            notification.push(n);
         }
         Ok(Response::new(GetResponse {
             notification,
@@ -109,42 +170,45 @@ impl GNmi for Service {
         }))
     }
 
-    async fn set(&self, req: Request<SetRequest>) -> Result<Response<SetResponse>, Status> {
+    /// A Set: every update checked before any applies (a refused Set changes nothing), then each leaf
+    /// set once, to the value of its last update.
+    fn set_of(&self, req: Request<SetRequest>) -> Result<Response<SetResponse>, Status> {
         let t = &self.0;
         let (index, d) = t.admit(&req)?;
         let r = req.into_inner();
         check_target(d, r.prefix.as_ref().map_or("", |p| p.target.as_str()))?;
         if let Some(p) = r.delete.first() {
-            let at = path::join(r.prefix.as_ref(), Some(p)).map_err(bad_path)?;
+            let at = request_path(r.prefix.as_ref(), Some(p))?;
             return Err(Status::invalid_argument(format!(
                 "delete of {} refused: nothing on this target can be deleted; set config/enabled to \
                  true or false instead",
-                path::text(&at)
+                shown(&at)
             )));
         }
-        // Every operation is checked before any applies: a refused Set changes nothing.
         let ops = [
             (Operation::Replace, &r.replace),
             (Operation::Update, &r.update),
             (Operation::UnionReplace, &r.union_replace),
         ];
-        let mut plan = Vec::new();
+        let n = ops.iter().map(|(_, u)| u.len()).sum();
+        limits::count(n, limits::MAX_SET_UPDATES, Over::SetUpdates)?;
+        let mut response = Vec::with_capacity(n);
+        let mut last = std::collections::BTreeMap::new();
         for (op, updates) in ops {
             for u in updates {
                 let (at, if_index) = writable(t, d, r.prefix.as_ref(), u)?;
                 let up = encode::set_bool(u.val.as_ref())
-                    .map_err(|e| Status::invalid_argument(format!("{}: {e}", path::text(&at))))?;
-                plan.push((op, at, if_index, up));
+                    .map_err(|e| Status::invalid_argument(format!("{}: {e}", shown(&at))))?;
+                last.insert(if_index, up);
+                response.push(UpdateResult {
+                    path: Some(path::to_proto(&at)),
+                    op: op as i32,
+                    ..UpdateResult::default()
+                });
             }
         }
-        let mut response = Vec::with_capacity(plan.len());
-        for (op, at, if_index, up) in plan {
+        for (if_index, up) in last {
             t.shared.set_admin(index, if_index, up);
-            response.push(UpdateResult {
-                path: Some(path::to_proto(&at)),
-                op: op as i32,
-                ..UpdateResult::default()
-            });
         }
         Ok(Response::new(SetResponse {
             prefix: r.prefix,
@@ -152,18 +216,6 @@ impl GNmi for Service {
             timestamp: t.clock.nanos(Instant::now()) as i64,
             ..SetResponse::default()
         }))
-    }
-
-    type SubscribeStream = subscribe::Responses;
-
-    async fn subscribe(
-        &self,
-        req: Request<Streaming<SubscribeRequest>>,
-    ) -> Result<Response<Self::SubscribeStream>, Status> {
-        let (index, _) = self.0.admit(&req)?;
-        subscribe::start(self.0.clone(), index, req.into_inner())
-            .await
-            .map(Response::new)
     }
 }
 
@@ -174,11 +226,11 @@ fn writable(
     prefix: Option<&Path>,
     u: &Update,
 ) -> Result<(Vec<Elem>, u32), Status> {
-    let mut at = path::join(prefix, u.path.as_ref()).map_err(bad_path)?;
+    let mut at = request_path(prefix, u.path.as_ref())?;
     if path::has_wildcard(&at) {
         return Err(Status::invalid_argument(format!(
             "Set of {} refused: a Set names one leaf, without wildcards",
-            path::text(&at)
+            shown(&at)
         )));
     }
     if at.last().is_some_and(|e| e.name == "config") {
@@ -196,7 +248,7 @@ fn writable(
         Ok(_) => Err(Status::invalid_argument(format!(
             "Set of {} refused: it is read-only; the writable leaf is \
              /interfaces/interface[name=…]/config/enabled",
-            path::text(&at)
+            shown(&at)
         ))),
     }
 }

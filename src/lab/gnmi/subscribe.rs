@@ -14,13 +14,14 @@
 #![forbid(unsafe_code)]
 
 use super::encode;
+use super::limits::{self, Over};
 use super::path::{self, Elem};
 use super::proto::gnmi::subscribe_request::Request as Req;
 use super::proto::gnmi::subscribe_response::Response as Resp;
 use super::proto::gnmi::subscription_list::Mode;
 use super::proto::gnmi::*;
 use super::schema::{self, Val};
-use super::service::{bad_path, select};
+use super::service::{request_path, select};
 use super::target::{check_target, Target};
 use crate::lab::device::DeviceCounters;
 use std::sync::Arc;
@@ -104,6 +105,11 @@ pub async fn start(
     let mode = Mode::try_from(list.mode).map_err(|_| {
         Status::invalid_argument(format!("unknown subscription list mode {}", list.mode))
     })?;
+    limits::count(
+        list.subscription.len(),
+        limits::MAX_SUBSCRIPTIONS,
+        Over::Subscriptions,
+    )?;
     if list.subscription.is_empty() {
         return Err(Status::invalid_argument(
             "the SubscriptionList holds no subscription",
@@ -113,7 +119,9 @@ pub async fn start(
     let all = schema::leaves(d, &t.clock, now);
     let mut subs = Vec::with_capacity(list.subscription.len());
     for s in &list.subscription {
-        let want = path::join(list.prefix.as_ref(), s.path.as_ref()).map_err(bad_path)?;
+        // One subscription a turn: other devices' RPCs run between them.
+        tokio::task::yield_now().await;
+        let want = request_path(list.prefix.as_ref(), s.path.as_ref())?;
         select(&all, &want, &d.name())?;
         let sub_mode = SubscriptionMode::try_from(s.mode).map_err(|_| {
             Status::invalid_argument(format!("unknown subscription mode {}", s.mode))

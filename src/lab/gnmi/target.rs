@@ -75,6 +75,20 @@ impl Target {
         Ok((index, d))
     }
 
+    /// The device the connection of `req` reached, if any (for counting a refusal before admission).
+    pub fn device_of<T>(&self, req: &Request<T>) -> Option<usize> {
+        req.local_addr().and_then(|a| self.routes.device_at(a))
+    }
+
+    /// A refusal on its way out: counted on its device and its message cut to
+    /// [`super::limits::MAX_MESSAGE_BYTES`].
+    pub fn refused(&self, device: Option<usize>, s: Status) -> Status {
+        if let Some(d) = device.and_then(|i| self.shared.devices().get(i)) {
+            crate::lab::device::DeviceCounters::inc(&d.counters.gnmi_refused);
+        }
+        super::limits::clip(s)
+    }
+
     fn check_credentials(&self, md: &MetadataMap) -> Result<(), Status> {
         let Some((user, password)) = &self.credentials else {
             return Ok(());
@@ -109,7 +123,8 @@ pub fn check_target(d: &Device, target: &str) -> Result<(), Status> {
         Ok(())
     } else {
         Err(Status::not_found(format!(
-            "target {target:?} is not this device ({}); each device answers for itself",
+            "target {} is not this device ({}); each device answers for itself",
+            super::limits::quote(&format!("{target:?}"), super::limits::MAX_QUOTE_BYTES),
             d.name()
         )))
     }
