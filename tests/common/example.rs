@@ -8,7 +8,6 @@
 //! directory of its own, so the workspace's artifacts are never rebuilt under them.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// Builds `example` of `package` and returns the executable's path; `rustflags`, when given, replace the
 /// workspace's and the build goes into `dir` under `CARGO_TARGET_TMPDIR`. Panics with cargo's stderr if
@@ -23,7 +22,7 @@ pub fn build(package: &str, example: &str, dir: &str, rustflags: Option<&[&str]>
             .to_path_buf(),
         Some(_) => tmp.join(dir),
     };
-    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    let mut cmd = super::nice_cargo();
     cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
         .args(["build", "--quiet", "-p", package, "--example", example])
         .arg("--target-dir")

@@ -18,6 +18,15 @@
 
 pub mod example;
 
+/// `cargo`, at the lowest CPU priority: a test that builds a fixture runs beside other tests (two at a
+/// time), and a build at normal priority would take both cores from a test that measures time.
+pub fn nice_cargo() -> Command {
+    let mut cmd = Command::new("nice");
+    cmd.args(["-n", "19"])
+        .arg(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd
+}
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};

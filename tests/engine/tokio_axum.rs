@@ -64,7 +64,7 @@ fn build_service(crate_dir: &Path) -> PathBuf {
         &std::fs::read(support.join("service.rs")).unwrap(),
     );
     let target_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tokio-axum-target");
-    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    let out = common::nice_cargo()
         .current_dir(crate_dir)
         .args(["build", "--quiet", "--release", "--locked"])
         .arg("--target-dir")
