@@ -1,4 +1,4 @@
-//! Writes the hostile profiles of issue 16 into a directory, for measuring `nl6 report` on them:
+//! Writes the hostile profiles of tests/hostile_support into a directory, for measuring `nl6 report` on them:
 //!
 //! ```text
 //! cargo run --release --example hostile_profiles -- /tmp/hostile

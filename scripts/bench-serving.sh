@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Serving throughput (issue 8, item 1): requests/s and p99 latency of GET /api/v1/profiling under
+# Serving throughput: requests/s and p99 latency of GET /api/v1/profiling under
 # `wrk --latency -t2 -c50 -d10s`, on the release build, in three states:
 #   closed  — the gate closed (no sampler, no push);
 #   pull    — the gate open pull-only (no sampler running between scrapes: the baseline for "push");

@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
-# Runs the README's examples against a booted nl6 and checks what they print (about 40 s).
+# Runs the examples of README.md and docs/*.md against a booted nl6 and checks what they print (about 40 s).
 #
-# The commands are read from README.md itself (lines in ```sh blocks that start with `cargo run`, `curl`,
-# `go tool pprof`, `snmpwalk`, `nl6 -devices` or `snmpget`, and the `$ go tool pprof` line of the
-# closed-gate block), so the README cannot drift from what works. They run as written, except for the ports: nl6 listens on a free port
-# instead of 8080, its devices on free ports instead of 16100+ (`-snmp-port 0`), and the Pyroscope
-# address 127.0.0.1:4040 is the repository's /ingest double on a free port. Loopback only; kills only
-# what it started. The `nl6 collect`/`report` and static-build examples are covered by the collect tests
-# and scripts/test.sh's musl step, not here.
+# The commands are read from the pages themselves: README.md, then docs/*.md in name order, joined into
+# one text (target/readme-examples/pages.md) that every lookup below reads, so an example keeps working
+# when it moves between pages and the pages cannot drift from what works. The lines read are those in
+# ```sh blocks that start with `cargo run`, `curl`, `go tool pprof`, `snmpwalk`, `nl6 -devices` or
+# `snmpget`, and the `$ go tool pprof` line of the closed-gate block. Where a lookup takes the first
+# match (the boot line, the quickstart's POST), README.md's comes first. They run as written, except for
+# the ports: nl6 listens on a free port instead of 8080, its devices on free ports instead of 16100+
+# (`-snmp-port 0`), and the Pyroscope address 127.0.0.1:4040 is the repository's /ingest double on a free
+# port. Loopback only; kills only what it started. The `nl6 collect`/`report` and static-build examples
+# are covered by the collect tests and scripts/test.sh's musl step, not here.
 #
 # NL6_BIN: the binary to boot (default: target/release/nl6, built here as the README's first command
 # does). NL6_PYROSCOPE_INGEST: the /ingest double (default: built by scripts/build-pyroscope-ingest.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-README=README.md
 OUT=target/readme-examples
 mkdir -p "$OUT"
 rm -f "$OUT"/*.out "$OUT"/*.err
+# The pages, one text: a blank line after each, so no page's last line runs into the next page's first.
+README="$OUT/pages.md"
+for page in README.md docs/*.md; do cat "$page"; echo; done >"$README"
 export PPROF_TMPDIR="$PWD/$OUT/pprof" # where `go tool pprof` saves fetched profiles
 
 NL6=${NL6_BIN:-target/release/nl6}
@@ -31,7 +36,7 @@ failures=0
 fail() { echo "readme-examples: FAIL: $*" >&2; failures=$((failures + 1)); }
 pass() { echo "readme-examples: ok: $*"; }
 
-# The README's shell lines starting with $1 (a regex), from ```sh blocks (indented ones too), in order.
+# The pages' shell lines starting with $1 (a regex), from ```sh blocks (indented ones too), in order.
 readme_commands() {
   awk -v re="^$1" '{ line = $0; sub(/^ +/, "", line) }
     line ~ /^```sh/ { on = 1; next } line ~ /^```/ { on = 0 } on && line ~ re { print line }' "$README"
@@ -67,7 +72,7 @@ ingest_hostport=${ingest_url#http://}
 
 # --- boot: the README's first command, on free ports
 boot_line=$(readme_commands 'cargo run --release -- ' | head -1)
-[ -n "$boot_line" ] || { echo "readme-examples: no 'cargo run --release --' line in $README" >&2; exit 1; }
+[ -n "$boot_line" ] || { echo "readme-examples: no 'cargo run --release --' line in README.md" >&2; exit 1; }
 read -ra boot_args <<<"${boot_line#cargo run --release -- }"
 boot_args=("${boot_args[@]/127.0.0.1:8080/127.0.0.1:0}")
 "$NL6" "${boot_args[@]}" -snmp-port 0 2>"$OUT/nl6.err" &
@@ -95,15 +100,15 @@ actual=$(head -2 "$OUT/nl6.err")
 if [ "$(squash <<<"$expected")" = "$(squash <<<"$actual")" ]; then pass "boot lines as shown"; else
   fail "boot lines: README shows [$expected], nl6 printed [$actual]"; fi
 
-# --- closed gate: the README's `$ go tool pprof …` line prints the 503 message the README shows.
+# --- closed gate: the `$ go tool pprof …` line (docs/pull.md) prints the 503 message shown under it.
 closed_line=$(awk '/^\$ go tool pprof/ { sub(/^\$ /, ""); print; exit }' "$README")
 run closed "$closed_line"
 expected=$(readme_lines_after "\$ $closed_line" | rewrite)
 if [ "$(squash <"$OUT/closed.out")" = "$(squash <<<"$expected")" ]; then
-  pass "closed gate: go tool pprof prints the README's 503 message"
-else fail "closed gate: README shows [$expected], got [$(cat "$OUT/closed.out")]"; fi
+  pass "closed gate: go tool pprof prints the 503 message docs/pull.md shows"
+else fail "closed gate: docs/pull.md shows [$expected], got [$(cat "$OUT/closed.out")]"; fi
 
-# --- the REST API block, in order; the GET's answer is the one the README shows.
+# --- the REST API block (docs/rest-api.md), in order; the GET's answer is the one shown under it.
 i=0
 while IFS= read -r line; do
   i=$((i + 1))
@@ -114,13 +119,13 @@ while IFS= read -r line; do
     *"-X POST"*) want='"enabled":true' ;;
     *)
       want=$(readme_lines_after "$line" | tr -d ' \n')
-      [ "$(tr -d ' \n' <<<"$body")" = "$want" ] && pass "REST: $line" || fail "REST: $line: README shows $want, got $body"
+      [ "$(tr -d ' \n' <<<"$body")" = "$want" ] && pass "REST: $line" || fail "REST: $line: docs/rest-api.md shows $want, got $body"
       continue
       ;;
   esac
   if grep -q '"data"' <<<"$body" && grep -qF "$want" <<<"$body"; then pass "REST: $line"; else fail "REST: $line: $body"; fi
 done < <(readme_commands "curl -s (-X POST )?localhost:8080/api/v1/profiling")
-# The README's push example pushed to the double until the next POST flushed it.
+# The REST API block's push example pushed to the double until the next POST flushed it.
 uploads=$(curl -s "$ingest_url/api/requests" | grep -o '"status":200' | wc -l)
 [ "$uploads" -gt 0 ] && pass "REST: the push example uploaded $uploads profiles to the double" ||
   fail "REST: the push example uploaded nothing: $(curl -s "$ingest_url/api/requests")"
@@ -189,12 +194,12 @@ while IFS= read -r line; do
   else fail "$line: want a Counter32 equal to a Counter64 > 2^32 modulo 2^32, got $(cat "$OUT/snmpget.out")"; fi
 done < <(readme_commands 'snmpget ' | grep -F ' 127.0.0.1:16100 ')
 
-# --- fleets at scale (README "A fleet at scale", "Ten million devices"): each `nl6 -devices N -device-net`
+# --- fleets at scale (docs/scale.md: "A fleet at scale", "Ten million devices"): each `nl6 -devices N -device-net`
 # line as written (its -port default, its range and -snmp-port), then each snmpget line of the same block
 # must print the sysName its comment quotes.
 scale_lines=$(readme_commands 'nl6 -devices [0-9]* -device-net ')
 grep -q '^nl6 -devices 30000 -device-net ' <<<"$scale_lines" ||
-  fail "no 'nl6 -devices 30000 -device-net' line in $README"
+  fail "no 'nl6 -devices 30000 -device-net' line in README.md or docs/*.md"
 while IFS= read -r scale_line; do
   [ -n "$scale_line" ] || continue
   read -ra scale_args <<<"${scale_line#nl6 }"
@@ -213,10 +218,10 @@ while IFS= read -r scale_line; do
   wait "$scale_pid" 2>/dev/null || true
 done <<<"$scale_lines"
 
-# --- the engine crate's embed example (README "Layout"): as written, on 127.0.0.1:6060
+# --- the engine crate's embed example (docs/layout.md): as written, on 127.0.0.1:6060
 embed_line=$(readme_commands 'cargo run -p nl6-profile --example embed -- ' | head -1)
 if [ -z "$embed_line" ]; then
-  fail "no 'cargo run -p nl6-profile --example embed' line in $README"
+  fail "no 'cargo run -p nl6-profile --example embed' line in README.md or docs/*.md"
 else
   cargo build --quiet -p nl6-profile --example embed
   bash -c "exec $embed_line" 2>"$OUT/embed.err" >/dev/null &
@@ -230,10 +235,10 @@ else
   else fail "$embed_line did not start: $(cat "$OUT/embed.err")"; fi
 fi
 
-# --- the push crate's example (README "Layout"): pushes to the double (for 127.0.0.1:4040) and says so
+# --- the push crate's example (docs/layout.md): pushes to the double (for 127.0.0.1:4040) and says so
 push_embed_line=$(readme_commands 'cargo run -p nl6-push --example push_embed -- ' | head -1)
 if [ -z "$push_embed_line" ]; then
-  fail "no 'cargo run -p nl6-push --example push_embed' line in $README"
+  fail "no 'cargo run -p nl6-push --example push_embed' line in README.md or docs/*.md"
 else
   cargo build --quiet -p nl6-push --example push_embed
   run push-embed "$push_embed_line"

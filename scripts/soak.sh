@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Signal-safety soak (issue 8, item 5): `scripts/soak.sh [SECONDS]` (default 600; CI runs 60).
+# Signal-safety soak: `scripts/soak.sh [SECONDS]` (default 600; CI runs 60).
 #
 # Two loads run side by side for SECONDS on the static musl release build:
 #   A. examples/cpu_stress: CPU sampling at the highest rate the kernel delivers (cpu::MAX_HZ) over workers

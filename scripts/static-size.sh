@@ -18,7 +18,7 @@ if [ "$size" -le "$LIMIT" ]; then
   echo "static-size: ok: $BIN is $size bytes (budget $LIMIT)"
 else
   echo "static-size: FAIL: $BIN is $size bytes, $((size - LIMIT)) over the $LIMIT budget" \
-    "(README's static build says where the bytes go)" >&2
+    "(docs/static-build.md says where the bytes go)" >&2
   failures=1
 fi
 sections=$(readelf -SW "$BIN")

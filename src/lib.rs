@@ -13,7 +13,7 @@
 //!
 //! Threads with the gate closed: main (signals), the server's poll thread and 16 workers, the fleet's
 //! loops. The gate open adds the CPU collector while a profile runs and `nl6-push` while pushing.
-//! README.md is the manual; ARCHITECTURE.md is the map.
+//! README.md and docs/ are the manual; ARCHITECTURE.md is the map.
 
 pub mod api;
 pub mod cli;

@@ -469,7 +469,7 @@ mod tests {
         assert!(parse_rfc3339("yesterday").is_err());
     }
 
-    /// Go's `time.Parse(time.RFC3339, …)` refuses these; nl6 used to move them silently.
+    /// Go's `time.Parse(time.RFC3339, …)` refuses these, so nl6 does too rather than move them silently.
     #[test]
     fn rfc3339_refuses_what_go_refuses() {
         for (text, needle) in [

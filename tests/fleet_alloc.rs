@@ -105,8 +105,8 @@ fn request(pdu_type: u8, oid: &str) -> Vec<u8> {
     .encode()
 }
 
-/// Issue 13: a request used to rebuild and sort the device's whole MIB (about 22 KB and 300 allocations
-/// per request). Now a GET or GETNEXT costs its decode, its one answer and its encode: a handful of small
+/// A request must not rebuild and sort the device's whole MIB (about 22 KB and 300 allocations per
+/// request): a GET or GETNEXT costs its decode, its one answer and its encode, a handful of small
 /// allocations, whatever the MIB's size.
 #[test]
 fn an_snmp_request_does_not_rebuild_the_mib() {

@@ -69,7 +69,7 @@ pub fn route(method: &str, path: &str) -> Route {
     use ConsoleRoute as C;
     let get = matches!(method, "GET" | "HEAD");
     match (method, path) {
-        // The console (issue 7): the page and the last CPU profile's flame graph; not gated.
+        // The console: the page and the last CPU profile's flame graph; not gated.
         (_, "/") if get => Route::Console(C::Page),
         (_, FLAMEGRAPH_PATH) if get => Route::Console(C::Flamegraph),
         (_, "/" | FLAMEGRAPH_PATH) => Route::Console(C::MethodNotAllowed),

@@ -309,7 +309,7 @@ mod tests {
         }
     }
 
-    /// `{"enabled":true,"enabled":false}` used to be 200 with the last value winning.
+    /// `{"enabled":true,"enabled":false}` is ambiguous: refused, never the last value winning.
     #[test]
     fn duplicate_keys_are_refused_naming_the_key() {
         for (body, key) in [

@@ -253,8 +253,8 @@ mod tests {
         assert!(!same("http://h:4040", "http://h:4041"));
     }
 
-    /// Addresses the push client cannot use used to be accepted (200, `pushing:true`), then every upload
-    /// failed. Each is now refused with the reason.
+    /// Addresses the push client cannot use are refused with the reason, rather than accepted
+    /// (`pushing:true`) and then failing every upload.
     #[test]
     fn refuses_what_the_push_client_cannot_use() {
         let cases = [

@@ -158,7 +158,7 @@ struct Inner {
     closes: AtomicU64,
     /// Runs when a close begins (the binary: halt the CPU sampler).
     close_hook: Option<CloseHook>,
-    /// The last push's figures, shown while none runs (a stop no longer resets them to 0/null).
+    /// The last push's figures, shown while none runs (a stop keeps them, so its outcome stays readable).
     last_push: Mutex<Option<StoppedPush>>,
 }
 

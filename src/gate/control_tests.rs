@@ -312,7 +312,7 @@ fn a_short_duration_reverts() {
 }
 
 /// A duration is a promise: when the timer's thread cannot start, the POST fails and nothing changes
-/// (it used to answer 200 with revert_pending and leave the gate open for good).
+/// (a 200 with revert_pending would leave the gate open for good).
 #[test]
 fn a_revert_that_cannot_be_armed_fails_the_post_with_nothing_changed() {
     let mut h = harness(Some("http://flag:4040"), Duration::ZERO);

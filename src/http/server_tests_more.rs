@@ -1,4 +1,4 @@
-//! Strict framing (issue 16 item 9), deferred answers, the per-address cap, the budget of answers waiting
+//! Strict framing, deferred answers, the per-address cap, the budget of answers waiting
 //! for slow readers and the client probe, on a real loopback socket.
 use super::tests_support::{closed_within, connect_and_settle, echo_server, roundtrip};
 use super::*;

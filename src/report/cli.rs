@@ -263,8 +263,8 @@ mod tests {
 
     #[test]
     fn a_value_starting_with_a_dash_is_taken_as_typed_as_nl6_and_go_take_it() {
-        // Go's flag package and `nl6 -profiling-pyroscope-tenant -x` keep such a value as it is; report's
-        // own rewriter used to turn it into `--d.svg`.
+        // Go's flag package and `nl6 -profiling-pyroscope-tenant -x` keep such a value as it is, so
+        // `nl6 report` must not read it as a flag (`--d.svg`).
         let a = parse(os(&[
             "-svg",
             "-d.svg",

@@ -1,4 +1,4 @@
-//! The console in a real browser (issue 7's acceptance): headless Chromium, driven over the Chrome
+//! The console in a real browser: headless Chromium, driven over the Chrome
 //! DevTools Protocol, against the real binary.
 //!
 //! With the gate closed, clicking "CPU profile" shows the server's 503 text; "open pull-only" opens the

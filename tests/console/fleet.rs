@@ -130,7 +130,7 @@ fn console_shows_the_fleets_devices_and_scenarios() {
     b.close();
 }
 
-/// Issue 13: a large fleet is shown a page at a time with its total, not as one table of every device.
+/// A large fleet is shown a page at a time with its total, not as one table of every device.
 #[test]
 fn console_pages_a_large_fleet() {
     let fleet = Arc::new(

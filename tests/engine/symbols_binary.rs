@@ -1,4 +1,4 @@
-//! The engine's symbolizer through the real binary (issue 12, items 1 and 6a); the engine's own half is
+//! The engine's symbolizer through the real binary; the engine's own half is
 //! crates/nl6-profile/tests/engine_symbols.rs.
 //!
 //! - The real binary's `/debug/pprof/symbol` names addresses in libc (glibc) and in the vDSO.

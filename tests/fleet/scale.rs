@@ -1,4 +1,4 @@
-//! The fleet at the seed's scale (issue 13): 30 000 devices, each at its own loopback address
+//! The fleet at the seed's scale: 30 000 devices, each at its own loopback address
 //! (`-device-net 127.1.0.0/16`), with SNMP and the gNMI target on, served by a handful of threads. One
 //! boot checks the budget (boot time, threads, RSS, idle CPU), net-snmp's answers and a gNMI Get at the
 //! first, a middle and the last address, a complete walk, the source address of every reply, and a GET

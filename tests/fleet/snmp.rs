@@ -190,7 +190,7 @@ fn zero_devices_is_a_fleet_too() {
     );
 }
 
-/// Issue 13: the list is paged, so a fleet of any size never makes one unbounded body.
+/// The list is paged, so a fleet of any size never makes one unbounded body.
 #[test]
 fn the_device_list_is_paged_with_the_total() {
     let f = fleet(250);

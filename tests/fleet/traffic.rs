@@ -1,6 +1,6 @@
-//! `-traffic PERIOD` (issue 14, §2): a freshly booted lab with the flag is busy enough that one 3 s CPU
+//! `-traffic PERIOD`: a freshly booted lab with the flag is busy enough that one 3 s CPU
 //! profile holds samples under every lab subsystem (`snmp`, `trap`, `syslog`, `flow`, `scenario`, `gnmi`), the
-//! way the README's `go tool pprof -tags` line shows it; the devices' counters show the work, a
+//! way the README's quickstart `go tool pprof -tags` line shows it; the devices' counters show the work, a
 //! `link-flap` scenario is running, and what has no target went to a discard socket on loopback. The
 //! control: the same boot without the flag gives those subsystems nothing.
 

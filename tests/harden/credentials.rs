@@ -1,4 +1,4 @@
-//! Hardening (issue 8, item 6): the basic-auth user and password never leak.
+//! Hardening: the basic-auth user and password never leak.
 //!
 //! Boots the binary with basic auth and a tenant against the stand-in (`-basic-auth`, `-multitenancy`), in
 //! the flag form and the file form, drives every API and log path — GET/POST profiling with refusals and

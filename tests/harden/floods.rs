@@ -1,9 +1,9 @@
-//! Hardening (issue 16, items 3–5): floods that used to take every server worker or lock new clients out.
+//! Hardening: floods that could take every server worker or lock new clients out.
 //!
-//! - 32 clients pipeline 200 × `GET /` each and never read (item 3);
+//! - 32 clients pipeline 200 × `GET /` each and never read;
 //! - 4150 half-open sockets (one request line each) from five loopback addresses, cycled oldest first, and
-//!   1200 from one address (item 4);
-//! - 48 POST loops while a closing push flushes to a hanging collector for 20 s (item 5).
+//!   1200 from one address;
+//! - 48 POST loops while a closing push flushes to a hanging collector for 20 s.
 //!
 //! Throughout each: `GET /api/v1/profiling` on a fresh connection answers 200 within 1 s (the figures
 //! printed are far lower), threads ≤ 64, descriptors and RSS bounded. Each test prints its figures

@@ -1,4 +1,4 @@
-//! Hardening (issue 8, item 2): bad input never panics, never yields an undocumented status, and never
+//! Hardening: bad input never panics, never yields an undocumented status, and never
 //! changes state when refused.
 //!
 //! - `POST /api/v1/profiling`: 120 000 generated bodies (see `harden_support::post_body`) through

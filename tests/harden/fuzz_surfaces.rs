@@ -1,4 +1,4 @@
-//! Hardening (issue 8, item 2, continued): bad input on the other surfaces.
+//! Hardening, continued from fuzz.rs: bad input on the other surfaces.
 //!
 //! - malformed SNMP datagrams to a device's socket (crate::lab): garbage is counted as malformed, mutated
 //!   requests are each accounted for (answered, malformed or refused), the read loop stays alive and a

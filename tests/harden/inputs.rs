@@ -1,6 +1,6 @@
-//! The real binary against inputs that must agree with the rest of the world (issue 16, items 10-12,
-//! 14, 15): duplicate JSON keys, push addresses the client cannot use, impossible scenario dates, and
-//! a hostile collector whose answers carry terminal escapes or a transformed echo of the password.
+//! The real binary against inputs that must agree with the rest of the world: duplicate JSON keys, push
+//! addresses the client cannot use, impossible scenario dates, and a hostile collector whose answers
+//! carry terminal escapes or a transformed echo of the password.
 //! Everything stays on 127.0.0.1; every wait is bounded; only processes started here are killed.
 use crate::common;
 
@@ -26,7 +26,7 @@ fn post(n: &Nl6, path: &str, body: &str) -> (u16, String) {
 #[test]
 fn bodies_addresses_and_dates_are_refused_naming_the_field() {
     let n = boot().start();
-    // Item 10: the last value used to win (200, gate closed).
+    // Duplicate keys: refused, never the last value winning (200, gate closed).
     let (status, err) = post(
         &n,
         "/api/v1/profiling",
@@ -35,7 +35,7 @@ fn bodies_addresses_and_dates_are_refused_naming_the_field() {
     assert_eq!(status, 400, "{err}");
     assert!(err.contains("duplicate key \"enabled\""), "{err}");
     assert_eq!(state(&n)["enabled"], false);
-    // Item 11: each used to answer 200 with pushing:true, then every upload failed.
+    // Addresses the push cannot use: refused, never 200 with pushing:true and every upload failing.
     let long = format!("http://{}.example", "a".repeat(60_000));
     for address in [
         "http://bücher.example",
@@ -61,7 +61,7 @@ fn bodies_addresses_and_dates_are_refused_naming_the_field() {
             (false.into(), false.into())
         );
     }
-    // Item 12: each used to be 201, moved to another date.
+    // Impossible dates: refused, never 201 moved to another date.
     for start_at in [
         "2030-02-30T00:00:00Z",
         "2030-11-31T00:00:00Z",

@@ -1,4 +1,4 @@
-//! Hardening (issue 16, items 6 and 7): nothing holds the profiler once nobody may have it.
+//! Hardening: nothing holds the profiler once nobody may have it.
 //!
 //! - A client that goes away ends its timed request: a dropped `profile?seconds=20` frees the CPU sampler
 //!   (no `nl6-cpu-collect` thread, no POSIX timer) within 2 s and the next CPU profile gets 200, not the

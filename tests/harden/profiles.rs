@@ -1,4 +1,4 @@
-//! Hostile profiles against the real `nl6 report` and `nl6 collect` (issue 16, items 1 and 2): a 1.7 KB
+//! Hostile profiles against the real `nl6 report` and `nl6 collect`: a 1.7 KB
 //! profile whose one 1 MiB function name fills 200 samples × 200 frames, a 1 KB profile with one
 //! 1 000 000-frame sample, a 1 MB gzip bomb and a 520 KB bomb behind a valid profile prefix. Each must
 //! end quickly with exit 1, one clear line on stderr and bounded memory (the child's peak RSS, from

@@ -1,4 +1,4 @@
-//! Hardening (issue 8, item 3): collector faults, through the real binary pushing every second.
+//! Hardening: collector faults, through the real binary pushing every second.
 //!
 //! Six faults, each in its own thread with its own nl6 and collector (so the suite takes as long as the
 //! slowest case, the hang): the stand-in answering 401, 413 and 500; the stand-in hanging 12 s (longer

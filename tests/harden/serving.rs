@@ -1,4 +1,4 @@
-//! Hardening (issue 8, item 1): the real binary keeps serving under abusive clients.
+//! Hardening: the real binary keeps serving under abusive clients.
 //!
 //! - 1000 clients sending a request head one byte per second (bounded to ~6 s);
 //! - clients that never read the answer of a CPU profile (`?seconds=2` in CI: the write deadline is the

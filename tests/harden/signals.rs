@@ -1,4 +1,4 @@
-//! Hardening (issue 16, item 8): signals sent to the real binary.
+//! Hardening: signals sent to the real binary.
 //!
 //! - SIGUSR1, SIGUSR2 and SIGALRM are ignored (one log line each); SIGPROF and the stack-capture signal
 //!   (38 on both builds, Debian's `RTMIN+4`) sent before any profile has run find their handlers installed at startup. nl6 keeps

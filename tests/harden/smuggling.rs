@@ -1,4 +1,4 @@
-//! Hardening (issue 16, item 9): request shapes that a proxy in front and nl6 could frame differently
+//! Hardening: request shapes that a proxy in front and nl6 could frame differently
 //! (RFC 9112 §6.3, §3.2). Each is answered 400 (or 411) and the connection is closed, so a request hidden
 //! in a body is never served; the well-formed neighbours of each shape are still served.
 use crate::common;

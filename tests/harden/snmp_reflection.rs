@@ -1,4 +1,4 @@
-//! Hardening (issue 16, item 13): an SNMP device is no reflector.
+//! Hardening: an SNMP device is no reflector.
 //!
 //! - A hand-built 120-byte GETBULK asking for 1000 repetitions of six ifTable columns gets one answer of
 //!   at most 1452 bytes (one unfragmented datagram over IPv4 or IPv6) and at most 8 × the request: the

@@ -1,4 +1,4 @@
-//! Hardening (issue 8, item 4): a toggle storm against the real binary.
+//! Hardening: a toggle storm against the real binary.
 //!
 //! 1000 random transitions (push to stand-in A, re-target to stand-in B, off, pull-only; a third of them
 //! with a revert after 10–500 ms) from 4 concurrent clients, while 2 clients scrape /debug/pprof/* (heap,

@@ -1,4 +1,4 @@
-//! The hostile profiles of issue 16 (items 1 and 2), generated rather than stored: a 1.7 KB profile
+//! The hostile profiles, generated rather than stored: a 1.7 KB profile
 //! whose one 1 MiB function name fills 200 samples × 200 frames, a 1 KB profile with one
 //! 1 000 000-frame sample, a 1 MB gzip bomb and a 520 KB bomb behind a valid profile prefix.
 //!

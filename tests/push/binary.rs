@@ -58,8 +58,8 @@ fn pushing_to(url: &str, auth_file: &std::path::Path) -> common::Boot {
         ])
         .args(&["-profiling-pyroscope-tenant", TENANT])
         // Every series must hold something, inuse_* included: at the default 512 KiB an idle binary keeps
-        // too little alive to be sampled for sure (the symbolizer no longer reads the executable into
-        // the heap), so the rate is small.
+        // too little alive to be sampled for sure (the symbolizer maps the executable rather than read it
+        // into the heap), so the rate is small.
         .args(&["-profiling-heap-rate", "4096"])
 }
 

@@ -1,4 +1,4 @@
-//! The push tests' oracle, checked (issue 14, §1): the repository's `/ingest` double
+//! The push tests' oracle, checked: the repository's `/ingest` double
 //! (tests/pyroscope-ingest) answers hand-made uploads the way Grafana Pyroscope's `/ingest` does, per the
 //! server's rules: a part without a filename is ignored (200, nothing stored), `prev_profile` and broken or
 //! stale profiles are 422, a bad `name` is 400, only POST is routed, a block profile without

@@ -130,7 +130,7 @@ fn running_out_of_descriptors_at_boot_names_the_limit_and_the_need() {
 }
 
 /// `nl6 report -svg -d.svg` writes `-d.svg`, as Go's flag package and `nl6 -profiling-pyroscope-tenant
-/// -x` take a dash-led value; report's own rewriter used to turn it into `--d.svg`.
+/// -x` take a dash-led value, not `--d.svg`.
 #[test]
 fn report_takes_a_dash_led_value_as_typed() {
     let n = boot().args(&["-devices", "0"]).start();

@@ -1,4 +1,4 @@
-//! Dependencies one way (issue 15 §2): the layer order written in ARCHITECTURE.md ("Layers") is what the
+//! Dependencies one way: the layer order written in ARCHITECTURE.md ("Layers") is what the
 //! code does. For nl6's top-level modules, for the lab's submodules and for the engine crate's modules,
 //! every `crate::NAME` (`crate::lab::NAME` in the lab) and every `super::` path that reaches the tree's
 //! root is an edge; an edge may only go to a lower layer, so no import cycle can exist between two

@@ -1,4 +1,4 @@
-//! A clone of the repository with nothing beside it must build and test (issue 14, §1): no file of the
+//! A clone of the repository with nothing beside it must build and test: no file of the
 //! project may point at a folder outside the checkout that a user's clone does not have (the team's
 //! `shared` folder beside it, or its environment variable), and the push tests' `/ingest` double and its
 //! build script must be in the repository.

@@ -4,10 +4,12 @@
 //! from a Go program, from inside the process, on a static musl binary as well as on glibc:
 //!
 //! - **CPU** ([`cpu`]): one `timer_create` timer per thread on that thread's own CPU clock (not one
-//!   process timer whose signal lands on whichever thread the kernel picks), frame-pointer unwinding
-//!   from the interrupted context, and a scan for return addresses above frameless leaves (libc, the
-//!   vDSO). One profile at a time: [`cpu::start`] returns a session; `take_window` and `stop` give the
-//!   samples.
+//!   process timer whose signal lands on whichever thread the kernel picks), and a walk from the
+//!   interrupted context in which every caller is proven by a rule: the CFI row (`.eh_frame`,
+//!   `.debug_frame`) of the frame's instruction, or the frame record of a function body that keeps a
+//!   frame pointer (aarch64: frame records only). Where no rule holds, the stack ends with one stop
+//!   frame naming why, never a guess. One profile at a time: [`cpu::start`] returns a session;
+//!   `take_window` and `stop` give the samples.
 //! - **Labels read at sample time** ([`labels`]): any keys and values, built once into a
 //!   [`labels::LabelSet`] and entered with [`labels::with`] (a scope on the calling thread) or
 //!   [`labels::LabelledFuture::with_labels`] (a future, across `.await`); the signal handler reads the

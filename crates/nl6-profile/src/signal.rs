@@ -22,8 +22,9 @@
 //! A handler may touch only: atomics, slots preallocated before the signal can arrive (statics), the
 //! `const`-initialised, destructor-free thread-locals (the subsystem label, the cached stack bounds), the
 //! interrupted `ucontext`, memory inside the interrupted thread's stack bounds `[RSP, high)` once `RSP` is
-//! checked against both bounds (frame-pointer walk, return-address scan), the executable's mapped code
-//! (to validate a return address), and exactly these libc items: [`HANDLER_LIBC`] — `__errno_location`
+//! checked against both bounds (frame records, and the stack slots a CFI rule names), the unwinder's
+//! published tables (code ranges and `pc → rule` rows, in anonymous mappings, read after an Acquire load;
+//! no code byte is read), and exactly these libc items: [`HANDLER_LIBC`] — `__errno_location`
 //! (save/restore `errno`), `syscall(SYS_gettid)`, and the `ucontext`/`siginfo` types and register indices.
 //! No other libc function: not `pthread_getattr_np` (a lock and /proc on glibc, an `mremap` probe loop on
 //! musl), not `malloc`, not stdio. Stack bounds are learnt outside handlers (see `unwind`).

@@ -1,4 +1,4 @@
-//! Every frame named, and the symbolizer out of nl6's own memory picture (issue 12, items 1 and 6a).
+//! Every frame named, and the symbolizer out of nl6's own memory picture.
 //!
 //! - A CPU profile of work that spends its time in libc (`mmap`/`munmap`, `memcpy`) has `<unknown>` at
 //!   ≤ 1 % of flat time as `go tool pprof -top` reads it back, and one Mapping per executable mapping (libc

@@ -116,7 +116,7 @@ fn server_reasons_are_escaped_and_bounded() {
 }
 
 /// A collector that takes the request and never answers: the error says how long the upload waited
-/// (it used to say only ureq's "timeout: global").
+/// (ureq's own "timeout: global" does not).
 #[test]
 fn a_silent_collector_is_a_time_out_that_says_how_long() {
     use std::io::Read;

@@ -126,7 +126,7 @@ fn addresses_pack_and_read_back() {
 fn a_device_is_small() {
     let size = std::mem::size_of::<Device>();
     assert!(size <= 96, "a Device is {size} bytes");
-    // What a device holds once changed, and once it counted (README: memory per device).
+    // What a device holds once changed, and once it counted (docs/scale.md: memory per device).
     eprintln!(
         "Device {size} B, live state {} B, counters {} B",
         std::mem::size_of::<Live>(),

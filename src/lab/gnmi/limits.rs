@@ -1,5 +1,5 @@
-//! What one gNMI request, stream and connection may cost the target, in one place (the README's gNMI
-//! section lists them): a request over a limit is refused with the status gNMI names and a message
+//! What one gNMI request, stream and connection may cost the target, in one place (docs/gnmi.md
+//! lists them): a request over a limit is refused with the status gNMI names and a message
 //! naming the limit, and counted in the device's `gnmi_refused`.
 //!
 //! The figures: a device has a few dozen leaves, so a request naming more than [`MAX_PATHS`] of them is

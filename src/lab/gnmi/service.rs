@@ -55,7 +55,7 @@ pub(super) fn select<'a>(
         .collect();
     if hit.is_empty() {
         return Err(Status::not_found(format!(
-            "no data at {} on {device}: see the README's gNMI paths table",
+            "no data at {} on {device}: see the gNMI paths table in docs/gnmi.md",
             shown(want)
         )));
     }

@@ -5,9 +5,9 @@
 //! [`answer`] is a plain function from request bytes to response bytes, tested without sockets. An answer
 //! is never larger than [`response_limit`] of its request: at most [`MAX_AMPLIFICATION`] × the request's
 //! size and one unfragmented datagram ([`MAX_DATAGRAM`]), so a spoofed request cannot make a device a
-//! reflector (a 120-byte GETBULK used to get 9–25 KB back). Beyond it a GETBULK answer is truncated at the
-//! end (RFC 3416 §4.2.3: the repeated bindings that fit, in order), any other answer becomes `tooBig`
-//! with no bindings (§4.2.1). The
+//! reflector (unbounded, a 120-byte GETBULK would get 9–25 KB back). Beyond it a GETBULK answer is
+//! truncated at the end (RFC 3416 §4.2.3: the repeated bindings that fit, in order), any other answer
+//! becomes `tooBig` with no bindings (§4.2.1). The
 //! serving threads ([`super::serve`]) are labelled `snmp` at birth; [`respond`] drops and counts malformed
 //! datagrams and wrong communities (an agent stays silent on both). Nothing but responses to the
 //! requester is ever sent.
@@ -494,8 +494,8 @@ mod tests {
         // v3 has no community (msgGlobalData follows the version): another version, not malformed.
         let v3 = b"\x30\x11\x02\x01\x03\x30\x0c\x02\x01\x01\x02\x01\x01\x04\x01\x04\x02\x01\x03";
         assert_eq!(answer(v3, b"public", &mib), Outcome::UnsupportedVersion(3));
-        // A response, trap or report PDU sent to the agent is not a request, whatever the community
-        // (it used to be counted as a bad community).
+        // A response, trap or report PDU sent to the agent is not a request, whatever the community,
+        // so it is not counted as a bad community.
         for t in [pdu::RESPONSE, pdu::TRAP_V2, pdu::REPORT, pdu::INFORM] {
             let mut other = GET_SYSDESCR;
             other[13] = t;

@@ -8,7 +8,7 @@
 //! Every device has the same objects, so their OIDs are sorted once per process (`layout`) and a
 //! request reads a [`DeviceMib`]: that shared layout over the device's state, locked and brought up to
 //! date once for the request. Only the values a request asks for are made, so a GET neither rebuilds
-//! nor sorts anything (it used to build and sort the whole table, about 22 KB, per request).
+//! nor sorts anything (building and sorting the whole table would cost about 22 KB a request).
 //!
 //! Lookups ([`MibView`]) are binary searches on the sorted OIDs: `get` for GET, `next` for GETNEXT and
 //! GETBULK (the first entry strictly after an OID, which handles OIDs that are prefixes, gaps or past

@@ -9,7 +9,7 @@
 //!   ([`super::rules::lookup`], at `pc - 1` for a return address): CFA = `RSP` or `RBP` + offset, the
 //!   return address at CFA − 8, `RBP` restored from where the rule saved it;
 //! - a frame-pointer function with no rule at all (an executable built without unwind tables): the frame
-//!   record, as before rules existed.
+//!   record, the one proof such a function offers.
 //!
 //! The walk ends at a thread's first function (a `ROOT` rule: `__clone`, `start_thread`, `_start`…), or
 //! with one stop entry ([`super::stop`]) naming what it could not prove: no rule, an unsupported rule, a
