@@ -6,10 +6,10 @@
 #![forbid(unsafe_code)]
 
 pub use super::device_net::DeviceNet;
+use super::gnmi::config::{GnmiConfig, DEFAULT_DIALOUT_PATHS};
 use super::target::{parse_syslog_target, resolve, TargetError, Transport};
 use crate::goflag::Flag;
 use crate::timefmt::format_go_duration as format_duration;
-use gnmi::GnmiConfig;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
@@ -255,7 +255,7 @@ pub const FLAGS: &[Flag<FleetConfig>] = &[
     Flag::value(
         "gnmi-dialout-paths",
         "PATHS",
-        gnmi::DEFAULT_DIALOUT_PATHS,
+        DEFAULT_DIALOUT_PATHS,
         "comma-separated gNMI paths each device streams to the dial-out collector",
         |c, v| c.gnmi.set_dialout_paths(v),
     ),
@@ -673,7 +673,17 @@ impl FleetConfig {
     }
 }
 
-pub mod gnmi;
+impl super::gnmi::Settings for FleetConfig {
+    fn gnmi(&self) -> &GnmiConfig {
+        &self.gnmi
+    }
+    fn bind(&self) -> IpAddr {
+        self.bind
+    }
+    fn device_net(&self) -> Option<DeviceNet> {
+        self.device_net
+    }
+}
 
 #[cfg(test)]
 #[path = "config_tests.rs"]

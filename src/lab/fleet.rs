@@ -216,7 +216,7 @@ impl super::gnmi::Host for Shared {
     fn devices(&self) -> &[Arc<Device>] {
         &self.devices
     }
-    fn config(&self) -> &FleetConfig {
+    fn config(&self) -> &dyn super::gnmi::Settings {
         &self.config
     }
     fn stopping(&self) -> bool {

@@ -16,8 +16,8 @@
 //!   [`Fleet::start`] / [`Fleet::stop`] and the thread map; [`fleet_error`]: why a fleet did not start;
 //!   [`api`]: the REST routes (time text comes from [`crate::timefmt`]);
 //! - [`gnmi`]: the gNMI target and dial-out, the only async code in nl6 (a tokio `current_thread`
-//!   runtime inside each of their two threads); [`gnmi_wire`]: its messages and path grammar, below the
-//!   configuration that checks `-gnmi-*` paths.
+//!   runtime inside each of their two threads), with its messages, path grammar and `-gnmi-*` settings;
+//!   below the configuration, which holds those settings and checks `-gnmi-*` paths with its parser.
 //!
 //! Never here: traffic outside the configured bind address and targets.
 #![forbid(unsafe_code)]
@@ -39,7 +39,6 @@ pub mod device_net;
 pub mod fleet;
 pub mod fleet_error;
 pub mod gnmi;
-pub mod gnmi_wire;
 pub mod lateness;
 pub mod netflow;
 pub mod scenario;

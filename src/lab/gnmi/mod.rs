@@ -7,8 +7,9 @@
 //! | `gnmi` | `gnmi` | every device's gNMI target: Capabilities, Get, Set, Subscribe ([`server`], [`service`], [`subscribe`]) |
 //! | `gnmi-dialout` | `gnmi-dialout` | every device's stream to the collector, reconnecting with backoff ([`dialout`]) |
 //!
-//! - [`proto`]: the messages, generated at build time from `proto/*.proto`; [`config`]: the `-gnmi-*`
-//!   settings; [`path`]: paths and wildcards; [`schema`]: a device's OpenConfig leaves (the state SNMP
+//! - [`proto`]: the messages, generated at build time from `proto/*.proto`; [`path`]: paths, their
+//!   text form and wildcards; [`config`]: the `-gnmi-*` settings (the fleet's configuration holds them,
+//!   so this folder sits below it and reads the rest through [`Settings`]); [`schema`]: a device's OpenConfig leaves (the state SNMP
 //!   serves); [`encode`]: JSON_IETF / JSON / PROTO values; [`target`]: which device a connection
 //!   reached, credentials; [`load`]: `-traffic`'s gNMI client side; [`limits`]: what one request,
 //!   stream and connection may cost; [`idle`]: the deadline that closes a silent connection.
@@ -17,19 +18,21 @@
 //! device or per connection.
 #![forbid(unsafe_code)]
 
-use crate::lab::config::FleetConfig;
 use crate::lab::device::Device;
+use crate::lab::device_net::DeviceNet;
 use crate::labels::Subsystem;
+use config::GnmiConfig;
+use std::net::IpAddr;
 use std::sync::Arc;
 
-/// The `-gnmi-*` settings live with the fleet's configuration (below every protocol).
-pub use crate::lab::config::gnmi as config;
+pub mod config;
 pub mod dialout;
-pub use crate::lab::gnmi_wire::{path, proto};
 pub mod encode;
 pub mod idle;
 pub mod limits;
 pub mod load;
+pub mod path;
+pub mod proto;
 pub mod schema;
 pub mod server;
 pub mod service;
@@ -41,7 +44,7 @@ pub mod target;
 pub trait Host: std::fmt::Debug + Send + Sync + 'static {
     /// Every device, by index.
     fn devices(&self) -> &[Arc<Device>];
-    fn config(&self) -> &FleetConfig;
+    fn config(&self) -> &dyn Settings;
     /// True once the fleet is stopping.
     fn stopping(&self) -> bool;
     /// Sets an interface's admin status and announces a link change as a flap does (trap, syslog);
@@ -54,4 +57,15 @@ pub trait Host: std::fmt::Debug + Send + Sync + 'static {
         name: &str,
         f: Box<dyn FnOnce() + Send>,
     ) -> std::io::Result<()>;
+}
+
+/// What gNMI reads of the fleet's configuration, which holds its [`GnmiConfig`] (so gNMI cannot name
+/// the configuration's type without an import cycle; the configuration implements this).
+pub trait Settings: Send + Sync {
+    /// The `-gnmi-*` settings.
+    fn gnmi(&self) -> &GnmiConfig;
+    /// `-bind`: where each device's listener binds in per-port mode.
+    fn bind(&self) -> IpAddr;
+    /// `-device-net`: the range whose addresses name the devices (one listener for all).
+    fn device_net(&self) -> Option<DeviceNet>;
 }

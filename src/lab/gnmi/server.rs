@@ -12,8 +12,7 @@ use super::limits;
 use super::proto::gnmi::g_nmi_server::GNmiServer;
 use super::service::Service;
 use super::target::{Routes, Target};
-use super::Host;
-use crate::lab::config::FleetConfig;
+use super::{Host, Settings};
 use crate::lab::device::Device;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
@@ -56,7 +55,7 @@ fn io(what: &str) -> impl FnOnce(std::io::Error) -> StartError {
 }
 
 /// Binds what `config` asks for and tells every device its gNMI address; `None` when gNMI is off.
-pub fn bind(config: &FleetConfig, devices: &[Arc<Device>]) -> Result<Option<Bound>, StartError> {
+pub fn bind(config: &dyn Settings, devices: &[Arc<Device>]) -> Result<Option<Bound>, StartError> {
     let Some(base) = config.gnmi().port() else {
         return Ok(None);
     };
@@ -115,7 +114,7 @@ fn listen(at: SocketAddr, device: impl FnOnce() -> String) -> Result<TcpListener
 }
 
 /// The TLS configuration from `-gnmi-tls-cert`/`-key`, read and checked now.
-fn tls(config: &FleetConfig) -> Result<Option<ServerTlsConfig>, StartError> {
+fn tls(config: &dyn Settings) -> Result<Option<ServerTlsConfig>, StartError> {
     let Some((cert, key)) = config.gnmi().tls() else {
         return Ok(None);
     };

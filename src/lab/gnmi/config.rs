@@ -1,6 +1,8 @@
-//! The gNMI part of the fleet's configuration: [`GnmiConfig`] (the target's port, TLS files and
-//! credentials; the dial-out collector, its paths, interval and queue bound) and the parsers the
-//! `-gnmi-*` rows of the fleet's flag table call.
+//! gNMI's settings: [`GnmiConfig`] (the target's port, TLS files and credentials; the dial-out
+//! collector, its paths, interval and queue bound) and the parsers the `-gnmi-*` rows of the fleet's
+//! flag table call. The fleet's configuration holds one; `-gnmi-dialout-paths` is checked with the
+//! parser the target serves with ([`super::path`]), so a bad path is a flag error, not a silent empty
+//! stream.
 //!
 //! Plain values: parsing resolves host names but never binds, connects or reads a file.
 #![forbid(unsafe_code)]
@@ -93,7 +95,7 @@ impl GnmiConfig {
     }
     pub fn set_dialout_paths(&mut self, v: &str) -> Result<(), String> {
         for p in v.split(',') {
-            crate::lab::gnmi_wire::path::parse(p.trim()).map_err(|e| format!("path {p:?}: {e}"))?;
+            super::path::parse(p.trim()).map_err(|e| format!("path {p:?}: {e}"))?;
         }
         self.dialout_paths = v.into();
         Ok(())
