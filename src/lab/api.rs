@@ -39,7 +39,7 @@ pub fn route(req: &crate::http::Request, fleet: &Fleet) -> Option<crate::http::R
                 let prefix = req.query_param("name").unwrap_or_default();
                 devices(fleet, offset, limit, &prefix)
             }
-            Err(e) => error(400, &e),
+            Err(e) => error(400, &e.to_string()),
         },
         ("GET" | "HEAD", "/api/v1/fleet") => fleet_totals(fleet),
         ("GET" | "HEAD", "/api/v1/scenarios") => list_scenarios(fleet),
@@ -70,21 +70,44 @@ pub const DEFAULT_PAGE: usize = 100;
 /// The most devices one page holds.
 pub const MAX_PAGE: usize = 1000;
 
+/// Why a page's query was refused; `Display` names the parameter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum PageError {
+    NotNumber {
+        name: &'static str,
+        value: String,
+    },
+    /// A `limit` of 0 or above [`MAX_PAGE`].
+    Limit(usize),
+}
+
+impl std::fmt::Display for PageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PageError::NotNumber { name, value } => write!(
+                f,
+                "query parameter {name}: want a whole number, not {value:?}"
+            ),
+            PageError::Limit(n) => {
+                write!(f, "query parameter limit: want 1 to {MAX_PAGE}, not {n}")
+            }
+        }
+    }
+}
+
 /// `?offset=&limit=`, each optional; the error names the parameter.
-fn page(req: &Request) -> Result<(usize, usize), String> {
-    let number = |name: &str, default: usize| match req.query_param(name) {
+fn page(req: &Request) -> Result<(usize, usize), PageError> {
+    let number = |name: &'static str, default: usize| match req.query_param(name) {
         None => Ok(default),
         Some(v) if v.is_empty() => Ok(default),
         Some(v) => v
             .parse::<usize>()
-            .map_err(|_| format!("query parameter {name}: want a whole number, not {v:?}")),
+            .map_err(|_| PageError::NotNumber { name, value: v }),
     };
     let offset = number("offset", 0)?;
     let limit = number("limit", DEFAULT_PAGE)?;
     if limit == 0 || limit > MAX_PAGE {
-        return Err(format!(
-            "query parameter limit: want 1 to {MAX_PAGE}, not {limit}"
-        ));
+        return Err(PageError::Limit(limit));
     }
     Ok((offset, limit))
 }

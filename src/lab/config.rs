@@ -13,6 +13,9 @@ use crate::timefmt::format_go_duration as format_duration;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
+mod error;
+pub use error::{ConfigError, SetError, ValueError};
+
 /// Every fleet flag, defined once ([`crate::goflag::Flag`] rows: `--help`, the parser and
 /// [`FleetConfig::set`] all read this table). A new flag is one more row here, one field and its default.
 pub const FLAGS: &[Flag<FleetConfig>] = &[
@@ -32,7 +35,7 @@ pub const FLAGS: &[Flag<FleetConfig>] = &[
         "127.0.0.1",
         "address every device socket binds to (per-port mode; not used for SNMP under -device-net)",
         |c, v| {
-            c.bind = v.parse().map_err(|_| format!("invalid IP address {v:?}"))?;
+            c.bind = v.parse().map_err(|_| ValueError::Address(v.into()))?;
             Ok(())
         },
     ),
@@ -43,7 +46,7 @@ pub const FLAGS: &[Flag<FleetConfig>] = &[
         "device i answers SNMP on UDP PORT+i; 0 gives every device an ephemeral port",
         |c, v| {
             c.snmp_port =
-                u16::try_from(number(v)?).map_err(|_| format!("port {v} is above 65535"))?;
+                u16::try_from(number(v)?).map_err(|_| ValueError::Port(v.into()))?;
             Ok(())
         },
     ),
@@ -56,7 +59,7 @@ pub const FLAGS: &[Flag<FleetConfig>] = &[
         |c, v| {
             c.device_net = match v {
                 "" => None,
-                v => Some(DeviceNet::parse(v)?),
+                v => Some(DeviceNet::parse(v).map_err(ValueError::DeviceNet)?),
             };
             Ok(())
         },
@@ -79,7 +82,7 @@ pub const FLAGS: &[Flag<FleetConfig>] = &[
         "SNMPv2c community the agents answer and traps carry",
         |c, v| {
             if v.is_empty() {
-                return Err("the community cannot be empty".into());
+                return Err(ValueError::EmptyCommunity.into());
             }
             c.snmp_community = v.into();
             Ok(())
@@ -131,7 +134,7 @@ pub const FLAGS: &[Flag<FleetConfig>] = &[
         "resend an unanswered INFORM this many times",
         |c, v| {
             c.inform_retries =
-                u32::try_from(number(v)?).map_err(|_| "too many retries".to_string())?;
+                u32::try_from(number(v)?).map_err(|_| ValueError::TooManyRetries)?;
             Ok(())
         },
     ),
@@ -164,7 +167,7 @@ pub const FLAGS: &[Flag<FleetConfig>] = &[
         "1024",
         "TCP syslog send queue bound; messages beyond it are dropped and counted",
         |c, v| match number(v)? {
-            0 => Err("the queue bound must be at least 1".into()),
+            0 => Err(ValueError::ZeroQueue.into()),
             n => {
                 c.syslog_queue = n as usize;
                 Ok(())
@@ -208,69 +211,80 @@ pub const FLAGS: &[Flag<FleetConfig>] = &[
         "",
         "device i serves gNMI on TCP PORT+i (0: an ephemeral port each; with -device-net every device \
          on PORT at its own address); off when unset",
-        |c, v| c.gnmi.set_port(v),
+        |c, v| c.gnmi.set_port(v).map_err(String::from),
     ),
     Flag::value(
         "gnmi-tls-cert",
         "FILE",
         "",
         "PEM certificate chain the gNMI target serves TLS with (with -gnmi-tls-key; plaintext when unset)",
-        |c, v| c.gnmi.set_tls_cert(v),
+        |c, v| {
+            c.gnmi.set_tls_cert(v);
+            Ok(())
+        },
     ),
     Flag::value(
         "gnmi-tls-key",
         "FILE",
         "",
         "PEM private key of -gnmi-tls-cert",
-        |c, v| c.gnmi.set_tls_key(v),
+        |c, v| {
+            c.gnmi.set_tls_key(v);
+            Ok(())
+        },
     ),
     Flag::value(
         "gnmi-username",
         "TEXT",
         "",
         "every gNMI RPC must carry this `username` metadata (with -gnmi-password); none needed when unset",
-        |c, v| c.gnmi.set_username(v),
+        |c, v| {
+            c.gnmi.set_username(v);
+            Ok(())
+        },
     ),
     Flag::value(
         "gnmi-password",
         "TEXT",
         "",
         "the `password` metadata every gNMI RPC must carry (visible in ps: a lab credential)",
-        |c, v| c.gnmi.set_password(v),
+        |c, v| {
+            c.gnmi.set_password(v);
+            Ok(())
+        },
     ),
     Flag::value(
         "gnmi-dialout",
         "HOST:PORT",
         "",
         "every device streams its telemetry there (gNMI dial-out, DialoutTelemetry.Publish; off when unset)",
-        |c, v| c.gnmi.set_dialout(v),
+        |c, v| c.gnmi.set_dialout(v).map_err(String::from),
     ),
     Flag::value(
         "gnmi-dialout-interval",
         "DURATION",
         "10s",
         "each device samples its dial-out paths this often",
-        |c, v| c.gnmi.set_dialout_interval(v),
+        |c, v| c.gnmi.set_dialout_interval(v).map_err(String::from),
     ),
     Flag::value(
         "gnmi-dialout-paths",
         "PATHS",
         DEFAULT_DIALOUT_PATHS,
         "comma-separated gNMI paths each device streams to the dial-out collector",
-        |c, v| c.gnmi.set_dialout_paths(v),
+        |c, v| c.gnmi.set_dialout_paths(v).map_err(String::from),
     ),
     Flag::value(
         "gnmi-dialout-queue",
         "N",
         "64",
         "notifications each device holds while the collector is slow or away; beyond it new ones are dropped and counted",
-        |c, v| c.gnmi.set_dialout_queue(v),
+        |c, v| c.gnmi.set_dialout_queue(v).map_err(String::from),
     ),
 ];
 
-fn number(v: &str) -> Result<u64, String> {
-    v.parse::<u64>()
-        .map_err(|_| format!("invalid number {v:?}"))
+fn number(v: &str) -> Result<u64, ValueError> {
+    v.parse::<u64>().map_err(|_| ValueError::Number(v.into()))
 }
 
 /// A `host:port` target; empty is off.
@@ -300,12 +314,12 @@ impl SnmpIo {
             SnmpIo::Epoll => "epoll",
         }
     }
-    fn parse(v: &str) -> Result<SnmpIo, String> {
+    fn parse(v: &str) -> Result<SnmpIo, ValueError> {
         match v {
             "auto" => Ok(SnmpIo::Auto),
             "uring" => Ok(SnmpIo::Uring),
             "epoll" => Ok(SnmpIo::Epoll),
-            _ => Err(format!("invalid mode {v:?}: give auto, uring or epoll")),
+            _ => Err(ValueError::SnmpIo(v.into())),
         }
     }
 }
@@ -362,10 +376,10 @@ impl Default for FleetConfig {
     }
 }
 
-fn parse_positive(text: &str) -> Result<Duration, String> {
-    let d = crate::timefmt::parse_go_duration(text).map_err(|e| e.to_string())?;
+fn parse_positive(text: &str) -> Result<Duration, ValueError> {
+    let d = crate::timefmt::parse_go_duration(text).map_err(ValueError::Duration)?;
     if d.is_zero() {
-        return Err(format!("duration {text:?} must be greater than zero"));
+        return Err(ValueError::ZeroDuration(text.into()));
     }
     Ok(d)
 }
@@ -374,16 +388,13 @@ fn parse_positive(text: &str) -> Result<Duration, String> {
 pub const MIN_TRAFFIC_PERIOD: Duration = Duration::from_millis(1);
 
 /// `-traffic`: empty is off; otherwise a period of at least [`MIN_TRAFFIC_PERIOD`].
-fn parse_traffic(text: &str) -> Result<Option<Duration>, String> {
+fn parse_traffic(text: &str) -> Result<Option<Duration>, ValueError> {
     if text.is_empty() {
         return Ok(None);
     }
     let d = parse_positive(text)?;
     if d < MIN_TRAFFIC_PERIOD {
-        return Err(format!(
-            "period {text:?} is below {}",
-            format_duration(MIN_TRAFFIC_PERIOD)
-        ));
+        return Err(ValueError::TrafficTooShort(text.into()));
     }
     Ok(Some(d))
 }
@@ -392,32 +403,28 @@ impl FleetConfig {
     /// Sets flag `name` (with or without its leading dash) from its text value, as the command line
     /// would. The error names the flag and says what was wrong, e.g. `-trap-interval: invalid duration
     /// "x": unknown unit (e.g. 500ms, 10s)`.
-    pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), SetError> {
         let name = name.trim_start_matches('-');
         let flag =
-            crate::goflag::find(FLAGS, name).ok_or(format!("-{name}: unknown fleet flag"))?;
-        (flag.apply)(self, value).map_err(|e| format!("-{}: {e}", flag.name))
+            crate::goflag::find(FLAGS, name).ok_or_else(|| SetError::Unknown(name.into()))?;
+        (flag.apply)(self, value).map_err(|why| SetError::Value {
+            flag: flag.name,
+            why,
+        })
     }
 
     /// Checks what depends on several fields (the port range) before anything binds.
-    pub fn validate(&self) -> Result<(), String> {
-        self.gnmi.validate()?;
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.gnmi.validate().map_err(ConfigError::Gnmi)?;
         if self.devices > u32::MAX as usize {
-            return Err(format!(
-                "-devices {}: at most {} devices a fleet: lower -devices",
-                self.devices,
-                u32::MAX
-            ));
+            return Err(ConfigError::TooManyDevices(self.devices));
         }
         if let Some(net) = self.device_net {
             if self.devices > net.capacity() {
-                return Err(format!(
-                    "-device-net {net} holds {} device addresses (its first address + 1 up to the one \
-                     before the last), not -devices {}: give a wider range, e.g. -device-net {}",
-                    net.capacity(),
-                    self.devices,
-                    net.widened_for(self.devices)
-                ));
+                return Err(ConfigError::NetTooSmall {
+                    net,
+                    devices: self.devices,
+                });
             }
             // TCP syslog connects from an address the kernel picks: only UDP senders use the devices'.
             let udp_syslog = self
@@ -430,29 +437,24 @@ impl FleetConfig {
                 ("-flow-target", self.flow_target),
             ];
             for (flag, target) in senders {
-                target.map_or(Ok(()), |t| net.check_target(flag, t))?;
+                target
+                    .map_or(Ok(()), |t| net.check_target(flag, t))
+                    .map_err(ConfigError::Unreachable)?;
             }
             return Ok(());
         }
-        if let Some(base) = self.gnmi.port().filter(|&p| p != 0 && self.devices > 0) {
-            if base as usize + self.devices - 1 > 65_535 {
-                return Err(format!(
-                    "-gnmi-port {base} with -devices {} needs ports up to {}, above 65535: lower -gnmi-port or use -gnmi-port 0",
-                    self.devices,
-                    base as usize + self.devices - 1
-                ));
+        let ports = [
+            ("-gnmi-port", self.gnmi.port().unwrap_or(0)),
+            ("-snmp-port", self.snmp_port),
+        ];
+        for (flag, base) in ports {
+            if base != 0 && self.devices > 0 && base as usize + self.devices - 1 > 65_535 {
+                return Err(ConfigError::PortsAbove {
+                    flag,
+                    base,
+                    devices: self.devices,
+                });
             }
-        }
-        if self.snmp_port != 0
-            && self.devices > 0
-            && self.snmp_port as usize + self.devices - 1 > 65_535
-        {
-            return Err(format!(
-                "-snmp-port {} with -devices {} needs ports up to {}, above 65535: lower -snmp-port or use -snmp-port 0",
-                self.snmp_port,
-                self.devices,
-                self.snmp_port as usize + self.devices - 1
-            ));
         }
         Ok(())
     }

@@ -109,14 +109,18 @@ fn values_parse_and_errors_name_the_flag() {
             "-gnmi-dialout-interval: interval",
         ),
     ] {
-        let e = FleetConfig::default().set(flag, value).unwrap_err();
+        let e = FleetConfig::default()
+            .set(flag, value)
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with(needle), "{flag}={value}: {e}");
     }
     let e = FleetConfig::default()
         .with_devices(100)
         .with_snmp_port(65500)
         .validate()
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("65599"), "{e}");
     assert!(FleetConfig::default()
         .with_devices(0)
@@ -137,23 +141,28 @@ fn values_parse_and_errors_name_the_flag() {
     ] {
         let mut c = FleetConfig::default();
         c.set(flag, value).unwrap();
-        let e = c.validate().unwrap_err();
+        let e = c.validate().unwrap_err().to_string();
         assert!(e.starts_with(needle), "{flag}: {e}");
     }
     let e = FleetConfig::default()
         .with_devices(u32::MAX as usize + 1)
         .validate()
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(
         e.starts_with("-devices 4294967296: at most 4294967295"),
         "{e}"
     );
     let mut c = FleetConfig::default().with_devices(100);
     c.set("gnmi-port", "65500").unwrap();
-    assert!(c.validate().unwrap_err().contains("-gnmi-port 65500"));
+    assert!(c
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("-gnmi-port 65500"));
     let mut c = FleetConfig::default();
     c.set("device-net", "127.1.0.0/16").unwrap();
     c.set("syslog-target", "udp://10.0.0.5:514").unwrap();
-    let e = c.validate().unwrap_err();
+    let e = c.validate().unwrap_err().to_string();
     assert!(e.starts_with("-syslog-target 10.0.0.5:514"), "{e}");
 }

@@ -11,10 +11,48 @@ pub struct DeviceNet {
     prefix: u8,
 }
 
+/// Why a `-device-net` range, or a target beside it, was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceNetError {
+    /// Not `a.b.c.d/n` with `n` at most 32 (the text as given).
+    Syntax(String),
+    /// An exporter target (`flag`) that packets from the range's addresses cannot reach, and why.
+    Unreachable {
+        flag: &'static str,
+        target: SocketAddr,
+        net: DeviceNet,
+        why: &'static str,
+    },
+}
+
+impl std::fmt::Display for DeviceNetError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceNetError::Syntax(text) => {
+                write!(f, "want an IPv4 range like 127.1.0.0/16, not {text:?}")
+            }
+            DeviceNetError::Unreachable {
+                flag,
+                target,
+                net,
+                why,
+            } => write!(
+                f,
+                "{flag} {target} with -device-net {net}: every device sends from its own address, and \
+                 {why}; use a {flag} on 127.0.0.0/8 (e.g. 127.0.0.1:{}), or a -device-net range of this \
+                 host's own IPv4 addresses",
+                target.port()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DeviceNetError {}
+
 impl DeviceNet {
     /// Parses `a.b.c.d/n` (the address is masked to the range's first address).
-    pub fn parse(text: &str) -> Result<DeviceNet, String> {
-        let bad = || format!("want an IPv4 range like 127.1.0.0/16, not {text:?}");
+    pub fn parse(text: &str) -> Result<DeviceNet, DeviceNetError> {
+        let bad = || DeviceNetError::Syntax(text.to_string());
         let (ip, prefix) = text.split_once('/').ok_or_else(bad)?;
         let ip: Ipv4Addr = ip.parse().map_err(|_| bad())?;
         let prefix: u8 = prefix.parse().map_err(|_| bad())?;
@@ -47,7 +85,11 @@ impl DeviceNet {
     /// Refuses an exporter target (`flag` names it) that packets from this range's addresses cannot
     /// reach: the kernel will not route a packet with a 127.x source off the host, and devices send
     /// from IPv4 addresses, so an IPv6 target is out of reach whatever the range.
-    pub fn check_target(&self, flag: &str, target: SocketAddr) -> Result<(), String> {
+    pub fn check_target(
+        &self,
+        flag: &'static str,
+        target: SocketAddr,
+    ) -> Result<(), DeviceNetError> {
         let why = match target.ip() {
             IpAddr::V6(_) => "an IPv6 target cannot be reached from the devices' IPv4 addresses",
             IpAddr::V4(ip) if self.base.is_loopback() && !ip.is_loopback() => {
@@ -55,12 +97,12 @@ impl DeviceNet {
             }
             IpAddr::V4(_) => return Ok(()),
         };
-        Err(format!(
-            "{flag} {target} with -device-net {self}: every device sends from its own address, and {why}; \
-             use a {flag} on 127.0.0.0/8 (e.g. 127.0.0.1:{}), or a -device-net range of this host's own \
-             IPv4 addresses",
-            target.port()
-        ))
+        Err(DeviceNetError::Unreachable {
+            flag,
+            target,
+            net: *self,
+            why,
+        })
     }
     /// The device at `ip`, when `ip` is one of the first `devices` addresses of the range.
     pub fn device_at(&self, ip: Ipv4Addr, devices: usize) -> Option<usize> {
@@ -114,7 +156,8 @@ mod tests {
         assert!(lan.check_target("-trap-target", at("10.0.0.5:162")).is_ok());
         let e = lo
             .check_target("-trap-target", at("10.0.0.5:162"))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         for needle in [
             "-trap-target 10.0.0.5:162",
             "-device-net 127.1.0.0/16",
@@ -126,7 +169,8 @@ mod tests {
         for net in [lo, lan] {
             let e = net
                 .check_target("-flow-target", at("[::1]:2055"))
-                .unwrap_err();
+                .unwrap_err()
+                .to_string();
             assert!(
                 e.contains("-flow-target [::1]:2055") && e.contains("IPv6"),
                 "{e}"

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant, SystemTime};
 /// when nothing wakes it.
 pub const LOOP_TIMEOUT: Duration = Duration::from_millis(500);
 
-pub use super::fleet_error::{FleetError, FD_HEADROOM};
+pub use super::fleet_error::{FleetError, NoUring, FD_HEADROOM};
 
 /// A stop flag that sleepers can wait on.
 #[derive(Debug, Default)]
@@ -115,17 +115,14 @@ pub const SNMP_IO_EPOLL: &str = "epoll";
 /// How this fleet's SNMP sockets will be served: per port through io_uring when `-snmp-io` allows and
 /// this kernel can (a probe), else epoll; `-device-net`'s shared sockets always by epoll. Under `auto`
 /// a failed probe is said on stderr, not hidden; under `uring` it refuses to start.
-fn snmp_io(config: &FleetConfig) -> Result<&'static str, String> {
+fn snmp_io(config: &FleetConfig) -> Result<&'static str, NoUring> {
     use super::config::SnmpIo;
     if config.device_net().is_some() || config.snmp_io() == SnmpIo::Epoll {
         return Ok(SNMP_IO_EPOLL);
     }
     match (crate::netsys::uring::probe(), config.snmp_io()) {
         (Ok(()), _) => Ok(SNMP_IO_URING),
-        (Err(why), SnmpIo::Uring) => Err(format!(
-            "-snmp-io uring: this kernel cannot serve UDP through io_uring ({why}); use -snmp-io epoll \
-             or auto"
-        )),
+        (Err(why), SnmpIo::Uring) => Err(NoUring(why)),
         (Err(why), _) => {
             eprintln!(
                 "nl6: per-port SNMP is served by epoll: io_uring is not available here ({why}); \
@@ -297,7 +294,7 @@ impl Fleet {
     }
 
     fn bind_and_spawn(config: FleetConfig) -> Result<Fleet, FleetError> {
-        config.validate().map_err(FleetError::Config)?;
+        config.validate()?;
         let boot = Instant::now();
         let io = |what: &str| {
             let what = what.to_string();
@@ -314,7 +311,7 @@ impl Fleet {
             config.device_net(),
             &devices,
         )?;
-        let snmp_io = snmp_io(&config).map_err(FleetError::Config)?;
+        let snmp_io = snmp_io(&config)?;
         let gnmi = super::gnmi::server::bind(&config, &devices)?;
         // Under -device-net every device sends from its own address (sendmsg with IP_PKTINFO), so the
         // exporters' sockets bind the wildcard address.

@@ -11,8 +11,10 @@ use std::net::SocketAddr;
 /// Why the fleet did not start.
 #[derive(Debug)]
 pub enum FleetError {
-    /// The configuration is inconsistent (message says which flag).
-    Config(String),
+    /// A flag the fleet cannot honour: flags that do not go together ([`super::config::ConfigError`]),
+    /// `-snmp-io uring` on a kernel without it ([`NoUring`]), a `-device-net` range that is not this
+    /// host's, an unusable `-gnmi-tls-*` file. The error names the flag.
+    Config(Box<dyn std::error::Error + Send + Sync>),
     /// A device's SNMP port could not be bound.
     Bind {
         device: String,
@@ -58,7 +60,7 @@ impl From<super::gnmi::server::StartError> for FleetError {
                 cause,
             },
             StartError::Io { what, cause } => FleetError::Io { what, cause },
-            StartError::Config(what) => FleetError::Config(what),
+            StartError::Config(what) => FleetError::Config(what.into()),
         }
     }
 }
@@ -148,7 +150,7 @@ fn raise_limit_remedy(needed: usize, hard_limit: Option<u64>) -> String {
 impl fmt::Display for FleetError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            FleetError::Config(m) => f.write_str(m),
+            FleetError::Config(e) => e.fmt(f),
             FleetError::Bind {
                 device,
                 addr,
@@ -208,6 +210,35 @@ impl fmt::Display for FleetError {
 
 impl std::error::Error for FleetError {}
 
+impl From<super::config::ConfigError> for FleetError {
+    fn from(e: super::config::ConfigError) -> FleetError {
+        FleetError::Config(Box::new(e))
+    }
+}
+
+/// `-snmp-io uring` where this kernel cannot serve UDP through io_uring (the probe's reason).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoUring(pub String);
+
+impl fmt::Display for NoUring {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "-snmp-io uring: this kernel cannot serve UDP through io_uring ({}); use -snmp-io epoll \
+             or auto",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for NoUring {}
+
+impl From<NoUring> for FleetError {
+    fn from(e: NoUring) -> FleetError {
+        FleetError::Config(Box::new(e))
+    }
+}
+
 /// A refused SNMP bind is the fleet's: a range that is not this host's is a flag error (exit 2).
 impl From<ListenError> for FleetError {
     fn from(e: ListenError) -> FleetError {
@@ -222,7 +253,7 @@ impl From<ListenError> for FleetError {
                 cause,
             },
             ListenError::Io { what, cause } => FleetError::Io { what, cause },
-            ListenError::NotOwned(m) => FleetError::Config(m),
+            ListenError::NotOwned(m) => FleetError::Config(m.into()),
         }
     }
 }

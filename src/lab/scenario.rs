@@ -76,50 +76,38 @@ pub struct Request {
 }
 
 /// Parses and validates a body against the device names; the error names the offending field.
-pub fn parse_request(body: &[u8], device_exists: impl Fn(&str) -> bool) -> Result<Request, String> {
-    let v = crate::jsonbody::parse(body).map_err(|e| match e {
-        crate::jsonbody::BodyError::Invalid(e) => format!("body: invalid JSON: {e}"),
-        dup => format!("body: {dup}"),
-    })?;
-    let obj = v.as_object().ok_or("body: want a JSON object")?;
+pub fn parse_request(
+    body: &[u8],
+    device_exists: impl Fn(&str) -> bool,
+) -> Result<Request, RequestError> {
+    let v = crate::jsonbody::parse(body).map_err(RequestError::Body)?;
+    let obj = v.as_object().ok_or(RequestError::NotObject)?;
     for k in obj.keys() {
         if !["name", "device", "duration", "start_at"].contains(&k.as_str()) {
-            return Err(format!(
-                "field {k:?} is not known (name, device, duration, start_at)"
-            ));
+            return Err(RequestError::UnknownField(k.clone()));
         }
     }
-    let text = |field: &str| -> Result<&str, String> {
-        match obj.get(field) {
-            Some(serde_json::Value::String(s)) => Ok(s),
-            Some(_) => Err(format!("field {field:?} must be a string")),
-            None => Err(format!("field {field:?} is required")),
-        }
+    let text = |field: &'static str| match obj.get(field) {
+        Some(serde_json::Value::String(s)) => Ok(s.as_str()),
+        Some(_) => Err(RequestError::NotString(field)),
+        None => Err(RequestError::Missing(field)),
     };
     let name = text("name")?;
     if !KNOWN.contains(&name) {
-        return Err(format!(
-            "field \"name\": unknown scenario {name:?} (known: {})",
-            KNOWN.join(", ")
-        ));
+        return Err(RequestError::UnknownScenario(name.into()));
     }
     let device = text("device")?;
     if !device_exists(device) {
-        return Err(format!("field \"device\": no device named {device:?}"));
+        return Err(RequestError::NoDevice(device.into()));
     }
-    let duration = crate::timefmt::parse_go_duration(text("duration")?)
-        .map_err(|e| format!("field \"duration\": {e}"))?;
+    let duration =
+        crate::timefmt::parse_go_duration(text("duration")?).map_err(RequestError::Duration)?;
     if duration.is_zero() || duration > MAX_DURATION {
-        return Err(format!(
-            "field \"duration\": must be above 0 and at most {}",
-            format_duration(MAX_DURATION)
-        ));
+        return Err(RequestError::DurationRange);
     }
     let start_at = match obj.get("start_at") {
         None | Some(serde_json::Value::Null) => None,
-        Some(_) => {
-            Some(parse_rfc3339(text("start_at")?).map_err(|e| format!("field \"start_at\": {e}"))?)
-        }
+        Some(_) => Some(parse_rfc3339(text("start_at")?).map_err(RequestError::StartAt)?),
     };
     Ok(Request {
         name: name.into(),
@@ -128,6 +116,66 @@ pub fn parse_request(body: &[u8], device_exists: impl Fn(&str) -> bool) -> Resul
         start_at,
     })
 }
+
+/// Why a `POST /api/v1/scenarios` body was refused; `Display` names the field.
+#[derive(Debug)]
+pub enum RequestError {
+    /// Not JSON, or a key twice in one object.
+    Body(crate::jsonbody::BodyError),
+    NotObject,
+    /// A field this build does not know.
+    UnknownField(String),
+    NotString(&'static str),
+    Missing(&'static str),
+    /// A `name` not in [`KNOWN`].
+    UnknownScenario(String),
+    /// A `device` the fleet does not have.
+    NoDevice(String),
+    Duration(crate::timefmt::DurationError),
+    /// A `duration` of 0 or above [`MAX_DURATION`].
+    DurationRange,
+    /// A `start_at` that is not an RFC 3339 time (the parser's reason).
+    StartAt(String),
+    /// A `start_at` beyond [`MAX_START_AHEAD`].
+    StartTooFar,
+}
+
+impl std::fmt::Display for RequestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::jsonbody::BodyError;
+        match self {
+            RequestError::Body(BodyError::Invalid(e)) => write!(f, "body: invalid JSON: {e}"),
+            RequestError::Body(dup) => write!(f, "body: {dup}"),
+            RequestError::NotObject => f.write_str("body: want a JSON object"),
+            RequestError::UnknownField(k) => write!(
+                f,
+                "field {k:?} is not known (name, device, duration, start_at)"
+            ),
+            RequestError::NotString(field) => write!(f, "field {field:?} must be a string"),
+            RequestError::Missing(field) => write!(f, "field {field:?} is required"),
+            RequestError::UnknownScenario(name) => write!(
+                f,
+                "field \"name\": unknown scenario {name:?} (known: {})",
+                KNOWN.join(", ")
+            ),
+            RequestError::NoDevice(d) => write!(f, "field \"device\": no device named {d:?}"),
+            RequestError::Duration(e) => write!(f, "field \"duration\": {e}"),
+            RequestError::DurationRange => write!(
+                f,
+                "field \"duration\": must be above 0 and at most {}",
+                format_duration(MAX_DURATION)
+            ),
+            RequestError::StartAt(e) => write!(f, "field \"start_at\": {e}"),
+            RequestError::StartTooFar => write!(
+                f,
+                "field \"start_at\": at most {} ahead",
+                format_duration(MAX_START_AHEAD)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RequestError {}
 
 /// Where a scenario is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -220,14 +268,14 @@ impl Book {
 }
 
 /// Why [`submit`] refused a request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum SubmitError {
-    /// The request names something wrong (400); the text names the field.
-    Invalid(String),
+    /// The request names something wrong (400); the error names the field.
+    Invalid(RequestError),
     /// [`MAX_ACTIVE`] scenarios are already scheduled or running (429).
     TooMany,
     /// The OS refused the scenario's thread (500).
-    Spawn(String),
+    Spawn(std::io::Error),
 }
 
 impl SubmitError {
@@ -244,7 +292,7 @@ impl SubmitError {
 impl std::fmt::Display for SubmitError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            SubmitError::Invalid(m) => f.write_str(m),
+            SubmitError::Invalid(e) => e.fmt(f),
             SubmitError::TooMany => write!(
                 f,
                 "{MAX_ACTIVE} scenarios are already scheduled or running; wait for one to finish"
@@ -254,28 +302,22 @@ impl std::fmt::Display for SubmitError {
     }
 }
 
+impl std::error::Error for SubmitError {}
+
 /// Records a validated request and starts it now or schedules it. At most [`MAX_ACTIVE`] scenarios are
 /// scheduled or running at once, a start is at most [`MAX_START_AHEAD`] away, and only the newest
 /// [`KEEP_ENDED`] ended scenarios stay listed. A scenario is listed only once its thread exists.
 pub fn submit<H: Host>(sh: &Arc<H>, req: Request) -> Result<Arc<Scenario>, SubmitError> {
     let device_index = super::device::index_of(&req.device)
         .filter(|&i| i < sh.devices().len())
-        .ok_or_else(|| {
-            SubmitError::Invalid(format!(
-                "field \"device\": no device named {:?}",
-                req.device
-            ))
-        })?;
+        .ok_or_else(|| SubmitError::Invalid(RequestError::NoDevice(req.device.clone())))?;
     let now = SystemTime::now();
     let delay = req
         .start_at
         .and_then(|t| t.duration_since(now).ok())
         .filter(|d| !d.is_zero());
     if delay.is_some_and(|d| d > MAX_START_AHEAD) {
-        return Err(SubmitError::Invalid(format!(
-            "field \"start_at\": at most {} ahead",
-            format_duration(MAX_START_AHEAD)
-        )));
+        return Err(SubmitError::Invalid(RequestError::StartTooFar));
     }
     // Held across the count, the spawn and the insertion, so concurrent POSTs cannot overshoot.
     let mut items = sh.book().items.lock().unwrap_or_else(|e| e.into_inner());
@@ -317,7 +359,7 @@ pub fn submit<H: Host>(sh: &Arc<H>, req: Request) -> Result<Arc<Scenario>, Submi
             )
         }),
     };
-    spawned.map_err(|e| SubmitError::Spawn(e.to_string()))?;
+    spawned.map_err(SubmitError::Spawn)?;
     items.push(sc.clone());
     let ended = items.iter().filter(|s| !active(s)).count();
     if ended > KEEP_ENDED {
@@ -522,7 +564,7 @@ fn finish<H: Host>(sh: &H, sc: &Scenario, if_index: u32, ended: End) {
 mod tests {
     use super::*;
 
-    fn parse(body: &str) -> Result<Request, String> {
+    fn parse(body: &str) -> Result<Request, RequestError> {
         parse_request(body.as_bytes(), |d| d == "nl6-dev-0000")
     }
 
@@ -577,7 +619,7 @@ mod tests {
                 "field \"when\" is not known",
             ),
         ] {
-            let e = parse(body).unwrap_err();
+            let e = parse(body).unwrap_err().to_string();
             assert!(e.starts_with(needle), "{body}: {e}");
         }
     }
@@ -593,7 +635,7 @@ mod tests {
             let body = format!(
                 r#"{{"name":"link-flap","device":"nl6-dev-0000","duration":"1s","start_at":"{date}"}}"#
             );
-            let err = parse(&body).expect_err(date);
+            let err = parse(&body).expect_err(date).to_string();
             assert!(err.starts_with("field \"start_at\""), "{date}: {err}");
         }
     }
@@ -603,7 +645,8 @@ mod tests {
         let err = parse(
             r#"{"name":"link-flap","device":"nl6-dev-0000","duration":"1s","duration":"2s"}"#,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("duplicate key \"duration\""), "{err}");
     }
 }

@@ -7,8 +7,10 @@
 //! Plain values: parsing resolves host names but never binds, connects or reads a file.
 #![forbid(unsafe_code)]
 
-use crate::lab::target::resolve;
-use crate::timefmt::format_go_duration as format_duration;
+use super::path::PathError;
+use crate::lab::target::{resolve, TargetError};
+use crate::timefmt::{format_go_duration as format_duration, DurationError};
+use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -51,76 +53,132 @@ fn optional(v: &str) -> Option<String> {
     (!v.is_empty()).then(|| v.to_string())
 }
 
+/// Why one `-gnmi-*` flag's value was refused (the flag parser names the flag).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GnmiValueError {
+    /// `-gnmi-port`: not a port number (the text).
+    Port(String),
+    /// `-gnmi-dialout`: not a reachable `host:port`.
+    Dialout(TargetError),
+    /// `-gnmi-dialout-interval`: not a duration.
+    Interval(DurationError),
+    /// `-gnmi-dialout-interval`: below 10ms (the text).
+    IntervalTooShort(String),
+    /// `-gnmi-dialout-paths`: one path does not parse.
+    Path { path: String, error: PathError },
+    /// `-gnmi-dialout-queue`: not a bound of at least 1 (the text).
+    Queue(String),
+}
+
+impl fmt::Display for GnmiValueError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GnmiValueError::Port(v) => write!(f, "invalid port {v:?} (0 to 65535)"),
+            GnmiValueError::Dialout(e) => e.fmt(f),
+            GnmiValueError::Interval(e) => e.fmt(f),
+            GnmiValueError::IntervalTooShort(v) => write!(f, "interval {v:?} is below 10ms"),
+            GnmiValueError::Path { path, error } => write!(f, "path {path:?}: {error}"),
+            GnmiValueError::Queue(v) => {
+                write!(f, "want a queue bound of at least 1, not {v:?}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for GnmiValueError {}
+
+/// `-gnmi-*` flags that only work together, given alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GnmiConfigError {
+    CertWithoutKey,
+    KeyWithoutCert,
+    /// One of `-gnmi-username` and `-gnmi-password` without the other.
+    HalfCredentials,
+}
+
+impl fmt::Display for GnmiConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            GnmiConfigError::CertWithoutKey => {
+                "-gnmi-tls-cert needs -gnmi-tls-key (the certificate's private key)"
+            }
+            GnmiConfigError::KeyWithoutCert => {
+                "-gnmi-tls-key needs -gnmi-tls-cert (the certificate it signs for)"
+            }
+            GnmiConfigError::HalfCredentials => {
+                "-gnmi-username and -gnmi-password go together: give both or neither"
+            }
+        })
+    }
+}
+
+impl std::error::Error for GnmiConfigError {}
+
 impl GnmiConfig {
-    pub fn set_port(&mut self, v: &str) -> Result<(), String> {
+    pub fn set_port(&mut self, v: &str) -> Result<(), GnmiValueError> {
         self.port = match v {
             "" => None,
             v => Some(
                 v.parse::<u16>()
-                    .map_err(|_| format!("invalid port {v:?} (0 to 65535)"))?,
+                    .map_err(|_| GnmiValueError::Port(v.into()))?,
             ),
         };
         Ok(())
     }
-    pub fn set_tls_cert(&mut self, v: &str) -> Result<(), String> {
+    pub fn set_tls_cert(&mut self, v: &str) {
         self.tls_cert = optional(v).map(PathBuf::from);
-        Ok(())
     }
-    pub fn set_tls_key(&mut self, v: &str) -> Result<(), String> {
+    pub fn set_tls_key(&mut self, v: &str) {
         self.tls_key = optional(v).map(PathBuf::from);
-        Ok(())
     }
-    pub fn set_username(&mut self, v: &str) -> Result<(), String> {
+    pub fn set_username(&mut self, v: &str) {
         self.username = optional(v);
-        Ok(())
     }
-    pub fn set_password(&mut self, v: &str) -> Result<(), String> {
+    pub fn set_password(&mut self, v: &str) {
         self.password = optional(v);
-        Ok(())
     }
-    pub fn set_dialout(&mut self, v: &str) -> Result<(), String> {
+    pub fn set_dialout(&mut self, v: &str) -> Result<(), GnmiValueError> {
         self.dialout = match v {
             "" => None,
-            v => Some(resolve(v).map_err(|e| e.to_string())?),
+            v => Some(resolve(v).map_err(GnmiValueError::Dialout)?),
         };
         Ok(())
     }
-    pub fn set_dialout_interval(&mut self, v: &str) -> Result<(), String> {
-        let d = crate::timefmt::parse_go_duration(v).map_err(|e| e.to_string())?;
+    pub fn set_dialout_interval(&mut self, v: &str) -> Result<(), GnmiValueError> {
+        let d = crate::timefmt::parse_go_duration(v).map_err(GnmiValueError::Interval)?;
         if d < Duration::from_millis(10) {
-            return Err(format!("interval {v:?} is below 10ms"));
+            return Err(GnmiValueError::IntervalTooShort(v.into()));
         }
         self.dialout_interval = d;
         Ok(())
     }
-    pub fn set_dialout_paths(&mut self, v: &str) -> Result<(), String> {
+    pub fn set_dialout_paths(&mut self, v: &str) -> Result<(), GnmiValueError> {
         for p in v.split(',') {
-            super::path::parse(p.trim()).map_err(|e| format!("path {p:?}: {e}"))?;
+            super::path::parse(p.trim()).map_err(|error| GnmiValueError::Path {
+                path: p.into(),
+                error,
+            })?;
         }
         self.dialout_paths = v.into();
         Ok(())
     }
-    pub fn set_dialout_queue(&mut self, v: &str) -> Result<(), String> {
+    pub fn set_dialout_queue(&mut self, v: &str) -> Result<(), GnmiValueError> {
         match v.parse::<usize>() {
             Ok(n) if n >= 1 => {
                 self.dialout_queue = n;
                 Ok(())
             }
-            _ => Err(format!("want a queue bound of at least 1, not {v:?}")),
+            _ => Err(GnmiValueError::Queue(v.into())),
         }
     }
 
     /// Checks what depends on several fields, before anything binds.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), GnmiConfigError> {
         match (&self.tls_cert, &self.tls_key) {
-            (Some(_), None) => {
-                Err("-gnmi-tls-cert needs -gnmi-tls-key (the certificate's private key)".into())
-            }
-            (None, Some(_)) => {
-                Err("-gnmi-tls-key needs -gnmi-tls-cert (the certificate it signs for)".into())
-            }
+            (Some(_), None) => Err(GnmiConfigError::CertWithoutKey),
+            (None, Some(_)) => Err(GnmiConfigError::KeyWithoutCert),
             _ if self.username.is_some() != self.password.is_some() => {
-                Err("-gnmi-username and -gnmi-password go together: give both or neither".into())
+                Err(GnmiConfigError::HalfCredentials)
             }
             _ => Ok(()),
         }

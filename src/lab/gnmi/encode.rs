@@ -78,27 +78,58 @@ pub fn notification<'a>(
     }
 }
 
+/// Why a `Set` value is not the boolean `enabled` takes (what was sent, quoted and bounded).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SetValueError {
+    /// JSON that does not parse (serde_json's reason).
+    Json(String),
+    /// A typed value that is no boolean.
+    NotBoolean(String),
+    /// A JSON object with more than `enabled`.
+    NotEnabled(String),
+    /// A JSON value that is neither true nor false.
+    NotTrueFalse(String),
+    NoValue,
+}
+
+impl std::fmt::Display for SetValueError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SetValueError::Json(e) => write!(f, "the JSON value does not parse: {e}"),
+            SetValueError::NotBoolean(v) => write!(f, "want a boolean for enabled, not {v}"),
+            SetValueError::NotEnabled(v) => {
+                write!(f, "only `enabled` can be set under config, not {v}")
+            }
+            SetValueError::NotTrueFalse(v) => write!(f, "want true or false for enabled, not {v}"),
+            SetValueError::NoValue => f.write_str("the update carries no value (set `val`)"),
+        }
+    }
+}
+
+impl std::error::Error for SetValueError {}
+
+fn quoted(text: &str) -> String {
+    super::limits::quote(text, super::limits::MAX_QUOTE_BYTES)
+}
+
 /// The boolean a `Set` update carries: `bool_val`, or JSON `true`/`false` (also inside an object
 /// `{"enabled": …}`, module-qualified or not, when the path ends at `config`).
-pub fn set_bool(v: Option<&TypedValue>) -> Result<bool, String> {
-    let json = |bytes: &[u8]| -> Result<bool, String> {
-        let v: serde_json::Value = serde_json::from_slice(bytes)
-            .map_err(|e| format!("the JSON value does not parse: {e}"))?;
+pub fn set_bool(v: Option<&TypedValue>) -> Result<bool, SetValueError> {
+    let json = |bytes: &[u8]| {
+        let v: serde_json::Value =
+            serde_json::from_slice(bytes).map_err(|e| SetValueError::Json(e.to_string()))?;
         json_bool(&v)
     };
     match v.and_then(|t| t.value.as_ref()) {
         Some(Tv::BoolVal(b)) => Ok(*b),
         Some(Tv::JsonIetfVal(b) | Tv::JsonVal(b)) => json(b),
         Some(Tv::StringVal(s) | Tv::AsciiVal(s)) if s == "true" || s == "false" => Ok(s == "true"),
-        Some(other) => Err(format!(
-            "want a boolean for enabled, not {}",
-            super::limits::quote(&format!("{other:?}"), super::limits::MAX_QUOTE_BYTES)
-        )),
-        None => Err("the update carries no value (set `val`)".into()),
+        Some(other) => Err(SetValueError::NotBoolean(quoted(&format!("{other:?}")))),
+        None => Err(SetValueError::NoValue),
     }
 }
 
-fn json_bool(v: &serde_json::Value) -> Result<bool, String> {
+fn json_bool(v: &serde_json::Value) -> Result<bool, SetValueError> {
     match v {
         serde_json::Value::Bool(b) => Ok(*b),
         serde_json::Value::Object(m) => {
@@ -107,16 +138,10 @@ fn json_bool(v: &serde_json::Value) -> Result<bool, String> {
                 .find(|(k, _)| k.as_str() == "enabled" || k.ends_with(":enabled"));
             match hit {
                 Some((_, v)) if m.len() == 1 => json_bool(v),
-                _ => Err(format!(
-                    "only `enabled` can be set under config, not {}",
-                    super::limits::quote(&v.to_string(), super::limits::MAX_QUOTE_BYTES)
-                )),
+                _ => Err(SetValueError::NotEnabled(quoted(&v.to_string()))),
             }
         }
-        other => Err(format!(
-            "want true or false for enabled, not {}",
-            super::limits::quote(&other.to_string(), super::limits::MAX_QUOTE_BYTES)
-        )),
+        other => Err(SetValueError::NotTrueFalse(quoted(&other.to_string()))),
     }
 }
 

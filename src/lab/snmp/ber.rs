@@ -65,20 +65,34 @@ impl fmt::Display for BerError {
 
 impl std::error::Error for BerError {}
 
+/// Dotted text that is no OID (the text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OidSyntaxError(pub String);
+
+impl fmt::Display for OidSyntaxError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid OID {:?}: want dotted numbers with at least two arcs",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for OidSyntaxError {}
+
 /// An OBJECT IDENTIFIER. Ordering is SNMP's lexicographic order on arcs (a prefix sorts first).
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Oid(pub Vec<u32>);
 
 impl Oid {
     /// Parses dotted text (`1.3.6.1.2.1.1.1.0`, a leading dot allowed).
-    pub fn parse(text: &str) -> Result<Oid, String> {
+    pub fn parse(text: &str) -> Result<Oid, OidSyntaxError> {
         let t = text.strip_prefix('.').unwrap_or(text);
         let arcs: Result<Vec<u32>, _> = t.split('.').map(str::parse::<u32>).collect();
         match arcs {
             Ok(a) if a.len() >= 2 => Ok(Oid(a)),
-            _ => Err(format!(
-                "invalid OID {text:?}: want dotted numbers with at least two arcs"
-            )),
+            _ => Err(OidSyntaxError(text.into())),
         }
     }
 

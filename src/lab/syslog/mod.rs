@@ -108,9 +108,22 @@ pub fn frame_octet_counting(msg: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(msg);
 }
 
+/// A frame header that is not `digits SP` (the digits as received): a framing error a receiver
+/// cannot recover from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FramingError(pub String);
+
+impl std::fmt::Display for FramingError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "bad octet count {:?}", self.0)
+    }
+}
+
+impl std::error::Error for FramingError {}
+
 /// Splits octet-counted frames off the front of `buf`: the complete messages and how many bytes they used.
-/// `Err` on a frame header that is not `digits SP` (a framing error a receiver cannot recover from).
-pub fn parse_octet_counted(buf: &[u8]) -> Result<(Vec<Vec<u8>>, usize), String> {
+/// `Err` on a frame header that is not `digits SP`.
+pub fn parse_octet_counted(buf: &[u8]) -> Result<(Vec<Vec<u8>>, usize), FramingError> {
     let mut at = 0;
     let mut msgs = Vec::new();
     while at < buf.len() {
@@ -123,10 +136,7 @@ pub fn parse_octet_counted(buf: &[u8]) -> Result<(Vec<Vec<u8>>, usize), String> 
             || !digits.iter().all(u8::is_ascii_digit)
             || digits[0] == b'0'
         {
-            return Err(format!(
-                "bad octet count {:?}",
-                String::from_utf8_lossy(digits)
-            ));
+            return Err(FramingError(String::from_utf8_lossy(digits).into_owned()));
         }
         let len: usize = std::str::from_utf8(digits)
             .unwrap_or("0")
