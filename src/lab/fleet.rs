@@ -286,39 +286,21 @@ fn bind_udp(ip: IpAddr, port: u16) -> std::io::Result<UdpSocket> {
     UdpSocket::bind(SocketAddr::new(ip, port))
 }
 
-impl Fleet {
-    /// Binds every socket, then starts every thread.
-    pub fn start(config: FleetConfig) -> Result<Fleet, FleetError> {
-        let copy = config.clone();
-        Self::bind_and_spawn(config).map_err(|e| e.explain_fd_limit(&copy))
-    }
+fn io(what: &str) -> impl FnOnce(std::io::Error) -> FleetError {
+    let what = what.to_string();
+    move |cause| FleetError::Io { what, cause }
+}
 
-    fn bind_and_spawn(config: FleetConfig) -> Result<Fleet, FleetError> {
-        config.validate()?;
-        let boot = Instant::now();
-        let io = |what: &str| {
-            let what = what.to_string();
-            move |cause| FleetError::Io { what, cause }
-        };
-        let ip = config.bind();
-        let (config, traffic_sink) = with_traffic_sink(config).map_err(io("traffic sink"))?;
-        let devices: Vec<Arc<Device>> = (0..config.devices())
-            .map(|i| Arc::new(Device::new(i, boot)))
-            .collect();
-        let listeners = super::snmp::listen::bind_snmp(
-            config.bind(),
-            config.snmp_port(),
-            config.device_net(),
-            &devices,
-        )?;
-        let snmp_io = snmp_io(&config)?;
-        let gnmi = super::gnmi::server::bind(&config, &devices)?;
-        // Under -device-net every device sends from its own address (sendmsg with IP_PKTINFO), so the
-        // exporters' sockets bind the wildcard address.
-        let ip = match config.device_net() {
-            Some(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-            None => ip,
-        };
+/// The exporters' senders and sockets, bound on `ip` (each `None` when its target is off).
+struct Exporters {
+    trap: Option<Arc<TrapSender>>,
+    syslog: Option<SyslogExporter>,
+    syslog_queue: Option<Arc<SendQueue>>,
+    flow_socket: Option<UdpSocket>,
+}
+
+impl Exporters {
+    fn bind(config: &FleetConfig, ip: IpAddr) -> Result<Exporters, FleetError> {
         let trap = match config.trap_target() {
             Some(target) => {
                 let s = bind_udp(ip, 0).map_err(io("trap socket"))?;
@@ -356,6 +338,51 @@ impl Fleet {
             Some(_) => Some(bind_udp(ip, 0).map_err(io("flow socket"))?),
             None => None,
         };
+        Ok(Exporters {
+            trap,
+            syslog,
+            syslog_queue,
+            flow_socket,
+        })
+    }
+}
+
+impl Fleet {
+    /// Binds every socket, then starts every thread.
+    pub fn start(config: FleetConfig) -> Result<Fleet, FleetError> {
+        let copy = config.clone();
+        Self::bind_and_spawn(config).map_err(|e| e.explain_fd_limit(&copy))
+    }
+
+    fn bind_and_spawn(config: FleetConfig) -> Result<Fleet, FleetError> {
+        config.validate()?;
+        let boot = Instant::now();
+        let ip = config.bind();
+        let (config, traffic_sink) =
+            super::traffic::with_sink(config).map_err(io("traffic sink"))?;
+        let devices: Vec<Arc<Device>> = (0..config.devices())
+            .map(|i| Arc::new(Device::new(i, boot)))
+            .collect();
+        let listeners = super::snmp::listen::bind_snmp(
+            config.bind(),
+            config.snmp_port(),
+            config.device_net(),
+            &devices,
+        )?;
+        let snmp_io = snmp_io(&config)?;
+        let gnmi = super::gnmi::server::bind(&config, &devices)?;
+        // Under -device-net every device sends from its own address (sendmsg with IP_PKTINFO), so the
+        // exporters' sockets bind the wildcard address.
+        let ip = match config.device_net() {
+            Some(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            None => ip,
+        };
+        let Exporters {
+            trap,
+            syslog,
+            syslog_queue,
+            flow_socket,
+        } = Exporters::bind(&config, ip)?;
         let shared = Arc::new(Shared {
             config,
             devices,
@@ -540,40 +567,4 @@ impl Drop for Fleet {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-/// With `-traffic`, points every unset trap, syslog and flow target at one discard socket on the bind
-/// address, so the load exercises every sender without leaving the machine, and turns the gNMI target
-/// on (ephemeral ports) when `-gnmi-port` is unset.
-fn with_traffic_sink(config: FleetConfig) -> std::io::Result<(FleetConfig, Option<DiscardSink>)> {
-    // -traffic also drives gNMI: without -gnmi-port the targets take ephemeral ports.
-    let config = match (config.traffic(), config.gnmi().port()) {
-        (Some(_), None) => {
-            let g = config.gnmi().clone().with_port(Some(0));
-            config.with_gnmi(g)
-        }
-        _ => config,
-    };
-    let unset = config.trap_target().is_none()
-        || config.syslog_target().is_none()
-        || config.flow_target().is_none();
-    if config.traffic().is_none() || !unset {
-        return Ok((config, None));
-    }
-    let sink = DiscardSink::bind(config.bind())?;
-    let to = Some(sink.addr());
-    let mut c = config;
-    if c.trap_target().is_none() {
-        let every = c.trap_interval();
-        c = c.with_trap_target(to, every);
-    }
-    if c.syslog_target().is_none() {
-        let every = c.syslog_interval();
-        c = c.with_syslog_target(to.map(|a| (Transport::Udp, a)), every);
-    }
-    if c.flow_target().is_none() {
-        let every = c.flow_interval();
-        c = c.with_flow_target(to, every);
-    }
-    Ok((c, Some(sink)))
 }

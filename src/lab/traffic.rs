@@ -17,13 +17,14 @@
 //! `-trap-target`, `-syslog-target` and `-flow-target` are used as given.
 #![forbid(unsafe_code)]
 
+use super::config::FleetConfig;
 use super::device::Device;
 use super::netflow::FlowExporter;
 use super::scenario::{self, Host, Phase, Request, Scenario};
 use super::snmp::ber::{Oid, Value};
 use super::snmp::{pdu, Message, VERSION_2C};
 use super::syslog;
-use super::target::reachable;
+use super::target::{reachable, Transport};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -256,6 +257,44 @@ impl<H: Host> Driver<H> {
         // Refused only when 64 scenarios are active; the next round tries again.
         self.scenario = scenario::submit(&self.shared, request).ok();
     }
+}
+
+/// With `-traffic`, points every unset trap, syslog and flow target at one discard socket on the bind
+/// address, so the load exercises every sender without leaving the machine, and turns the gNMI target
+/// on (ephemeral ports) when `-gnmi-port` is unset.
+pub(crate) fn with_sink(
+    config: FleetConfig,
+) -> std::io::Result<(FleetConfig, Option<DiscardSink>)> {
+    // -traffic also drives gNMI: without -gnmi-port the targets take ephemeral ports.
+    let config = match (config.traffic(), config.gnmi().port()) {
+        (Some(_), None) => {
+            let g = config.gnmi().clone().with_port(Some(0));
+            config.with_gnmi(g)
+        }
+        _ => config,
+    };
+    let unset = config.trap_target().is_none()
+        || config.syslog_target().is_none()
+        || config.flow_target().is_none();
+    if config.traffic().is_none() || !unset {
+        return Ok((config, None));
+    }
+    let sink = DiscardSink::bind(config.bind())?;
+    let to = Some(sink.addr());
+    let mut c = config;
+    if c.trap_target().is_none() {
+        let every = c.trap_interval();
+        c = c.with_trap_target(to, every);
+    }
+    if c.syslog_target().is_none() {
+        let every = c.syslog_interval();
+        c = c.with_syslog_target(to.map(|a| (Transport::Udp, a)), every);
+    }
+    if c.flow_target().is_none() {
+        let every = c.flow_interval();
+        c = c.with_flow_target(to, every);
+    }
+    Ok((c, Some(sink)))
 }
 
 #[cfg(test)]
