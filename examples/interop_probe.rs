@@ -51,7 +51,7 @@ fn run() -> Result<(), String> {
     if let Some(p) = &pyroscope {
         options = options.with_pyroscope(p.clone());
     }
-    let probe = Probe::start(options)?;
+    let probe = Probe::start(options).map_err(|e| e.to_string())?;
     eprintln!(
         "interop probe on http://{}; burning CPU under subsystem={PROBE_LABEL}; {} for {run_for}s",
         probe.local_addr(),

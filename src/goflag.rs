@@ -32,7 +32,7 @@ pub enum Takes {
 
 /// One flag of one command, defined once: what `-help` prints, what the parser accepts and how the
 /// value lands in the command's settings `C`.
-pub struct Flag<C: 'static> {
+pub struct Flag<C: 'static, E: 'static = String> {
     /// Without dashes.
     pub name: &'static str,
     /// Another accepted spelling (Go pprof's `-diff_base`), never printed; empty for none.
@@ -43,22 +43,29 @@ pub struct Flag<C: 'static> {
     pub doc: &'static str,
     /// Parses the value text into the settings. Errors say what was wrong, without the flag's name
     /// (the parser adds it).
-    pub apply: fn(&mut C, &str) -> Result<(), String>,
+    pub apply: Apply<C, E>,
 }
 
-fn apply_nothing<C>(_: &mut C, _: &str) -> Result<(), String> {
+/// How a flag's value lands in the settings `C`; `E` is the command's own error for a refused value.
+pub type Apply<C, E> = fn(&mut C, &str) -> Result<(), E>;
+
+/// A refused value as [`parse`] sees it, whatever the table's error type: the parser's own error (a
+/// table whose error is `String` converts too).
+pub type ValueError = Box<dyn std::error::Error + Send + Sync>;
+
+fn apply_nothing<C, E>(_: &mut C, _: &str) -> Result<(), E> {
     Ok(())
 }
 
-impl<C: 'static> Flag<C> {
+impl<C: 'static, E: 'static> Flag<C, E> {
     /// A flag that takes a value named `value` (`-port PORT`).
     pub const fn value(
         name: &'static str,
         value: &'static str,
         default: &'static str,
         doc: &'static str,
-        apply: fn(&mut C, &str) -> Result<(), String>,
-    ) -> Flag<C> {
+        apply: Apply<C, E>,
+    ) -> Flag<C, E> {
         Flag {
             name,
             alias: "",
@@ -74,8 +81,8 @@ impl<C: 'static> Flag<C> {
         name: &'static str,
         default: &'static str,
         doc: &'static str,
-        apply: fn(&mut C, &str) -> Result<(), String>,
-    ) -> Flag<C> {
+        apply: Apply<C, E>,
+    ) -> Flag<C, E> {
         Flag {
             name,
             alias: "",
@@ -87,19 +94,19 @@ impl<C: 'static> Flag<C> {
     }
 
     /// A flag that stops parsing (`-help`, `-version`).
-    pub const fn stop(name: &'static str, doc: &'static str) -> Flag<C> {
+    pub const fn stop(name: &'static str, doc: &'static str) -> Flag<C, E> {
         Flag {
             name,
             alias: "",
             takes: Takes::Stop,
             default: "",
             doc,
-            apply: apply_nothing::<C>,
+            apply: apply_nothing::<C, E>,
         }
     }
 
     /// The same flag, also accepted as `alias`.
-    pub const fn alias(mut self, alias: &'static str) -> Flag<C> {
+    pub const fn alias(mut self, alias: &'static str) -> Flag<C, E> {
         self.alias = alias;
         self
     }
@@ -115,7 +122,7 @@ impl<C: 'static> Flag<C> {
 }
 
 /// Looks `name` up in `flags`, by name or alias.
-pub fn find<'a, C>(flags: &'a [Flag<C>], name: &str) -> Option<&'a Flag<C>> {
+pub fn find<'a, C, E>(flags: &'a [Flag<C, E>], name: &str) -> Option<&'a Flag<C, E>> {
     flags
         .iter()
         .find(|f| f.name == name || (!f.alias.is_empty() && f.alias == name))
@@ -123,7 +130,7 @@ pub fn find<'a, C>(flags: &'a [Flag<C>], name: &str) -> Option<&'a Flag<C>> {
 
 /// `-help` rows for `flags`: the usage column padded to the widest, the doc, and `(default …)` when
 /// there is one.
-pub fn help_rows<C>(flags: &[Flag<C>]) -> String {
+pub fn help_rows<C, E>(flags: &[Flag<C, E>]) -> String {
     let width = flags.iter().map(|f| f.usage().len()).max().unwrap_or(0);
     let mut out = String::new();
     for f in flags {
@@ -144,13 +151,13 @@ pub trait Table {
     /// Every name, for "did you mean".
     fn names(&self) -> Vec<&'static str>;
     /// Applies flag `index` to the settings.
-    fn apply(&mut self, index: usize, value: &str) -> Result<(), String>;
+    fn apply(&mut self, index: usize, value: &str) -> Result<(), ValueError>;
 }
 
 /// A flag table and the settings it fills.
-pub struct Bound<'a, C: 'static>(pub &'a [Flag<C>], pub &'a mut C);
+pub struct Bound<'a, C: 'static, E: 'static = String>(pub &'a [Flag<C, E>], pub &'a mut C);
 
-impl<C: 'static> Table for Bound<'_, C> {
+impl<C: 'static, E: Into<ValueError> + 'static> Table for Bound<'_, C, E> {
     fn lookup(&self, name: &str) -> Option<(&'static str, Takes, usize)> {
         let f = find(self.0, name)?;
         let index = self.0.iter().position(|g| std::ptr::eq(g, f))?;
@@ -159,8 +166,8 @@ impl<C: 'static> Table for Bound<'_, C> {
     fn names(&self) -> Vec<&'static str> {
         self.0.iter().map(|f| f.name).collect()
     }
-    fn apply(&mut self, index: usize, value: &str) -> Result<(), String> {
-        (self.0[index].apply)(self.1, value)
+    fn apply(&mut self, index: usize, value: &str) -> Result<(), ValueError> {
+        (self.0[index].apply)(self.1, value).map_err(Into::into)
     }
 }
 
@@ -288,9 +295,9 @@ pub fn parse(
         };
         tables[table]
             .apply(index, &value)
-            .map_err(|reason| FlagError::Invalid {
+            .map_err(|e| FlagError::Invalid {
                 flag: canonical,
-                reason,
+                reason: e.to_string(),
             })?;
     }
     Ok(Parsed::default())
@@ -317,18 +324,39 @@ fn take_positional(positional: &mut Positional<'_>, arg: &OsString) -> Result<()
     }
 }
 
+/// A boolean flag's value that `strconv.ParseBool` would refuse (the text as given).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BoolError(pub String);
+
+impl std::fmt::Display for BoolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "invalid boolean {:?} (want one of {}, {})",
+            self.0,
+            BOOL_TRUE.join(", "),
+            BOOL_FALSE.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for BoolError {}
+
+/// For tables whose error is still text.
+impl From<BoolError> for String {
+    fn from(e: BoolError) -> String {
+        e.to_string()
+    }
+}
+
 /// `text` as Go's `strconv.ParseBool` reads it; the error lists every accepted spelling.
-pub fn parse_bool(text: &str) -> Result<bool, String> {
+pub fn parse_bool(text: &str) -> Result<bool, BoolError> {
     if BOOL_TRUE.contains(&text) {
         Ok(true)
     } else if BOOL_FALSE.contains(&text) {
         Ok(false)
     } else {
-        Err(format!(
-            "invalid boolean {text:?} (want one of {}, {})",
-            BOOL_TRUE.join(", "),
-            BOOL_FALSE.join(", ")
-        ))
+        Err(BoolError(text.to_string()))
     }
 }
 
@@ -431,7 +459,7 @@ mod tests {
             assert_eq!(parse_bool(f), Ok(false), "{f}");
         }
         for bad in ["yes", "no", "on", "off", "tRUE", "", " true", "2"] {
-            let e = parse_bool(bad).unwrap_err();
+            let e = parse_bool(bad).unwrap_err().to_string();
             assert!(
                 e.contains("1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False"),
                 "{e}"

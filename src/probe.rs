@@ -68,6 +68,29 @@ impl ProbeOptions {
     }
 }
 
+/// Why the probe did not start.
+#[derive(Debug)]
+pub enum ProbeError {
+    /// The address could not be bound.
+    Listen(String, std::io::Error),
+    /// The gate did not open: its own words (the push's refusal, or why the POST was refused).
+    Gate(String),
+    /// A burn thread could not be spawned.
+    Burn(std::io::Error),
+}
+
+impl std::fmt::Display for ProbeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProbeError::Listen(addr, e) => write!(f, "listen on {addr}: {e}"),
+            ProbeError::Gate(m) => write!(f, "opening the profiling gate: {m}"),
+            ProbeError::Burn(e) => write!(f, "starting a burn thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ProbeError {}
+
 /// A running probe: server, gate (open), burn threads.
 pub struct Probe {
     server: Option<Server>,
@@ -80,7 +103,7 @@ pub struct Probe {
 impl Probe {
     /// Binds, opens the gate (pushing when an address is given, else pull-only) and starts burning.
     /// A push that cannot start is an error (the server is shut down again).
-    pub fn start(options: ProbeOptions) -> Result<Probe, String> {
+    pub fn start(options: ProbeOptions) -> Result<Probe, ProbeError> {
         let startup = Startup::new(
             options.pyroscope.clone(),
             None,
@@ -97,7 +120,7 @@ impl Probe {
         let api = Arc::new(console::mount(Api::new(gate.clone()), &flame));
         let handler: Arc<Handler> = Arc::new(move |req| api.handle(req));
         let server = Server::bind(options.listen.as_str(), ServerConfig::default(), handler)
-            .map_err(|e| format!("listen on {}: {e}", options.listen))?;
+            .map_err(|e| ProbeError::Listen(options.listen.clone(), e))?;
         let opened = match options.pyroscope {
             Some(_) => gate.start(),
             None => gate
@@ -117,7 +140,7 @@ impl Probe {
         if let Err(e) = opened {
             gate.shutdown();
             server.shutdown();
-            return Err(format!("opening the profiling gate: {e}"));
+            return Err(ProbeError::Gate(e));
         }
         let mut probe = Probe {
             server: Some(server),
@@ -137,7 +160,7 @@ impl Probe {
                 Ok(h) => probe.burners.push(h),
                 Err(e) => {
                     probe.shutdown();
-                    return Err(format!("starting a burn thread: {e}"));
+                    return Err(ProbeError::Burn(e));
                 }
             }
         }

@@ -297,12 +297,39 @@ impl Timestamp {
     }
 }
 
+/// Why [`parse_rfc3339`] refused a timestamp (each variant holds the text as given).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rfc3339Error {
+    /// Not of the form `2024-05-01T12:00:00Z` (with an optional fraction and `±hh:mm`).
+    Shape(String),
+    /// A field outside its range, and its value as given (`day`, `30`; `UTC offset`, `+24:00`).
+    OutOfRange(String, &'static str, String),
+}
+
+impl std::fmt::Display for Rfc3339Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Rfc3339Error::Shape(t) => {
+                write!(f, "invalid RFC 3339 time {t:?} (e.g. 2024-05-01T12:00:00Z)")
+            }
+            Rfc3339Error::OutOfRange(t, field, value) => {
+                write!(
+                    f,
+                    "invalid RFC 3339 time {t:?}: {field} {value} is out of range"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for Rfc3339Error {}
+
 /// Parses an RFC 3339 timestamp (`2024-05-01T12:00:00Z`, fractions and `±hh:mm` offsets allowed).
 /// Refuses what Go refuses: `time.Parse(time.RFC3339, …)` a day the month does not have, second 60,
 /// hour 24, a lower-case `t` or `z`, a space for `T`; Go's strict form (`time.Time`'s
 /// `UnmarshalJSON`, Go 1.20 on) an offset beyond `±23:59`. Errors name the input and the field.
-pub fn parse_rfc3339(text: &str) -> Result<SystemTime, String> {
-    let bad = || format!("invalid RFC 3339 time {text:?} (e.g. 2024-05-01T12:00:00Z)");
+pub fn parse_rfc3339(text: &str) -> Result<SystemTime, Rfc3339Error> {
+    let shape = || Rfc3339Error::Shape(text.to_string());
     let b = text.as_bytes();
     if b.len() < 20
         || b[4] != b'-'
@@ -311,15 +338,9 @@ pub fn parse_rfc3339(text: &str) -> Result<SystemTime, String> {
         || b[13] != b':'
         || b[16] != b':'
     {
-        return Err(bad());
+        return Err(shape());
     }
-    let num = |r: std::ops::Range<usize>| -> Result<u32, String> {
-        let s = text.get(r).ok_or_else(bad)?;
-        if !s.bytes().all(|c| c.is_ascii_digit()) {
-            return Err(bad());
-        }
-        s.parse().map_err(|_| bad())
-    };
+    let num = |r| digits(text, r).ok_or_else(shape);
     let (y, mo, d, h, mi, s) = (
         num(0..4)?,
         num(5..7)?,
@@ -330,63 +351,77 @@ pub fn parse_rfc3339(text: &str) -> Result<SystemTime, String> {
     );
     // Go's time.Parse(time.RFC3339, …) refuses each of these rather than normalising (Feb 30 is not
     // Mar 2, and a leap second 60 is not accepted either).
-    let range = |what: &str| format!("invalid RFC 3339 time {text:?}: {what} is out of range");
-    if !(1..=12).contains(&mo) {
-        return Err(range(&format!("month {mo}")));
+    let fields = [
+        ("month", mo, (1..=12).contains(&mo)),
+        ("day", d, (1..=days_in_month(y as i64, mo)).contains(&d)),
+        ("hour", h, h <= 23),
+        ("minute", mi, mi <= 59),
+        ("second", s, s <= 59),
+    ];
+    if let Some((field, value, _)) = fields.iter().find(|(_, _, ok)| !ok) {
+        return Err(Rfc3339Error::OutOfRange(
+            text.into(),
+            field,
+            value.to_string(),
+        ));
     }
-    if !(1..=days_in_month(y as i64, mo)).contains(&d) {
-        return Err(range(&format!("day {d}")));
-    }
-    if h > 23 {
-        return Err(range(&format!("hour {h}")));
-    }
-    if mi > 59 {
-        return Err(range(&format!("minute {mi}")));
-    }
-    if s > 59 {
-        return Err(range(&format!("second {s}")));
-    }
-    let mut i = 19;
-    let mut nanos: u64 = 0;
-    if b.get(i) == Some(&b'.') {
-        i += 1;
-        let start = i;
-        while i < b.len() && b[i].is_ascii_digit() {
-            i += 1;
-        }
-        let digits = &text[start..i];
-        if digits.is_empty() {
-            return Err(bad());
-        }
-        let padded: String = digits
-            .chars()
-            .chain(std::iter::repeat('0'))
-            .take(9)
-            .collect();
-        nanos = padded.parse().map_err(|_| bad())?;
-    }
-    let offset_secs: i64 = match &text[i..] {
-        "Z" => 0,
-        tz if tz.len() == 6
-            && (tz.starts_with('+') || tz.starts_with('-'))
-            && tz.as_bytes()[3] == b':' =>
-        {
-            let oh = num(i + 1..i + 3)? as i64;
-            let om = num(i + 4..i + 6)? as i64;
-            if oh > 23 || om > 59 {
-                return Err(range(&format!("UTC offset {tz}")));
-            }
-            let sign = if tz.starts_with('-') { -1 } else { 1 };
-            sign * (oh * 3600 + om * 60)
-        }
-        _ => return Err(bad()),
-    };
+    let (nanos, i) = fraction(text, 19).ok_or_else(shape)?;
+    let offset_secs = utc_offset(text, &text[i..])?;
     let secs =
         days_from_civil(y as i64, mo, d) * 86_400 + (h * 3600 + mi * 60 + s) as i64 - offset_secs;
     if secs < 0 {
-        return Err(bad());
+        return Err(shape());
     }
     Ok(UNIX_EPOCH + Duration::from_secs(secs as u64) + Duration::from_nanos(nanos))
+}
+
+/// The number written at `r` in `text`, when every byte there is a decimal digit.
+fn digits(text: &str, r: std::ops::Range<usize>) -> Option<u32> {
+    let s = text.get(r)?;
+    if !s.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// The fraction of a second at `i` (`.123`, or none) in nanoseconds, and where it ends; `None` for a
+/// `.` without digits.
+fn fraction(text: &str, i: usize) -> Option<(u64, usize)> {
+    if text.as_bytes().get(i) != Some(&b'.') {
+        return Some((0, i));
+    }
+    let rest = &text[i + 1..];
+    let len = rest.bytes().take_while(u8::is_ascii_digit).count();
+    if len == 0 {
+        return None;
+    }
+    let padded: String = rest[..len]
+        .chars()
+        .chain(std::iter::repeat('0'))
+        .take(9)
+        .collect();
+    Some((padded.parse().ok()?, i + 1 + len))
+}
+
+/// `text`'s zone `tz`, `Z` or `±hh:mm` up to `±23:59`, in seconds east of UTC.
+fn utc_offset(text: &str, tz: &str) -> Result<i64, Rfc3339Error> {
+    if tz == "Z" {
+        return Ok(0);
+    }
+    let b = tz.as_bytes();
+    let signed = b.len() == 6 && (b[0] == b'+' || b[0] == b'-') && b[3] == b':';
+    let (true, Some(oh), Some(om)) = (signed, digits(tz, 1..3), digits(tz, 4..6)) else {
+        return Err(Rfc3339Error::Shape(text.into()));
+    };
+    if oh > 23 || om > 59 {
+        return Err(Rfc3339Error::OutOfRange(
+            text.into(),
+            "UTC offset",
+            tz.into(),
+        ));
+    }
+    let sign = if b[0] == b'-' { -1 } else { 1 };
+    Ok(sign * (i64::from(oh) * 3600 + i64::from(om) * 60))
 }
 
 #[cfg(test)]
@@ -486,7 +521,7 @@ mod tests {
             ("2027-01-01 00:00:00Z", "invalid RFC 3339 time"),
             ("2027-01-01T00:00:00z", "invalid RFC 3339 time"),
         ] {
-            let err = parse_rfc3339(text).expect_err(text);
+            let err = parse_rfc3339(text).expect_err(text).to_string();
             assert!(err.contains(needle), "{text}: {err}");
             assert!(
                 err.contains(text),

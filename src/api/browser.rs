@@ -46,18 +46,47 @@ pub struct BrowserPolicy {
     origins: Vec<String>,
 }
 
+/// An `-allowed-hosts` entry that is no host name (as given).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostError(pub String);
+
+impl std::fmt::Display for HostError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:?} is not a host name such as nl6.lab.example or proxy.example:8443 \
+             (no scheme, no path)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for HostError {}
+
+/// An `-allowed-origins` entry that is no origin (lower-cased, without a trailing `/`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OriginError(pub String);
+
+impl std::fmt::Display for OriginError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:?} is not an origin such as https://nl6.lab.example or http://10.0.0.5:8080 \
+             (scheme and host, no path)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for OriginError {}
+
 /// Parses `-allowed-hosts`: comma-separated `NAME` or `NAME:PORT` (no scheme, no path).
-pub fn parse_hosts(list: &str) -> Result<Vec<AllowedHost>, String> {
+pub fn parse_hosts(list: &str) -> Result<Vec<AllowedHost>, HostError> {
     list.split(',')
         .map(str::trim)
         .filter(|h| !h.is_empty())
         .map(|h| {
-            let bad = || {
-                format!(
-                    "{h:?} is not a host name such as nl6.lab.example or proxy.example:8443 \
-                     (no scheme, no path)"
-                )
-            };
+            let bad = || HostError(h.to_string());
             if h.contains('/') || h.contains('@') || h.contains(' ') {
                 return Err(bad());
             }
@@ -71,7 +100,7 @@ pub fn parse_hosts(list: &str) -> Result<Vec<AllowedHost>, String> {
 }
 
 /// Parses `-allowed-origins`: comma-separated `http://NAME[:PORT]` or `https://…` (no path).
-pub fn parse_origins(list: &str) -> Result<Vec<String>, String> {
+pub fn parse_origins(list: &str) -> Result<Vec<String>, OriginError> {
     list.split(',')
         .map(str::trim)
         .filter(|o| !o.is_empty())
@@ -82,10 +111,7 @@ pub fn parse_origins(list: &str) -> Result<Vec<String>, String> {
                 .or_else(|| o.strip_prefix("https://"));
             match rest {
                 Some(host) if !host.is_empty() && !host.contains(['/', '?', '#', '@']) => Ok(o),
-                _ => Err(format!(
-                    "{o:?} is not an origin such as https://nl6.lab.example or http://10.0.0.5:8080 \
-                     (scheme and host, no path)"
-                )),
+                _ => Err(OriginError(o)),
             }
         })
         .collect()

@@ -124,7 +124,7 @@ pub fn post(gate: &Gate, req: &Request) -> Response {
     }
     let parsed = match parse_post(&req.body) {
         Ok(p) => p,
-        Err(msg) => return error(400, &msg),
+        Err(e) => return error(400, &e.to_string()),
     };
     match gate.post_or_queue(parsed) {
         Ok(outcome) => post_answer(outcome),
@@ -169,50 +169,72 @@ impl Deferred for QueuedPost {
     }
 }
 
+/// Why a POST body was refused (a 400 naming the field).
+#[derive(Debug)]
+pub enum PostBodyError {
+    Body(crate::jsonbody::BodyError),
+    NotAnObject,
+    UnknownField(String),
+    MissingEnabled,
+    /// A field of the wrong JSON type: the field and the type found.
+    Type(&'static str, &'static str),
+    Duration(crate::timefmt::DurationError),
+}
+
+impl std::fmt::Display for PostBodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PostBodyError::Body(crate::jsonbody::BodyError::Invalid(e)) => {
+                write!(f, "body is not valid JSON: {e}")
+            }
+            PostBodyError::Body(e) => write!(f, "{e}"),
+            PostBodyError::NotAnObject => {
+                f.write_str("body must be a JSON object such as {\"enabled\":true}")
+            }
+            PostBodyError::UnknownField(k) => write!(
+                f,
+                "unknown field {k:?} (accepted: enabled, server_address, duration)"
+            ),
+            PostBodyError::MissingEnabled => f.write_str("enabled is required (true or false)"),
+            PostBodyError::Type("enabled", found) => {
+                write!(f, "enabled must be a boolean, not {found}")
+            }
+            PostBodyError::Type("duration", found) => write!(
+                f,
+                "duration must be a string in Go syntax such as \"30m\", not {found}"
+            ),
+            PostBodyError::Type(field, found) => write!(f, "{field} must be a string, not {found}"),
+            PostBodyError::Duration(e) => write!(f, "duration: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for PostBodyError {}
+
 /// Parses a POST body into a request value. Every refusal names the field.
-pub fn parse_post(body: &[u8]) -> Result<PostRequest, String> {
-    let value = crate::jsonbody::parse(body).map_err(|e| match e {
-        crate::jsonbody::BodyError::Invalid(e) => format!("body is not valid JSON: {e}"),
-        dup => dup.to_string(),
-    })?;
+pub fn parse_post(body: &[u8]) -> Result<PostRequest, PostBodyError> {
+    let value = crate::jsonbody::parse(body).map_err(PostBodyError::Body)?;
     let Value::Object(map) = value else {
-        return Err("body must be a JSON object such as {\"enabled\":true}".to_string());
+        return Err(PostBodyError::NotAnObject);
     };
     if let Some(unknown) = map.keys().find(|k| !FIELDS.contains(&k.as_str())) {
-        return Err(format!(
-            "unknown field {unknown:?} (accepted: enabled, server_address, duration)"
-        ));
+        return Err(PostBodyError::UnknownField(unknown.clone()));
     }
     let enabled = match map.get("enabled") {
-        None => return Err("enabled is required (true or false)".to_string()),
+        None => return Err(PostBodyError::MissingEnabled),
         Some(Value::Bool(b)) => *b,
-        Some(other) => {
-            return Err(format!(
-                "enabled must be a boolean, not {}",
-                type_name(other)
-            ))
-        }
+        Some(other) => return Err(PostBodyError::Type("enabled", type_name(other))),
     };
     let server_address = match map.get("server_address") {
         None => AddressField::Omitted,
         Some(Value::String(s)) if s.is_empty() => AddressField::Empty,
         Some(Value::String(s)) => AddressField::Value(s.clone()),
-        Some(other) => {
-            return Err(format!(
-                "server_address must be a string, not {}",
-                type_name(other)
-            ))
-        }
+        Some(other) => return Err(PostBodyError::Type("server_address", type_name(other))),
     };
     let duration = match map.get("duration") {
         None => None,
-        Some(Value::String(s)) => Some(parse_go_duration(s).map_err(|e| format!("duration: {e}"))?),
-        Some(other) => {
-            return Err(format!(
-                "duration must be a string in Go syntax such as \"30m\", not {}",
-                type_name(other)
-            ))
-        }
+        Some(Value::String(s)) => Some(parse_go_duration(s).map_err(PostBodyError::Duration)?),
+        Some(other) => return Err(PostBodyError::Type("duration", type_name(other))),
     };
     Ok(PostRequest {
         enabled,
@@ -304,7 +326,7 @@ mod tests {
             ),
         ];
         for (body, want) in rows {
-            let e = parse_post(body.as_bytes()).expect_err(body);
+            let e = parse_post(body.as_bytes()).expect_err(body).to_string();
             assert!(e.contains(want), "{body}: {e}");
         }
     }
@@ -319,7 +341,7 @@ mod tests {
                 "server_address",
             ),
         ] {
-            let err = parse_post(body.as_bytes()).unwrap_err();
+            let err = parse_post(body.as_bytes()).unwrap_err().to_string();
             assert!(
                 err.contains(&format!("duplicate key {key:?}")),
                 "{body}: {err}"

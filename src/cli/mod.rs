@@ -12,12 +12,68 @@ mod malloc;
 mod run;
 pub mod signals;
 
-use crate::api::browser::{self, AllowedHost};
-use crate::gate::address;
-use crate::goflag::{Bound, Flag, FlagError, Positional};
+use crate::api::browser::{self, AllowedHost, HostError, OriginError};
+use crate::gate::address::{self, AddressError};
+use crate::goflag::{BoolError, Bound, Flag, FlagError, Positional};
 use crate::timefmt::parse_positive_go_duration as parse_go_duration;
+use crate::timefmt::DurationError;
 use std::ffi::OsString;
 use std::time::Duration;
+
+/// Why a serve-mode flag's value was refused (the flag parser puts the flag's name before it).
+#[derive(Debug)]
+pub enum ValueError {
+    /// Not a port number (the value as given).
+    Port(String),
+    /// Not `HOST:PORT` (as given).
+    Listen(String),
+    Hosts(HostError),
+    Origins(OriginError),
+    Address(AddressError),
+    BasicAuth(BasicAuthError),
+    EmptyTenant,
+    /// Not a byte count (as given).
+    ByteCount(String),
+    Duration(DurationError),
+    /// An upload interval under a second (as given).
+    UploadInterval(String),
+    Bool(BoolError),
+}
+
+impl std::fmt::Display for ValueError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ValueError::Port(v) => write!(f, "{v:?} is not a port number (0-65535)"),
+            ValueError::Listen(v) => write!(
+                f,
+                "{v:?} is not HOST:PORT such as 127.0.0.1:8080 (or :8080 for every interface)"
+            ),
+            ValueError::Hosts(e) => write!(f, "{e}"),
+            ValueError::Origins(e) => write!(f, "{e}"),
+            ValueError::Address(e) => write!(f, "{e}"),
+            ValueError::BasicAuth(e) => write!(f, "{e}"),
+            ValueError::EmptyTenant => f.write_str("empty tenant ID"),
+            ValueError::ByteCount(v) => write!(f, "{v:?} is not a byte count"),
+            ValueError::Duration(e) => write!(f, "{e}"),
+            ValueError::UploadInterval(v) => write!(f, "{v} must be at least 1s"),
+            ValueError::Bool(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ValueError {}
+
+/// A basic-auth value that is not `USER:PASS` with both parts (never quoted: it holds a secret).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BasicAuthError;
+
+impl std::fmt::Display for BasicAuthError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("expected USER:PASS with both parts")
+    }
+}
+
+impl std::error::Error for BasicAuthError {}
 
 /// Serve mode's own settings as its flags fill them, before the cross-flag checks of [`parse`].
 #[derive(Default)]
@@ -40,9 +96,9 @@ const UPLOAD_INTERVAL: Duration = Duration::from_secs(15);
 
 /// Every flag of `nl6` (serve mode) but the lab fleet's ([`crate::lab::FLAGS`], parsed alongside).
 /// `--help` is generated from these tables and the README's flag table is tested against them.
-pub const FLAGS: &[Flag<ServeFlags>] = &[
+pub const FLAGS: &[Flag<ServeFlags, ValueError>] = &[
     Flag::value("port", "PORT", "8080", "Listen on all interfaces at PORT.", |s, v| {
-        s.port = Some(v.parse().map_err(|_| format!("{v:?} is not a port number (0-65535)"))?);
+        s.port = Some(v.parse().map_err(|_| ValueError::Port(v.to_string()))?);
         Ok(())
     }),
     Flag::value(
@@ -61,7 +117,7 @@ pub const FLAGS: &[Flag<ServeFlags>] = &[
         "",
         "Also answer requests whose Host is one of these comma-separated names (NAME or NAME:PORT): a DNS name or a reverse proxy in front. Others get 421 (DNS rebinding).",
         |s, v| {
-            s.allowed_hosts = browser::parse_hosts(v)?;
+            s.allowed_hosts = browser::parse_hosts(v).map_err(ValueError::Hosts)?;
             Ok(())
         },
     ),
@@ -71,7 +127,7 @@ pub const FLAGS: &[Flag<ServeFlags>] = &[
         "",
         "Also accept browser requests from these comma-separated origins (https://NAME[:PORT]). Others get 403 (cross-site requests).",
         |s, v| {
-            s.allowed_origins = browser::parse_origins(v)?;
+            s.allowed_origins = browser::parse_origins(v).map_err(ValueError::Origins)?;
             Ok(())
         },
     ),
@@ -81,7 +137,7 @@ pub const FLAGS: &[Flag<ServeFlags>] = &[
         "",
         "Open the profiling gate at start and push to this Pyroscope (http:// or https://, no user:pass@, no query).",
         |s, v| {
-            address::validate(v).map_err(|e| e.to_string())?;
+            address::validate(v).map_err(ValueError::Address)?;
             s.pyroscope = Some(v.to_string());
             Ok(())
         },
@@ -92,7 +148,7 @@ pub const FLAGS: &[Flag<ServeFlags>] = &[
         "",
         "Basic auth for -profiling-pyroscope's address only. Visible in the process arguments: prefer the file form.",
         |s, v| {
-            s.basic_auth = Some(split_basic_auth(v)?);
+            s.basic_auth = Some(split_basic_auth(v).map_err(ValueError::BasicAuth)?);
             Ok(())
         },
     ),
@@ -113,7 +169,7 @@ pub const FLAGS: &[Flag<ServeFlags>] = &[
         "X-Scope-OrgID sent to -profiling-pyroscope's address only.",
         |s, v| {
             if v.trim().is_empty() {
-                return Err("empty tenant ID".into());
+                return Err(ValueError::EmptyTenant);
             }
             s.tenant = Some(v.to_string());
             Ok(())
@@ -125,7 +181,7 @@ pub const FLAGS: &[Flag<ServeFlags>] = &[
         "524288",
         "Heap sampling rate: one sample per BYTES allocated on average (0 turns heap sampling off).",
         |s, v| {
-            s.heap_rate = Some(v.parse().map_err(|_| format!("{v:?} is not a byte count"))?);
+            s.heap_rate = Some(v.parse().map_err(|_| ValueError::ByteCount(v.to_string()))?);
             Ok(())
         },
     ),
@@ -135,9 +191,9 @@ pub const FLAGS: &[Flag<ServeFlags>] = &[
         "15s",
         "How often the push uploads (Go duration syntax, at least 1s).",
         |s, v| {
-            let d = parse_go_duration(v).map_err(|e| e.to_string())?;
+            let d = parse_go_duration(v).map_err(ValueError::Duration)?;
             if d < Duration::from_secs(1) {
-                return Err(format!("{v} must be at least 1s"));
+                return Err(ValueError::UploadInterval(v.to_string()));
             }
             s.upload_interval = Some(d);
             Ok(())
@@ -148,7 +204,7 @@ pub const FLAGS: &[Flag<ServeFlags>] = &[
         "false",
         "Also push a wall-clock profile (every thread, running or waiting; fgprof's shape) each interval, as the fgprof series.",
         |s, v| {
-            s.wall = crate::goflag::parse_bool(v)?;
+            s.wall = crate::goflag::parse_bool(v).map_err(ValueError::Bool)?;
             Ok(())
         },
     ),
@@ -334,25 +390,23 @@ fn check_credentials_need_the_address(flags: &ServeFlags) -> Result<(), CliError
 }
 
 /// `user:pass` with both parts non-empty (the password may contain `:`).
-pub fn split_basic_auth(v: &str) -> Result<(String, String), String> {
+pub fn split_basic_auth(v: &str) -> Result<(String, String), BasicAuthError> {
     match v.split_once(':') {
         Some((u, p)) if !u.is_empty() && !p.is_empty() => Ok((u.to_string(), p.to_string())),
-        _ => Err("expected USER:PASS with both parts".to_string()),
+        _ => Err(BasicAuthError),
     }
 }
 
 /// `-listen`'s value as the address to bind. As in Go, an empty host (`:8080`) means every interface,
 /// which here is `0.0.0.0` (what `-port` binds).
-fn check_listen(v: &str) -> Result<String, String> {
+fn check_listen(v: &str) -> Result<String, ValueError> {
     if v.parse::<std::net::SocketAddr>().is_ok() {
         return Ok(v.to_string());
     }
     match v.rsplit_once(':') {
         Some(("", port)) if port.parse::<u16>().is_ok() => Ok(format!("0.0.0.0:{port}")),
         Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(v.to_string()),
-        _ => Err(format!(
-            "{v:?} is not HOST:PORT such as 127.0.0.1:8080 (or :8080 for every interface)"
-        )),
+        _ => Err(ValueError::Listen(v.to_string())),
     }
 }
 

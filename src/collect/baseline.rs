@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use super::archive::newest_for_target;
-use super::s3::S3;
+use super::s3::{S3Error, S3};
 use super::targets::Target;
 
 /// Where baseline profiles are read.
@@ -24,14 +24,48 @@ pub struct Baseline<'a> {
     candidates: Vec<PathBuf>,
 }
 
+/// A `-baseline-date` that is no date (the text as given).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DateError(pub String);
+
+impl std::fmt::Display for DateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "want a date as YYYY-MM-DD (2026-11-29), got {:?}",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for DateError {}
+
+/// Why a baseline profile could not be read: the local file and its error, or the bucket's.
+#[derive(Debug)]
+pub enum SourceError {
+    Dir(PathBuf, std::io::Error),
+    Bucket(S3Error),
+}
+
+impl std::fmt::Display for SourceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SourceError::Dir(path, e) => write!(f, "{}: {e}", path.display()),
+            SourceError::Bucket(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for SourceError {}
+
 /// `-baseline-date YYYY-MM-DD` as path components, checked.
-pub fn parse_date(v: &str) -> Result<[String; 3], String> {
+pub fn parse_date(v: &str) -> Result<[String; 3], DateError> {
     let parts: Vec<&str> = v.split('-').collect();
     let ok = parts.len() == 3
         && super::archive::Stamp::parse_components(parts[0], parts[1], parts[2], "00:00:00")
             .is_some();
     if !ok {
-        return Err(format!("want a date as YYYY-MM-DD (2026-11-29), got {v:?}"));
+        return Err(DateError(v.to_string()));
     }
     Ok([parts[0].into(), parts[1].into(), parts[2].into()])
 }
@@ -99,12 +133,12 @@ impl Baseline<'_> {
     }
 
     /// The bytes of `path`, within nl6's limit for a profile.
-    pub fn read(&self, path: &Path) -> Result<Vec<u8>, String> {
+    pub fn read(&self, path: &Path) -> Result<Vec<u8>, SourceError> {
         match self.source {
-            Source::Dir(_) => std::fs::read(path).map_err(|e| format!("{}: {e}", path.display())),
+            Source::Dir(_) => std::fs::read(path).map_err(|e| SourceError::Dir(path.into(), e)),
             Source::Bucket(s3) => s3
                 .get(&path.to_string_lossy(), super::fetch::BODY_LIMIT)
-                .map_err(|e| e.to_string()),
+                .map_err(SourceError::Bucket),
         }
     }
 }

@@ -18,7 +18,7 @@ use std::time::Duration;
 use super::archive::{select_expired, DatedDir};
 use super::s3::{S3Error, S3};
 use super::s3key::{self, Listed};
-use super::store::{slash_path, write_local, Files, Written};
+use super::snapshot::{slash_path, write_local, Files, WriteError, Written};
 use crate::dirfd::{Dir, Kind};
 use crate::timefmt::format_go_duration;
 
@@ -99,7 +99,7 @@ impl Bucket {
         port: u16,
         files: &Files,
         meta: &[u8],
-    ) -> Result<Written, String> {
+    ) -> Result<Written, WriteError> {
         let e = match self.upload(relative, files, meta, false) {
             Ok(()) => {
                 let key = self.s3.location.key(&slash_path(relative));
@@ -108,27 +108,28 @@ impl Bucket {
                     self.s3.location.bucket
                 )));
             }
-            Err(e) if e.exists() => return Err(format!("{e} (not overwritten, not spooled)")),
+            Err(e) if e.exists() => return Err(WriteError::Exists(Box::new(e))),
             Err(e) => e,
         };
         match write_local(&self.spool, relative, port, files, meta) {
             Ok(at) => {
                 self.bound_spool();
-                Ok(Written::Spooled(at, e.to_string()))
+                Ok(Written::Spooled(at, e))
             }
-            Err(se) => Err(format!(
-                "{e}; and the spool {} could not keep it: {se}",
-                self.spool.display()
-            )),
+            Err(error) => Err(WriteError::Unspooled {
+                store: Box::new(e),
+                spool: self.spool.clone(),
+                error,
+            }),
         }
     }
 
     /// Writes (replacing) a page.
-    pub fn put_page(&self, relative: &Path, bytes: &[u8]) -> Result<(), String> {
+    pub fn put_page(&self, relative: &Path, bytes: &[u8]) -> Result<(), WriteError> {
         let key = self.s3.location.key(&slash_path(relative));
         self.s3
             .put(&key, bytes, false, content_type(&key))
-            .map_err(|e| e.to_string())
+            .map_err(|e| WriteError::Bucket(Box::new(e)))
     }
 
     /// Every snapshot in the spool (`<program>/…/<fqdn>/<port>`, relative to it), oldest first.
@@ -299,7 +300,7 @@ impl Bucket {
     /// The listed keys retention may act on, by dated directory (`<program>/<yyyy>/<mm>/<dd>/<hh:mm:ss>`,
     /// with its files and page), and the day pages (day `…/<dd>/` → key); the other keys are counted
     /// in one line.
-    fn group(&self, listing: super::s3::Listing) -> (ByDir, Vec<(String, String)>) {
+    fn group(&self, listing: super::s3list::Listing) -> (ByDir, Vec<(String, String)>) {
         let prefix = &self.s3.location.prefix;
         let mut skipped = listing.skipped;
         let mut by_dir = ByDir::new();

@@ -47,17 +47,36 @@ pub struct Held<'a> {
     bytes: u64,
 }
 
+/// A charge refused: the budget's limit and what the target held then, in bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverBudget {
+    pub limit: u64,
+    pub held: u64,
+}
+
+impl std::fmt::Display for OverBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "nl6 collect's memory limit ({} MiB for all profiles fetched at once) would be passed: \
+             this target holds {} MiB; retry with a lower -concurrency",
+            self.limit >> 20,
+            self.held >> 20
+        )
+    }
+}
+
+impl std::error::Error for OverBudget {}
+
 impl Held<'_> {
     /// Adds `n` bytes, or refuses (nothing added) when the budget would be passed.
-    pub fn charge(&mut self, n: u64) -> Result<(), String> {
+    pub fn charge(&mut self, n: u64) -> Result<(), OverBudget> {
         let mut used = self.budget.used.lock().unwrap_or_else(|p| p.into_inner());
         if used.saturating_add(n) > self.budget.limit {
-            return Err(format!(
-                "nl6 collect's memory limit ({} MiB for all profiles fetched at once) would be passed: \
-                 this target holds {} MiB; retry with a lower -concurrency",
-                self.budget.limit >> 20,
-                self.bytes >> 20
-            ));
+            return Err(OverBudget {
+                limit: self.budget.limit,
+                held: self.bytes,
+            });
         }
         *used += n;
         self.bytes += n;
@@ -83,7 +102,7 @@ mod tests {
         a.charge(6 << 20).unwrap();
         {
             let mut c = b.holder();
-            let e = c.charge(5 << 20).unwrap_err();
+            let e = c.charge(5 << 20).unwrap_err().to_string();
             assert!(e.contains("10 MiB") && e.contains("-concurrency"), "{e}");
             c.charge(4 << 20).unwrap();
             assert_eq!(b.used(), 10 << 20);

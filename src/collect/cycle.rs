@@ -14,11 +14,14 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::archive::{snapshot_dir, Stamp};
+use super::baseline::SourceError;
 use super::baseline::{Baseline, Source};
 use super::budget::{Budget, Held, BUDGET_BYTES};
-use super::fetch::{fetch_within, Fetched};
+use super::fetch::{fetch_within, FetchError, Fetched};
 use super::meta::{BaselineMeta, Meta, ProfileMeta, Status};
-use super::store::{Store, Written};
+use super::pages::Row;
+use super::snapshot::{WriteError, Written};
+use super::store::Store;
 use super::targets::Target;
 use super::Config;
 use crate::report;
@@ -110,7 +113,7 @@ pub fn run_cycle(
         .into_iter()
         .flatten()
         .collect();
-    store.publish_pages(start, &outcomes);
+    store.publish_pages(start, page_rows(&outcomes));
 
     let deleted = store.sweep(now_unix, cfg.args.retain);
     let report = CycleReport {
@@ -123,29 +126,67 @@ pub fn run_cycle(
     report
 }
 
+/// The index pages' rows of this cycle's stored snapshots, by program.
+fn page_rows(outcomes: &[TargetOutcome]) -> BTreeMap<&str, Vec<Row>> {
+    let mut by_program: BTreeMap<&str, Vec<Row>> = BTreeMap::new();
+    for o in outcomes.iter().filter(|o| o.dir.is_some()) {
+        by_program.entry(&o.target.program).or_default().push(Row {
+            fqdn: o.target.fqdn.clone(),
+            port: o.target.port,
+            status: Some(o.status.clone()),
+            files: o.files.clone(),
+            error: o.error.clone(),
+        });
+    }
+    by_program
+}
+
 /// A fetched and checked profile: its archived bytes (always gzip'd) and the decoded value.
 struct Good {
     gz: Vec<u8>,
     profile: Profile,
 }
 
-fn check(f: &Fetched, held: &mut Held) -> Result<Good, String> {
-    let body = f.body.as_ref().map_err(Clone::clone)?;
-    let profile =
-        report::limits::decode_within(body, &report::limits::LIMITS, &mut |n| held.charge(n))
-            .map_err(|e| match e {
-                report::ReadError::Malformed(_) => {
-                    format!("not a pprof profile ({} bytes): {e}", body.len())
-                }
-                report::ReadError::TooLarge(_) => format!("{e} ({} bytes received)", body.len()),
-            })?;
+/// Why a fetched profile is not archived (meta.json keeps the words).
+#[derive(Debug)]
+enum ProfileError {
+    Fetch(FetchError),
+    /// Not pprof: the bytes received and the reader's words.
+    NotPprof(usize, report::ReadError),
+    /// Past a limit: the bytes received and the limit.
+    TooLarge(usize, report::ReadError),
+    Gzip(std::io::Error),
+}
+
+impl std::fmt::Display for ProfileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProfileError::Fetch(e) => write!(f, "{e}"),
+            ProfileError::NotPprof(n, e) => write!(f, "not a pprof profile ({n} bytes): {e}"),
+            ProfileError::TooLarge(n, e) => write!(f, "{e} ({n} bytes received)"),
+            ProfileError::Gzip(e) => write!(f, "gzip: {e}"),
+        }
+    }
+}
+
+fn check(f: &Fetched, held: &mut Held) -> Result<Good, ProfileError> {
+    let body = f
+        .body
+        .as_ref()
+        .map_err(|e| ProfileError::Fetch(e.clone()))?;
+    let mut charge = |n| -> Result<(), report::limits::Refusal> { Ok(held.charge(n)?) };
+    let profile = report::limits::decode_within(body, &report::limits::LIMITS, &mut charge)
+        .map_err(|e| match e {
+            report::ReadError::Malformed(_) => ProfileError::NotPprof(body.len(), e),
+            report::ReadError::TooLarge(_) => ProfileError::TooLarge(body.len(), e),
+        })?;
     let gz = if body.starts_with(&[0x1f, 0x8b]) {
         body.clone()
     } else {
         let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
         enc.write_all(body)
             .and_then(|_| enc.finish())
-            .map_err(|e| format!("gzip: {e}"))?
+            .map_err(ProfileError::Gzip)?
     };
     Ok(Good { gz, profile })
 }
@@ -233,7 +274,7 @@ fn collect_target(
 /// it waits.
 fn outcome(
     t: &Target,
-    written: Result<Written, String>,
+    written: Result<Written, WriteError>,
     status: Status,
     bytes: u64,
     error: Option<String>,
@@ -293,7 +334,7 @@ fn archive_profile(
     let good = match check(fetched, held) {
         Ok(good) => good,
         Err(e) => {
-            pm.error = Some(e);
+            pm.error = Some(e.to_string());
             return (pm, None);
         }
     };
@@ -340,22 +381,43 @@ fn baseline_diff(
             bm.profile = Some(shown.clone());
             match baseline
                 .read(path)
+                .map_err(BaselineError::Read)
                 .and_then(|bytes| diff_against(&shown, &bytes, new))
             {
                 Ok(text) => {
                     files.insert("cpu.diff.txt".into(), text.into_bytes());
                 }
-                Err(e) => bm.error = Some(e),
+                Err(e) => bm.error = Some(e.to_string()),
             }
         }
     }
     bm
 }
 
-fn diff_against(shown: &str, bytes: &[u8], new: &Profile) -> Result<String, String> {
-    let base = report::decode_untrusted(bytes).map_err(|e| format!("{shown}: {e}"))?;
+/// Why there is no `cpu.diff.txt` (meta.json keeps the words).
+#[derive(Debug)]
+enum BaselineError {
+    Read(SourceError),
+    /// The baseline profile as shown, and why it did not decode.
+    Decode(String, report::ReadError),
+    Diff(report::DiffError),
+}
+
+impl std::fmt::Display for BaselineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BaselineError::Read(e) => write!(f, "{e}"),
+            BaselineError::Decode(shown, e) => write!(f, "{shown}: {e}"),
+            BaselineError::Diff(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+fn diff_against(shown: &str, bytes: &[u8], new: &Profile) -> Result<String, BaselineError> {
+    let base =
+        report::decode_untrusted(bytes).map_err(|e| BaselineError::Decode(shown.to_string(), e))?;
     let (new, normalized) = super::normalize::for_diff(&base, new);
-    let text = report::default_diff_table(&base, &new).map_err(|e| e.to_string())?;
+    let text = report::default_diff_table(&base, &new).map_err(BaselineError::Diff)?;
     Ok(format!("Baseline: {shown}\n{normalized}{text}"))
 }
 
@@ -366,9 +428,9 @@ fn write_snapshot(
     files: &BTreeMap<String, Vec<u8>>,
     meta: &mut Meta,
     began: Instant,
-) -> Result<Written, String> {
+) -> Result<Written, WriteError> {
     meta.finished = rfc3339_millis(SystemTime::now());
     meta.duration_ms = began.elapsed().as_millis() as u64;
-    let json = serde_json::to_vec_pretty(meta).map_err(|e| format!("meta.json: {e}"))?;
+    let json = serde_json::to_vec_pretty(meta).map_err(WriteError::Meta)?;
     store.put_snapshot(relative, port, files, &json)
 }

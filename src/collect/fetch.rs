@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::budget::{Budget, Held};
+use super::budget::{Budget, Held, OverBudget};
 
 /// Largest profile body accepted: a compressed profile is never larger than the inflated profile
 /// nl6 accepts ([`crate::report::limits::LIMITS`]), plus a few header bytes.
@@ -27,9 +27,71 @@ pub struct Fetched {
     /// The HTTP status, when an answer arrived.
     pub http_status: Option<u16>,
     /// The body of a 200 answer, or why there is none (`HTTP 503: profiling is disabled`).
-    pub body: Result<Vec<u8>, String>,
+    pub body: Result<Vec<u8>, FetchError>,
     pub elapsed: Duration,
 }
+
+/// Why a fetch brought no profile body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FetchError {
+    /// The request failed before an answer.
+    Request(Transport),
+    /// A 200 answer's body stopped before its end.
+    Body(Transport),
+    /// An answer other than 200: its status, the status's reason and the start of its body (escaped
+    /// and bounded, possibly empty).
+    Answer {
+        status: u16,
+        reason: &'static str,
+        text: String,
+    },
+    /// The body passed [`BODY_LIMIT`].
+    TooLarge,
+    /// The cycle's memory budget was spent.
+    Budget(OverBudget),
+}
+
+/// The transport's words (escaped: they can quote what the target sent), and the time-out when that
+/// was what ended the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transport {
+    pub text: String,
+    pub timed_out: Option<Duration>,
+}
+
+impl std::fmt::Display for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.timed_out {
+            Some(t) => write!(f, "timed out after {t:?} ({})", self.text),
+            None => f.write_str(&self.text),
+        }
+    }
+}
+
+impl std::fmt::Display for FetchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FetchError::Request(t) => write!(f, "{t}"),
+            FetchError::Body(t) => write!(f, "reading body: {t}"),
+            FetchError::Answer {
+                status,
+                reason,
+                text,
+            } if text.is_empty() => {
+                write!(f, "HTTP {status} {reason}")
+            }
+            FetchError::Answer { status, text, .. } => write!(f, "HTTP {status}: {text}"),
+            FetchError::TooLarge => write!(
+                f,
+                "the body is larger than {} MiB (nl6's limit for a profile)",
+                BODY_LIMIT >> 20
+            ),
+            FetchError::Budget(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for FetchError {}
 
 /// GETs `url`, giving up after `timeout` overall, with a budget of its own.
 pub fn fetch(url: &str, timeout: Duration) -> Fetched {
@@ -52,12 +114,12 @@ pub fn fetch_within(url: &str, timeout: Duration, held: &mut Held) -> Fetched {
         .build()
         .into();
     let (http_status, body) = match agent.get(url).call() {
-        Err(e) => (None, Err(describe(&e, timeout))),
+        Err(e) => (None, Err(FetchError::Request(describe(&e, timeout)))),
         Ok(mut resp) => {
             let status = resp.status().as_u16();
             if status == 200 {
                 let body = read_body(resp.body_mut(), held)
-                    .map_err(|e| format!("reading body: {}", describe(&e, timeout)));
+                    .map_err(|e| FetchError::Body(describe(&e, timeout)));
                 return Fetched {
                     url: url.to_string(),
                     http_status: Some(status),
@@ -84,7 +146,7 @@ const ERROR_TEXT_LIMIT: usize = 512;
 
 /// `HTTP 503: profiling is disabled…`: the status and the start of the body. The target chose that
 /// text; it goes into meta.json and the log line, so it is escaped and bounded ([`crate::logtext`]).
-fn error_answer(resp: &mut ureq::http::Response<ureq::Body>) -> String {
+fn error_answer(resp: &mut ureq::http::Response<ureq::Body>) -> FetchError {
     let status = resp.status();
     let text = resp
         .body_mut()
@@ -93,15 +155,10 @@ fn error_answer(resp: &mut ureq::http::Response<ureq::Body>) -> String {
         .read_to_vec()
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
-    let text = crate::logtext::remote_within(text.trim(), ERROR_TEXT_LIMIT);
-    if text.is_empty() {
-        format!(
-            "HTTP {} {}",
-            status.as_u16(),
-            status.canonical_reason().unwrap_or("")
-        )
-    } else {
-        format!("HTTP {}: {text}", status.as_u16())
+    FetchError::Answer {
+        status: status.as_u16(),
+        reason: status.canonical_reason().unwrap_or(""),
+        text: crate::logtext::remote_within(text.trim(), ERROR_TEXT_LIMIT),
     }
 }
 
@@ -110,7 +167,7 @@ fn error_answer(resp: &mut ureq::http::Response<ureq::Body>) -> String {
 fn read_body(
     body: &mut ureq::Body,
     held: &mut Held,
-) -> Result<Result<Vec<u8>, String>, ureq::Error> {
+) -> Result<Result<Vec<u8>, FetchError>, ureq::Error> {
     use std::io::Read;
     // Room for the announced length up front (address space only until bytes arrive): growing by
     // doubling would copy, and hold up to twice the body at once.
@@ -132,24 +189,20 @@ fn read_body(
             Err(e) => return Err(ureq::Error::from(e)),
         };
         if (out.len() + n) as u64 > BODY_LIMIT {
-            return Ok(Err(format!(
-                "the body is larger than {} MiB (nl6's limit for a profile)",
-                BODY_LIMIT >> 20
-            )));
+            return Ok(Err(FetchError::TooLarge));
         }
         if let Err(e) = held.charge(n as u64) {
-            return Ok(Err(e));
+            return Ok(Err(FetchError::Budget(e)));
         }
         out.extend_from_slice(&chunk[..n]);
     }
 }
 
 /// ureq's message, which can quote what the target sent (a malformed status line or header).
-fn describe(e: &ureq::Error, timeout: Duration) -> String {
-    let text = crate::logtext::remote(&e.to_string());
-    match e {
-        ureq::Error::Timeout(_) => format!("timed out after {timeout:?} ({text})"),
-        _ => text,
+fn describe(e: &ureq::Error, timeout: Duration) -> Transport {
+    Transport {
+        text: crate::logtext::remote(&e.to_string()),
+        timed_out: matches!(e, ureq::Error::Timeout(_)).then_some(timeout),
     }
 }
 
@@ -188,12 +241,12 @@ mod tests {
     fn error_bodies_are_escaped_and_bounded() {
         let body = b"\x1b[31mred\x07\r\x00 \xe2\x80\xae".to_vec();
         let f = fetch(&one_answer(500, body), Duration::from_secs(5));
-        let e = f.body.unwrap_err();
+        let e = f.body.unwrap_err().to_string();
         assert!(!e.chars().any(|c| c.is_control()), "{e:?}");
         assert!(e.contains("\\x1b[31mred\\x07\\r\\0"), "{e}");
         assert!(!e.contains('\u{202e}'), "bidi overrides are escaped: {e}");
         let f = fetch(&one_answer(503, vec![b'y'; 50_000]), Duration::from_secs(5));
-        let e = f.body.unwrap_err();
+        let e = f.body.unwrap_err().to_string();
         assert!(e.len() < 600 && e.ends_with('…'), "{} bytes", e.len());
     }
 
@@ -216,7 +269,7 @@ mod tests {
             &format!("http://{addr}/debug/pprof/heap"),
             Duration::from_millis(400),
         );
-        let e = f.body.unwrap_err();
+        let e = f.body.unwrap_err().to_string();
         assert!(e.contains("timed out after 400ms"), "{e}");
         server.join().unwrap();
     }

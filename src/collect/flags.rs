@@ -7,11 +7,74 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::goflag::{Bound, Flag, Positional};
-use crate::timefmt::parse_go_duration;
+use super::baseline::DateError;
+use super::s3url::UrlError;
+use crate::goflag::{BoolError, Bound, Flag, FlagError, Positional};
+use crate::timefmt::{parse_go_duration, DurationError};
+
+/// Why a flag's value was refused (the flag parser puts the flag's name before it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ValueError {
+    Duration(DurationError),
+    /// Not a whole number above 0 (the value as given).
+    NotPositive(String),
+    /// `-s3-addressing` is none of its three (as given).
+    Addressing(String),
+    Date(DateError),
+    Bool(BoolError),
+}
+
+impl std::fmt::Display for ValueError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ValueError::Duration(e) => write!(f, "{e}"),
+            ValueError::NotPositive(v) => write!(f, "want a positive whole number, got {v:?}"),
+            ValueError::Addressing(v) => write!(f, "want path, virtual or auto, got {v:?}"),
+            ValueError::Date(e) => write!(f, "{e}"),
+            ValueError::Bool(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ValueError {}
+
+/// Why `nl6 collect`'s command line was refused (exit status 2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArgsError {
+    Flag(FlagError),
+    /// A required flag, as `-help` writes it (`-targets FILE`).
+    Missing(&'static str),
+    IntervalUnderASecond,
+    RetainZero,
+    TimeoutZero,
+    /// A bucket URL given to the flag.
+    Bucket(&'static str, UrlError),
+    /// `-s3-endpoint` or `-s3-credentials` with no bucket to use them on.
+    S3WithoutBucket,
+}
+
+impl std::fmt::Display for ArgsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ArgsError::Flag(e) => write!(f, "{e}"),
+            ArgsError::Missing(flag) => write!(f, "missing {flag}"),
+            ArgsError::IntervalUnderASecond => f.write_str("-interval: must be at least 1s"),
+            ArgsError::RetainZero => {
+                f.write_str("-retain: must be more than 0 (it would delete every snapshot)")
+            }
+            ArgsError::TimeoutZero => f.write_str("-timeout: must be more than 0"),
+            ArgsError::Bucket(flag, e) => write!(f, "{flag}: {e}"),
+            ArgsError::S3WithoutBucket => f.write_str(
+                "-s3-endpoint and -s3-credentials need -out or -baseline s3://BUCKET/PREFIX",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ArgsError {}
 
 /// Every `nl6 collect` flag: `-help` and the parser both read this table.
-pub const FLAGS: &[Flag<CollectArgs>] = &[
+pub const FLAGS: &[Flag<CollectArgs, ValueError>] = &[
     Flag::value(
         "targets",
         "FILE",
@@ -92,7 +155,7 @@ pub const FLAGS: &[Flag<CollectArgs>] = &[
         "",
         "diff against the newest snapshot of that day for the same target (under -baseline, else under -out)",
         |a, v| {
-            a.baseline_date = Some(super::baseline::parse_date(v)?);
+            a.baseline_date = Some(super::baseline::parse_date(v).map_err(ValueError::Date)?);
             Ok(())
         },
     ),
@@ -126,7 +189,7 @@ pub const FLAGS: &[Flag<CollectArgs>] = &[
                 a.s3_addressing = v.to_string();
                 Ok(())
             }
-            _ => Err(format!("want path, virtual or auto, got {v:?}")),
+            _ => Err(ValueError::Addressing(v.to_string())),
         },
     ),
     Flag::value(
@@ -164,21 +227,21 @@ pub const FLAGS: &[Flag<CollectArgs>] = &[
         "false",
         "run one cycle and exit (-once=false: keep cycling)",
         |a, v| {
-            a.once = crate::goflag::parse_bool(v)?;
+            a.once = crate::goflag::parse_bool(v).map_err(ValueError::Bool)?;
             Ok(())
         },
     ),
     Flag::stop("help", "print this help"),
 ];
 
-fn duration(v: &str) -> Result<Duration, String> {
-    parse_go_duration(v).map_err(|e| e.to_string())
+fn duration(v: &str) -> Result<Duration, ValueError> {
+    parse_go_duration(v).map_err(ValueError::Duration)
 }
 
-fn positive(v: &str) -> Result<u64, String> {
+fn positive(v: &str) -> Result<u64, ValueError> {
     match v.parse::<u64>() {
         Ok(n) if n > 0 => Ok(n),
-        _ => Err(format!("want a positive whole number, got {v:?}")),
+        _ => Err(ValueError::NotPositive(v.to_string())),
     }
 }
 
@@ -236,51 +299,50 @@ impl Default for CollectArgs {
 }
 
 /// Parses `nl6 collect` arguments. Errors name the flag and what was wrong.
-pub fn parse_args(args: Vec<OsString>) -> Result<CollectArgs, String> {
+pub fn parse_args(args: Vec<OsString>) -> Result<CollectArgs, ArgsError> {
     let mut a = CollectArgs::default();
     let refuse = |word: &str| format!("unexpected argument {word:?}");
     let parsed = crate::goflag::parse(
         &args,
         &mut [&mut Bound(FLAGS, &mut a)],
         Positional::Refuse(&refuse),
-    )?;
+    )
+    .map_err(ArgsError::Flag)?;
     if parsed.stopped_at == Some("help") {
         a.help = true;
         return Ok(a);
     }
     if a.targets.as_os_str().is_empty() {
-        return Err("missing -targets FILE".into());
+        return Err(ArgsError::Missing("-targets FILE"));
     }
     if a.out.as_os_str().is_empty() {
-        return Err("missing -out DIR".into());
+        return Err(ArgsError::Missing("-out DIR"));
     }
     if a.interval < Duration::from_secs(1) {
-        return Err("-interval: must be at least 1s".into());
+        return Err(ArgsError::IntervalUnderASecond);
     }
     if a.retain.is_zero() {
-        return Err("-retain: must be more than 0 (it would delete every snapshot)".into());
+        return Err(ArgsError::RetainZero);
     }
     if a.timeout.is_zero() {
-        return Err("-timeout: must be more than 0".into());
+        return Err(ArgsError::TimeoutZero);
     }
     let out = a.out.to_string_lossy();
     if super::s3url::is_bucket(&out) {
-        super::s3url::parse(&out).map_err(|e| format!("-out: {e}"))?;
+        super::s3url::parse(&out).map_err(|e| ArgsError::Bucket("-out", e))?;
     }
     let baseline_in_bucket = a
         .baseline
         .as_ref()
         .is_some_and(|b| super::s3url::is_bucket(&b.to_string_lossy()));
     if let Some(b) = a.baseline.as_ref().filter(|_| baseline_in_bucket) {
-        super::s3url::parse(&b.to_string_lossy()).map_err(|e| format!("-baseline: {e}"))?;
+        super::s3url::parse(&b.to_string_lossy()).map_err(|e| ArgsError::Bucket("-baseline", e))?;
     }
     if !super::s3url::is_bucket(&out)
         && !baseline_in_bucket
         && (a.s3_endpoint.is_some() || a.s3_credentials.is_some())
     {
-        return Err(
-            "-s3-endpoint and -s3-credentials need -out or -baseline s3://BUCKET/PREFIX".into(),
-        );
+        return Err(ArgsError::S3WithoutBucket);
     }
     Ok(a)
 }
@@ -373,7 +435,7 @@ mod tests {
             ),
             (&["-targets"][..], "-targets"),
         ] {
-            let e = parse_args(os(args)).unwrap_err();
+            let e = parse_args(os(args)).unwrap_err().to_string();
             assert!(e.contains(msg), "{args:?}: {e}");
         }
     }

@@ -43,16 +43,18 @@ pub mod s3key;
 pub mod s3list;
 pub mod s3redact;
 pub mod s3url;
+pub mod snapshot;
 pub mod stop;
 pub mod store;
 pub mod sweep_log;
 pub mod targets;
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::time::SystemTime;
 
 pub use cycle::{run_cycle, CycleReport, TargetOutcome};
-pub use targets::{parse_targets, Target};
+pub use targets::{parse_targets, Target, TargetsError};
 
 /// Everything a cycle needs: the validated flags plus the parsed targets.
 #[derive(Debug, Clone)]
@@ -63,13 +65,30 @@ pub struct Config {
     pub targets: Vec<Target>,
 }
 
+/// Why the targets file gave no targets: the file, and its read error or the line at fault.
+#[derive(Debug)]
+pub enum LoadError {
+    Read(PathBuf, std::io::Error),
+    Targets(PathBuf, TargetsError),
+}
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoadError::Read(path, e) => write!(f, "-targets {}: {e}", path.display()),
+            LoadError::Targets(path, e) => write!(f, "{}: {e}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for LoadError {}
+
 impl Config {
     /// Reads and parses the targets file named by `args`. Errors name the file and line.
-    pub fn load(args: &flags::CollectArgs) -> Result<Config, String> {
+    pub fn load(args: &flags::CollectArgs) -> Result<Config, LoadError> {
         let path = &args.targets;
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("-targets {}: {e}", path.display()))?;
-        let targets = parse_targets(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path).map_err(|e| LoadError::Read(path.clone(), e))?;
+        let targets = parse_targets(&text).map_err(|e| LoadError::Targets(path.clone(), e))?;
         Ok(Config {
             args: args.clone(),
             targets,

@@ -23,7 +23,6 @@ use rusty_s3::actions::{DeleteObject, GetObject, ListObjectsV2, PutObject};
 use rusty_s3::{Bucket, Credentials, S3Action, UrlStyle};
 
 use super::s3key::{self, KeyError};
-pub use super::s3list::{ListCut, Listing, LIST_LIMIT};
 use super::s3url::Location;
 
 /// How long a presigned request stays valid (it is sent at once; this only bounds clock skew).
@@ -109,6 +108,38 @@ impl std::fmt::Display for S3Error {
     }
 }
 
+/// Why no client could be made for the bucket: the endpoint as given, and the URL parser's or the
+/// signer's words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EndpointError {
+    Url(String, String),
+    Bucket {
+        endpoint: String,
+        bucket: String,
+        detail: String,
+    },
+}
+
+impl std::fmt::Display for EndpointError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EndpointError::Url(endpoint, e) => write!(f, "-s3-endpoint {endpoint:?}: {e}"),
+            EndpointError::Bucket {
+                endpoint,
+                bucket,
+                detail,
+            } => write!(
+                f,
+                "-s3-endpoint {endpoint:?} with bucket {bucket:?}: {detail}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for EndpointError {}
+
+impl std::error::Error for S3Error {}
+
 /// How requests address the bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Addressing {
@@ -146,7 +177,7 @@ impl S3 {
         addressing: Addressing,
         creds: Credentials,
         timeout: Duration,
-    ) -> Result<S3, String> {
+    ) -> Result<S3, EndpointError> {
         let default = if location.gcs {
             super::s3url::GCS_ENDPOINT.to_string()
         } else {
@@ -155,17 +186,18 @@ impl S3 {
         let endpoint = endpoint.map(str::to_string).unwrap_or(default);
         let url = endpoint
             .parse()
-            .map_err(|e| format!("-s3-endpoint {endpoint:?}: {e}"))?;
+            .map_err(|e| EndpointError::Url(endpoint.clone(), format!("{e}")))?;
         let style = match addressing {
             Addressing::Path => UrlStyle::Path,
             Addressing::VirtualHost => UrlStyle::VirtualHost,
         };
         let bucket =
             Bucket::new(url, style, location.bucket.clone(), region.to_string()).map_err(|e| {
-                format!(
-                    "-s3-endpoint {endpoint:?} with bucket {:?}: {e:?}",
-                    location.bucket
-                )
+                EndpointError::Bucket {
+                    endpoint: endpoint.clone(),
+                    bucket: location.bucket.clone(),
+                    detail: format!("{e:?}"),
+                }
             })?;
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(timeout))

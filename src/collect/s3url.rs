@@ -33,29 +33,51 @@ pub fn is_bucket(out: &str) -> bool {
     out.starts_with("s3://") || out.starts_with("gs://")
 }
 
+/// Why a bucket URL was refused (the URL as given).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UrlError {
+    Scheme(String),
+    /// The URL and its bucket name.
+    Bucket(String, String),
+    Prefix(String),
+}
+
+impl std::fmt::Display for UrlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UrlError::Scheme(out) => write!(
+                f,
+                "{out:?} is not s3://BUCKET/PREFIX or gs://BUCKET/PREFIX"
+            ),
+            UrlError::Bucket(out, bucket) => write!(
+                f,
+                "{out:?}: bucket name {bucket:?} is not 3-63 lower-case letters, digits, '-', '.' or '_'"
+            ),
+            UrlError::Prefix(out) => write!(
+                f,
+                "{out:?}: the prefix has an empty, '.' or '..' component"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for UrlError {}
+
 /// Parses `s3://BUCKET[/PREFIX]` or `gs://BUCKET[/PREFIX]`; errors say what was wrong.
-pub fn parse(out: &str) -> Result<Location, String> {
+pub fn parse(out: &str) -> Result<Location, UrlError> {
     let (gcs, rest) = match (out.strip_prefix("s3://"), out.strip_prefix("gs://")) {
         (Some(r), _) => (false, r),
         (_, Some(r)) => (true, r),
-        _ => {
-            return Err(format!(
-                "{out:?} is not s3://BUCKET/PREFIX or gs://BUCKET/PREFIX"
-            ))
-        }
+        _ => return Err(UrlError::Scheme(out.to_string())),
     };
     let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
     let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || "-._".contains(c);
     if bucket.len() < 3 || bucket.len() > 63 || !bucket.chars().all(ok) {
-        return Err(format!(
-            "{out:?}: bucket name {bucket:?} is not 3-63 lower-case letters, digits, '-', '.' or '_'"
-        ));
+        return Err(UrlError::Bucket(out.to_string(), bucket.to_string()));
     }
     let prefix = prefix.trim_matches('/');
     if prefix.split('/').any(|c| c == "." || c == "..") || prefix.contains("//") {
-        return Err(format!(
-            "{out:?}: the prefix has an empty, '.' or '..' component"
-        ));
+        return Err(UrlError::Prefix(out.to_string()));
     }
     Ok(Location {
         bucket: bucket.to_string(),

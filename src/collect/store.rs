@@ -8,16 +8,37 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::archive::Stamp;
-use super::atomic::PartialDir;
 use super::bucket::Bucket;
-use super::cycle::TargetOutcome;
 use super::flags::CollectArgs;
 use super::pages::{self, Row};
-use super::s3::{Addressing, S3};
-use super::s3url;
+use super::s3::{Addressing, EndpointError, S3};
+use super::s3creds::CredsError;
+use super::s3url::{self, UrlError};
+use super::snapshot::{slash_path, write_local, Files, WriteError, Written};
 
-/// A snapshot's files as the cycle made them (meta.json apart: it is written last).
-pub type Files = BTreeMap<String, Vec<u8>>;
+/// Why the archive (or `-baseline`'s bucket) could not be opened.
+#[derive(Debug)]
+pub enum OpenError {
+    /// A directory could not be created: its flag, path and the error.
+    Dir(&'static str, PathBuf, std::io::Error),
+    /// The flag's bucket URL.
+    Url(&'static str, UrlError),
+    Creds(CredsError),
+    Endpoint(EndpointError),
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OpenError::Dir(flag, path, e) => write!(f, "{flag} {}: {e}", path.display()),
+            OpenError::Url(flag, e) => write!(f, "{flag}: {e}"),
+            OpenError::Creds(e) => write!(f, "{e}"),
+            OpenError::Endpoint(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for OpenError {}
 
 /// The archive.
 #[derive(Debug)]
@@ -26,27 +47,21 @@ pub enum Store {
     Bucket(Box<Bucket>),
 }
 
-/// Where a snapshot went.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Written {
-    /// Stored under this name (a directory, or `s3://bucket/key/`).
-    At(String),
-    /// The store refused or could not be reached: kept in the spool at this path, uploaded next cycle.
-    Spooled(PathBuf, String),
-}
-
 impl Store {
     /// The store `args` name: creates a local `-out`, or reads the bucket's credentials (never from argv).
-    pub fn open(args: &CollectArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Store, String> {
+    pub fn open(
+        args: &CollectArgs,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Store, OpenError> {
         let out = args.out.to_string_lossy();
         if !s3url::is_bucket(&out) {
             std::fs::create_dir_all(&args.out)
-                .map_err(|e| format!("-out {}: {e}", args.out.display()))?;
+                .map_err(|e| OpenError::Dir("-out", args.out.clone(), e))?;
             return Ok(Store::Local(args.out.clone()));
         }
         let s3 = open_s3(args, "-out", &out, env)?;
         let spool = args.spool.join(&s3.location.bucket);
-        std::fs::create_dir_all(&spool).map_err(|e| format!("-spool {}: {e}", spool.display()))?;
+        std::fs::create_dir_all(&spool).map_err(|e| OpenError::Dir("-spool", spool.clone(), e))?;
         Ok(Store::Bucket(Box::new(Bucket::new(
             s3,
             spool,
@@ -79,25 +94,25 @@ impl Store {
         port: u16,
         files: &Files,
         meta: &[u8],
-    ) -> Result<Written, String> {
+    ) -> Result<Written, WriteError> {
         match self {
             Store::Local(out) => write_local(out, relative, port, files, meta)
                 .map(|p| Written::At(p.display().to_string()))
-                .map_err(|e| format!("writing {}: {e}", out.join(relative).display())),
+                .map_err(|e| WriteError::Local(out.join(relative), e)),
             Store::Bucket(b) => b.put_snapshot(relative, port, files, meta),
         }
     }
 
     /// Writes (replacing) a page such as `index.html` at `relative`.
-    pub fn put_page(&self, relative: &Path, bytes: &[u8]) -> Result<(), String> {
+    pub fn put_page(&self, relative: &Path, bytes: &[u8]) -> Result<(), WriteError> {
         match self {
             Store::Local(out) => {
                 let (Some(parent), Some(name)) = (relative.parent(), relative.file_name()) else {
-                    return Err(format!("{}: not a file path", relative.display()));
+                    return Err(WriteError::NotAFile(relative.to_path_buf()));
                 };
                 super::atomic::open_path(out, parent)
                     .and_then(|d| d.write_atomically(name, bytes))
-                    .map_err(|e| format!("writing {}: {e}", out.join(relative).display()))
+                    .map_err(|e| WriteError::Local(out.join(relative), e))
             }
             Store::Bucket(b) => b.put_page(relative, bytes),
         }
@@ -118,19 +133,10 @@ impl Store {
 
 impl Store {
     /// Writes the index pages of the cycle started at `start`: one per program's snapshot time (this
-    /// collector's targets, and any other collector's found stored under the same time), and that
-    /// program's day page (every time of the day found in the store). A failure is one line.
-    pub fn publish_pages(&self, start: Stamp, outcomes: &[TargetOutcome]) {
-        let mut by_program: BTreeMap<&str, Vec<Row>> = BTreeMap::new();
-        for o in outcomes.iter().filter(|o| o.dir.is_some()) {
-            by_program.entry(&o.target.program).or_default().push(Row {
-                fqdn: o.target.fqdn.clone(),
-                port: o.target.port,
-                status: Some(o.status.clone()),
-                files: o.files.clone(),
-                error: o.error.clone(),
-            });
-        }
+    /// collector's targets, `rows` by program, and any other collector's found stored under the same
+    /// time), and that program's day page (every time of the day found in the store). A failure is one
+    /// line.
+    pub fn publish_pages(&self, start: Stamp, by_program: BTreeMap<&str, Vec<Row>>) {
         let [y, m, d, hms] = start.components();
         for (program, mut rows) in by_program {
             let day = Path::new(program).join(&y).join(&m).join(&d);
@@ -222,12 +228,13 @@ type DayListing = BTreeMap<String, BTreeMap<(String, u16), Vec<String>>>;
 /// `-s3-*` settings and credentials (never from argv).
 pub fn open_s3(
     args: &CollectArgs,
-    flag: &str,
+    flag: &'static str,
     url: &str,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<S3, String> {
-    let location = s3url::parse(url).map_err(|e| format!("{flag}: {e}"))?;
-    let creds = super::s3creds::load(args.s3_credentials.as_deref(), env)?;
+) -> Result<S3, OpenError> {
+    let location = s3url::parse(url).map_err(|e| OpenError::Url(flag, e))?;
+    let creds =
+        super::s3creds::load(args.s3_credentials.as_deref(), env).map_err(OpenError::Creds)?;
     let region = args
         .s3_region
         .clone()
@@ -248,6 +255,7 @@ pub fn open_s3(
         creds,
         args.timeout,
     )
+    .map_err(OpenError::Endpoint)
 }
 
 /// Where `-baseline` profiles come from: `-baseline` (a directory or a bucket), or with only
@@ -255,7 +263,7 @@ pub fn open_s3(
 pub fn baseline_source(
     args: &CollectArgs,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Option<super::baseline::Source>, String> {
+) -> Result<Option<super::baseline::Source>, OpenError> {
     use super::baseline::Source;
     let (flag, path) = match (&args.baseline, &args.baseline_date) {
         (Some(b), _) => ("-baseline", b),
@@ -268,29 +276,4 @@ pub fn baseline_source(
     } else {
         Source::Dir(path.clone())
     }))
-}
-
-/// A local snapshot: assembled hidden, renamed into place whole.
-pub fn write_local(
-    out: &Path,
-    relative: &Path,
-    port: u16,
-    files: &Files,
-    meta: &[u8],
-) -> std::io::Result<PathBuf> {
-    let partial = PartialDir::create(out, relative, port)?;
-    for (name, bytes) in files {
-        partial.write(name, bytes)?;
-    }
-    partial.write("meta.json", meta)?;
-    partial.commit()
-}
-
-/// `/`-joined, for object keys.
-pub fn slash_path(relative: &Path) -> String {
-    relative
-        .iter()
-        .map(|c| c.to_string_lossy())
-        .collect::<Vec<_>>()
-        .join("/")
 }

@@ -46,16 +46,110 @@ impl Target {
     }
 }
 
-/// A targets-file error, naming the line.
+/// A targets-file error, naming the line (0: the file as a whole).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TargetsError {
     pub line: usize,
-    pub message: String,
+    pub fault: TargetFault,
+}
+
+/// What was wrong with a targets line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TargetFault {
+    /// Not two fields: how many there were and the line.
+    Fields(usize, String),
+    /// The program name cannot be an archive path component.
+    Program(String, ComponentFault),
+    /// The URL has no `http://` or `https://`.
+    NoScheme(String),
+    /// The URL's scheme is another.
+    Scheme(String),
+    QueryOrFragment(String),
+    Credentials(String),
+    /// The URL's `host:port` part.
+    HostPort(String, HostPortFault),
+    /// The host cannot be an archive path component.
+    Host(String, ComponentFault),
+    /// The same program, host and port as an earlier line (given).
+    Duplicate {
+        program: String,
+        fqdn: String,
+        port: u16,
+        first: usize,
+    },
+    /// The file names no target.
+    Empty,
+}
+
+/// Why a name cannot be one archive path component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ComponentFault {
+    /// Empty, `.`, `..` or hidden.
+    Dot,
+    /// A separator or a control character.
+    Character,
+}
+
+/// What was wrong with a URL's `host[:port]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostPortFault {
+    Split(crate::urlsplit::HostPortError),
+    MissingHost,
+    /// The port as written.
+    Port(String),
+}
+
+impl fmt::Display for ComponentFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ComponentFault::Dot => "must not be empty or start with '.'",
+            ComponentFault::Character => "must not contain '/', '\\' or control characters",
+        })
+    }
+}
+
+impl fmt::Display for HostPortFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HostPortFault::Split(e) => write!(f, "{e}"),
+            HostPortFault::MissingHost => f.write_str("missing host"),
+            HostPortFault::Port(p) => write!(f, "bad port {p:?} (1-65535)"),
+        }
+    }
 }
 
 impl fmt::Display for TargetsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "line {}: {}", self.line, self.message)
+        write!(f, "line {}: ", self.line)?;
+        match &self.fault {
+            TargetFault::Fields(n, content) => write!(
+                f,
+                "expected `program_name http://host:port`, got {n} field(s): {content:?}"
+            ),
+            TargetFault::Program(p, why) => write!(f, "program name {p:?}: {why}"),
+            TargetFault::NoScheme(url) => write!(f, "URL {url:?}: missing http:// or https://"),
+            TargetFault::Scheme(url) => write!(f, "URL {url:?}: scheme must be http or https"),
+            TargetFault::QueryOrFragment(url) => {
+                write!(f, "URL {url:?}: no query or fragment allowed")
+            }
+            TargetFault::Credentials(url) => {
+                write!(f, "URL {url:?}: credentials in the URL are not supported")
+            }
+            TargetFault::HostPort(url, why) => write!(f, "URL {url:?}: {why}"),
+            TargetFault::Host(url, why) => write!(f, "URL {url:?}: host {why}"),
+            TargetFault::Duplicate {
+                program,
+                fqdn,
+                port,
+                first,
+            } => write!(
+                f,
+                "duplicate target {program} {fqdn}:{port} (already on line {first}): both would write the same archive directory"
+            ),
+            TargetFault::Empty => {
+                f.write_str("no targets (expected lines like `myservice http://host:6060`)")
+            }
+        }
     }
 }
 
@@ -71,60 +165,54 @@ pub fn parse_targets(text: &str) -> Result<Vec<Target>, TargetsError> {
         if content.is_empty() {
             continue;
         }
-        let t = parse_line(content, line)?;
+        let t = parse_line(content).map_err(|fault| TargetsError { line, fault })?;
         if let Some(prev) = out
             .iter()
             .find(|p| p.program == t.program && p.fqdn == t.fqdn && p.port == t.port)
         {
-            return Err(TargetsError {
-                line,
-                message: format!(
-                    "duplicate target {} {}:{} (already on line {}): both would write the same archive directory",
-                    t.program, t.fqdn, t.port, prev.line
-                ),
-            });
+            let fault = TargetFault::Duplicate {
+                program: t.program,
+                fqdn: t.fqdn,
+                port: t.port,
+                first: prev.line,
+            };
+            return Err(TargetsError { line, fault });
         }
-        out.push(t);
+        out.push(Target { line, ..t });
     }
     if out.is_empty() {
         return Err(TargetsError {
             line: 0,
-            message: "no targets (expected lines like `myservice http://host:6060`)".into(),
+            fault: TargetFault::Empty,
         });
     }
     Ok(out)
 }
 
-fn parse_line(content: &str, line: usize) -> Result<Target, TargetsError> {
-    let err = |message: String| TargetsError { line, message };
+fn parse_line(content: &str) -> Result<Target, TargetFault> {
     let fields: Vec<&str> = content.split_whitespace().collect();
     let [program, url] = fields[..] else {
-        return Err(err(format!(
-            "expected `program_name http://host:port`, got {} field(s): {content:?}",
-            fields.len()
-        )));
+        return Err(TargetFault::Fields(fields.len(), content.to_string()));
     };
-    check_component(program).map_err(|m| err(format!("program name {program:?}: {m}")))?;
-    let parts = crate::urlsplit::split(url)
-        .ok_or_else(|| err(format!("URL {url:?}: missing http:// or https://")))?;
+    let url_ = || url.to_string();
+    check_component(program).map_err(|m| TargetFault::Program(program.to_string(), m))?;
+    let parts = crate::urlsplit::split(url).ok_or_else(|| TargetFault::NoScheme(url_()))?;
     let scheme = parts.scheme.to_ascii_lowercase();
     let default_port = match scheme.as_str() {
         "http" => 80,
         "https" => 443,
-        _ => return Err(err(format!("URL {url:?}: scheme must be http or https"))),
+        _ => return Err(TargetFault::Scheme(url_())),
     };
     if parts.query.is_some() || parts.fragment.is_some() {
-        return Err(err(format!("URL {url:?}: no query or fragment allowed")));
+        return Err(TargetFault::QueryOrFragment(url_()));
     }
     if parts.userinfo.is_some() {
-        return Err(err(format!(
-            "URL {url:?}: credentials in the URL are not supported"
-        )));
+        return Err(TargetFault::Credentials(url_()));
     }
     let path = parts.path;
-    let (host, port) = split_host_port(&parts).map_err(|m| err(format!("URL {url:?}: {m}")))?;
+    let (host, port) = split_host_port(&parts).map_err(|m| TargetFault::HostPort(url_(), m))?;
     let port = port.unwrap_or(default_port);
-    check_component(&host).map_err(|m| err(format!("URL {url:?}: host {m}")))?;
+    check_component(&host).map_err(|m| TargetFault::Host(url_(), m))?;
     let prefix = path.trim_end_matches('/').to_string();
     Ok(Target {
         program: program.to_string(),
@@ -133,33 +221,35 @@ fn parse_line(content: &str, line: usize) -> Result<Target, TargetsError> {
         fqdn: host.to_ascii_lowercase(),
         port,
         prefix,
-        line,
+        line: 0,
     })
 }
 
 /// Splits `host[:port]` or `[v6][:port]`.
-fn split_host_port(parts: &crate::urlsplit::UrlParts<'_>) -> Result<(String, Option<u16>), String> {
-    let (host, port) = parts.host_port().map_err(|e| e.to_string())?;
+fn split_host_port(
+    parts: &crate::urlsplit::UrlParts<'_>,
+) -> Result<(String, Option<u16>), HostPortFault> {
+    let (host, port) = parts.host_port().map_err(HostPortFault::Split)?;
     if host.is_empty() {
-        return Err("missing host".into());
+        return Err(HostPortFault::MissingHost);
     }
     let port = match port {
         None => None,
         Some(p) => match p.parse::<u16>() {
             Ok(n) if n > 0 => Some(n),
-            _ => return Err(format!("bad port {p:?} (1-65535)")),
+            _ => return Err(HostPortFault::Port(p.to_string())),
         },
     };
     Ok((host.to_string(), port))
 }
 
 /// A name used as one archive path component must not escape or hide in it.
-fn check_component(s: &str) -> Result<(), String> {
+fn check_component(s: &str) -> Result<(), ComponentFault> {
     if s.is_empty() || s == "." || s == ".." || s.starts_with('.') {
-        return Err("must not be empty or start with '.'".into());
+        return Err(ComponentFault::Dot);
     }
     if s.contains(['/', '\\', '\0']) || s.chars().any(char::is_control) {
-        return Err("must not contain '/', '\\' or control characters".into());
+        return Err(ComponentFault::Character);
     }
     Ok(())
 }

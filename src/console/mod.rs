@@ -62,10 +62,7 @@ pub fn handle(route: ConsoleRoute, req: &Request, slot: &CpuSlot) -> Response {
         ConsoleRoute::Page => page(),
         ConsoleRoute::Flamegraph => match wanted_kind(&req.query) {
             Ok(kind) => slot.flamegraph_of(kind, wants_split(&req.query)),
-            Err(bad) => crate::api::rest::error(
-                400,
-                &format!("profile={bad:?}: the flame graph shows profile=cpu (the default) or profile=wall"),
-            ),
+            Err(bad) => crate::api::rest::error(400, &bad.to_string()),
         },
         ConsoleRoute::MethodNotAllowed => crate::api::rest::error(
             405,
@@ -75,13 +72,27 @@ pub fn handle(route: ConsoleRoute, req: &Request, slot: &CpuSlot) -> Response {
     }
 }
 
+/// A flame graph query's `profile=` that names no profile the console keeps (the value as given).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct UnknownProfile(String);
+
+impl std::fmt::Display for UnknownProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "profile={:?}: the flame graph shows profile=cpu (the default) or profile=wall",
+            self.0
+        )
+    }
+}
+
 /// Which profile the flame graph's query asks for (`profile=cpu`, the default, or `profile=wall`); `Err`
 /// names anything else.
-fn wanted_kind(query: &str) -> Result<ProfileKind, String> {
+fn wanted_kind(query: &str) -> Result<ProfileKind, UnknownProfile> {
     match query.split('&').find_map(|kv| kv.strip_prefix("profile=")) {
         None | Some("cpu") => Ok(ProfileKind::Cpu),
         Some("wall") => Ok(ProfileKind::Wall),
-        Some(other) => Err(other.to_string()),
+        Some(other) => Err(UnknownProfile(other.to_string())),
     }
 }
 

@@ -43,6 +43,8 @@ pub use wire::{plain_refusal, reason, Refusal, MAX_HEAD};
 
 #[path = "server_conn.rs"]
 mod conn;
+#[path = "server_peers.rs"]
+mod peers;
 #[path = "server_poll.rs"]
 mod poll;
 #[path = "server_wire.rs"]
@@ -146,7 +148,7 @@ struct Shared {
     queue_ready: Condvar,
     returned: Mutex<Vec<Conn>>,
     wake_tx: UnixStream,
-    peers: Arc<poll::PeerTable>,
+    peers: Arc<peers::PeerTable>,
 }
 
 impl Shared {

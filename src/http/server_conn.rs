@@ -4,7 +4,7 @@
 //! discard after a refusal) is recorded in the connection's [`Phase`] and left to the poll thread.
 #![deny(unsafe_code)]
 
-use super::poll::PeerSlot;
+use super::peers::PeerSlot;
 use super::wire::{frame, response_head, Framed};
 use super::{ServerConfig, Shared};
 use crate::http::sys::PollFd;

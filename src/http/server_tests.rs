@@ -307,10 +307,14 @@ fn over_the_limit_the_connection_longest_without_progress_goes_first_whatever_it
 fn an_idle_connection_keeps_no_request_buffer() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-    let peers = Arc::new(poll::PeerTable::default());
+    let peers = Arc::new(peers::PeerTable::default());
     let conn = |stream: TcpStream, buf: Vec<u8>| {
-        let key = poll::PeerKey::of(std::net::Ipv4Addr::LOCALHOST.into());
-        let mut c = Conn::new(stream, poll::PeerSlot::claim(&peers, key).0, Instant::now());
+        let key = peers::PeerKey::of(std::net::Ipv4Addr::LOCALHOST.into());
+        let mut c = Conn::new(
+            stream,
+            peers::PeerSlot::claim(&peers, key).0,
+            Instant::now(),
+        );
         c.buf = buf;
         c
     };

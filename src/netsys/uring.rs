@@ -477,16 +477,43 @@ fn received<'o>(out: &'o types::RecvMsgOut<'_>) -> Received<'o> {
 /// on the thread that issued it, which interrupts that thread's next blocking call (`EINTR` from a
 /// `recv` with a timeout: `fleet_notify`'s in-process fleet failed so, every run), so the caller's
 /// thread never issues.
-pub fn probe() -> Result<(), String> {
+pub fn probe() -> Result<(), Unavailable> {
     std::thread::Builder::new()
         .name("io-uring-probe".into())
         .spawn(probe_here)
-        .map_err(|e| format!("no thread for the probe: {e}"))?
+        .map_err(Unavailable::NoThread)?
         .join()
-        .unwrap_or_else(|_| Err("the probe panicked".into()))
+        .unwrap_or(Err(Unavailable::Panicked))
 }
 
-fn probe_here() -> Result<(), String> {
+/// Why this kernel does not serve UDP through a [`UdpRing`] ([`probe`]).
+#[derive(Debug)]
+pub enum Unavailable {
+    /// No thread could be spawned for the probe.
+    NoThread(io::Error),
+    Panicked,
+    /// The ring took the socket but the datagram never came through it.
+    Silent,
+    /// A call of the probe failed (`ENOSYS`, `EPERM`: io_uring absent or disabled).
+    Call(io::Error),
+}
+
+impl std::fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unavailable::NoThread(e) => write!(f, "no thread for the probe: {e}"),
+            Unavailable::Panicked => f.write_str("the probe panicked"),
+            Unavailable::Silent => {
+                f.write_str("a datagram sent to the probe socket never came through the ring")
+            }
+            Unavailable::Call(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for Unavailable {}
+
+fn probe_here() -> Result<(), Unavailable> {
     let try_it = || -> io::Result<bool> {
         let sock = UdpSocket::bind("127.0.0.1:0")?;
         sock.set_nonblocking(true)?;
@@ -508,8 +535,8 @@ fn probe_here() -> Result<(), String> {
     };
     match try_it() {
         Ok(true) => Ok(()),
-        Ok(false) => Err("a datagram sent to the probe socket never came through the ring".into()),
-        Err(e) => Err(e.to_string()),
+        Ok(false) => Err(Unavailable::Silent),
+        Err(e) => Err(Unavailable::Call(e)),
     }
 }
 

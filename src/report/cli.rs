@@ -15,8 +15,11 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use crate::fsutil::write_atomically;
-use crate::goflag::{Bound, Flag, Positional};
+use crate::goflag::{Bound, Flag, FlagError, Positional};
 use nl6_profile::proto::Profile;
+
+use super::limits::ReadError;
+use super::top::{DiffError, TooLargeToDraw};
 
 const USAGE: &str =
     "usage: nl6 report [-sample-index N|NAME] [-svg OUT.svg] [-diff-base OLD.pb.gz] FILE.pb.gz";
@@ -68,22 +71,42 @@ const FLAGS: &[Flag<ReportArgs>] = &[
     Flag::stop("help", "print this help"),
 ];
 
-fn parse(args: Vec<OsString>) -> Result<ReportArgs, String> {
+/// Why `nl6 report`'s command line was refused (exit status 2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum UsageError {
+    Flag(FlagError),
+    MissingFile,
+    /// A second operand.
+    Extra(OsString),
+}
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UsageError::Flag(e) => write!(f, "{e}"),
+            UsageError::MissingFile => f.write_str("missing profile file"),
+            UsageError::Extra(word) => write!(f, "unexpected extra argument {word:?}"),
+        }
+    }
+}
+
+fn parse(args: Vec<OsString>) -> Result<ReportArgs, UsageError> {
     let mut out = ReportArgs::default();
     let mut files = Vec::new();
     let parsed = crate::goflag::parse(
         &args,
         &mut [&mut Bound(FLAGS, &mut out)],
         Positional::Collect(&mut files),
-    )?;
+    )
+    .map_err(UsageError::Flag)?;
     if parsed.stopped_at == Some("help") {
         out.help = true;
         return Ok(out);
     }
     let mut files = files.into_iter();
-    out.file = files.next().ok_or("missing profile file")?.into();
+    out.file = files.next().ok_or(UsageError::MissingFile)?.into();
     if let Some(extra) = files.next() {
-        return Err(format!("unexpected extra argument {extra:?}"));
+        return Err(UsageError::Extra(extra));
     }
     Ok(out)
 }
@@ -95,7 +118,92 @@ fn help_text() -> String {
 
 /// Reads a path this module does not (`s3://…`): `None` when it is not the opener's, else the bytes (at
 /// most the limit given, plus one to show it was passed) or why not.
-pub type Opener<'a> = &'a dyn Fn(&str, u64) -> Option<Result<Vec<u8>, String>>;
+pub type Opener<'a> = &'a dyn Fn(&str, u64) -> Option<Result<Vec<u8>, OpenError>>;
+
+/// Why an [`Opener`] could not read a path: the opener's own error.
+pub type OpenError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why a report was not made: what it was about, and the exit status ([`ReportError::status`]).
+#[derive(Debug)]
+enum ReportError {
+    Read(PathBuf, std::io::Error),
+    Open(PathBuf, OpenError),
+    /// Larger than nl6's limit for a profile (MiB).
+    FileTooLarge(PathBuf, u64),
+    /// Neither gzip nor a Profile message.
+    NotPprof(PathBuf),
+    /// Gzip, but no Profile message inside: the decoder's words.
+    NotPprofInside(PathBuf, String),
+    Decode(PathBuf, ReadError),
+    /// `-sample-index` names no sample type of the file.
+    NoSuchSampleType(String, PathBuf),
+    NoSampleTypes(PathBuf),
+    Diff(DiffError),
+    /// The flame graph of the file (its title) would be too large.
+    Flame(String, TooLargeToDraw),
+    Write(PathBuf, std::io::Error),
+}
+
+impl ReportError {
+    /// 2 for what the command line asked wrongly, 1 for the rest.
+    fn status(&self) -> i32 {
+        match self {
+            ReportError::NoSuchSampleType(..) => 2,
+            _ => 1,
+        }
+    }
+}
+
+impl std::fmt::Display for ReportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReportError::Read(p, e) | ReportError::Write(p, e) => {
+                write!(f, "{}: {e}", p.display())
+            }
+            ReportError::Open(p, e) => write!(f, "{}: {e}", p.display()),
+            ReportError::FileTooLarge(p, mib) => write!(
+                f,
+                "{}: profile refused: the file is larger than {mib} MiB (nl6's limit for a profile)",
+                p.display()
+            ),
+            ReportError::NotPprof(p) => write!(
+                f,
+                "{}: not a pprof profile (expected gzip or protobuf)",
+                p.display()
+            ),
+            ReportError::NotPprofInside(p, m) => write!(
+                f,
+                "{}: not a pprof profile (gzip, but not a pprof protobuf inside: {m})",
+                p.display()
+            ),
+            ReportError::Decode(p, e) => write!(f, "{}: {e}", p.display()),
+            ReportError::NoSuchSampleType(spec, p) => write!(
+                f,
+                "-sample-index {spec:?}: no such sample type in {}",
+                p.display()
+            ),
+            ReportError::NoSampleTypes(p) => write!(f, "{}: no sample types", p.display()),
+            ReportError::Diff(e) => write!(f, "{e}"),
+            ReportError::Flame(title, e) => write!(f, "{title}: {e}"),
+        }
+    }
+}
+
+/// A charge past [`REPORT_MEMORY`].
+#[derive(Debug)]
+struct OverMemory;
+
+impl std::fmt::Display for OverMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "with the other profile it would take more than {} MiB (nl6 report's limit)",
+            REPORT_MEMORY >> 20
+        )
+    }
+}
+
+impl std::error::Error for OverMemory {}
 
 /// Runs `nl6 report` with `args` (without the program name and subcommand); returns the exit status.
 pub fn main(args: Vec<OsString>) -> i32 {
@@ -120,10 +228,10 @@ pub fn main_with(args: Vec<OsString>, open: Opener) -> i32 {
             print!("{text}");
             0
         }
-        Err((code, e)) => {
+        Err(e) => {
             // The error may quote the profile's own strings (sample types, units): inert on a terminal.
             eprintln!("nl6 report: {}", crate::logtext::terminal(&e.to_string()));
-            code
+            e.status()
         }
     }
 }
@@ -136,84 +244,63 @@ const REPORT_MEMORY: u64 = 160 << 20;
 #[derive(Default)]
 struct Charged(u64);
 
-fn load(path: &PathBuf, charged: &mut Charged, open: Opener) -> Result<Profile, (i32, String)> {
+fn load(path: &PathBuf, charged: &mut Charged, open: Opener) -> Result<Profile, ReportError> {
     use std::io::Read;
-    let io_err = |e: std::io::Error| (1, format!("{}: {e}", path.display()));
     // A compressed profile is never larger than what it inflates to (plus a few header bytes), so a file
     // beyond the inflated limit is refused without reading all of it.
     let cap = super::limits::LIMITS.inflated_bytes;
     let mut bytes = Vec::new();
     match open(&path.to_string_lossy(), cap + 1024 + 1) {
-        Some(got) => bytes = got.map_err(|e| (1, format!("{}: {e}", path.display())))?,
+        Some(got) => bytes = got.map_err(|e| ReportError::Open(path.clone(), e))?,
         None => {
             std::fs::File::open(path)
                 .and_then(|f| f.take(cap + 1024 + 1).read_to_end(&mut bytes))
-                .map_err(io_err)?;
+                .map_err(|e| ReportError::Read(path.clone(), e))?;
         }
     }
     if bytes.len() as u64 > cap + 1024 {
-        return Err((
-            1,
-            format!(
-                "{}: profile refused: the file is larger than {} MiB (nl6's limit for a profile)",
-                path.display(),
-                cap >> 20
-            ),
-        ));
+        return Err(ReportError::FileTooLarge(path.clone(), cap >> 20));
     }
-    let mut charge = |n: u64| {
+    let mut charge = |n: u64| -> Result<(), super::limits::Refusal> {
         charged.0 += n;
         if charged.0 > REPORT_MEMORY {
-            return Err(format!(
-                "with the other profile it would take more than {} MiB (nl6 report's limit)",
-                REPORT_MEMORY >> 20
-            ));
+            return Err(OverMemory.into());
         }
         Ok(())
     };
     super::limits::decode_within(&bytes, &super::limits::LIMITS, &mut charge).map_err(|e| {
         // A file that is not gzip and not a Profile message (meta.json, a .txt table) is named as such;
         // the decoder's wire-type detail would only puzzle.
-        let why = match e {
-            super::limits::ReadError::Malformed(_) if !bytes.starts_with(&[0x1f, 0x8b]) => {
-                "not a pprof profile (expected gzip or protobuf)".to_string()
+        match e {
+            ReadError::Malformed(_) if !bytes.starts_with(&[0x1f, 0x8b]) => {
+                ReportError::NotPprof(path.clone())
             }
-            super::limits::ReadError::Malformed(m) => {
-                format!("not a pprof profile (gzip, but not a pprof protobuf inside: {m})")
-            }
-            e => e.to_string(),
-        };
-        (1, format!("{}: {why}", path.display()))
+            ReadError::Malformed(m) => ReportError::NotPprofInside(path.clone(), m),
+            e => ReportError::Decode(path.clone(), e),
+        }
     })
 }
 
-fn run(args: &ReportArgs, open: Opener) -> Result<String, (i32, String)> {
+fn run(args: &ReportArgs, open: Opener) -> Result<String, ReportError> {
     let mut charged = Charged::default();
     let new = load(&args.file, &mut charged, open)?;
     let index = match &args.sample_index {
-        Some(spec) => super::sample_index_by_name(&new, spec).ok_or_else(|| {
-            (
-                2,
-                format!(
-                    "-sample-index {spec:?}: no such sample type in {}",
-                    args.file.display()
-                ),
-            )
-        })?,
+        Some(spec) => super::sample_index_by_name(&new, spec)
+            .ok_or_else(|| ReportError::NoSuchSampleType(spec.clone(), args.file.clone()))?,
         None => super::default_sample_index(&new)
-            .ok_or_else(|| (1, format!("{}: no sample types", args.file.display())))?,
+            .ok_or_else(|| ReportError::NoSampleTypes(args.file.clone()))?,
     };
     let title = args.file.display().to_string();
     let (text, svg) = match &args.diff_base {
         Some(base_path) => {
             let base = load(base_path, &mut charged, open)?;
-            let text = super::diff_table(&base, &new, index).map_err(|e| (1, e.to_string()))?;
+            let text = super::diff_table(&base, &new, index).map_err(ReportError::Diff)?;
             let svg = match &args.svg {
                 Some(_) => {
                     let t = format!("{} → {}", base_path.display(), title);
                     Some(
                         super::diff_flamegraph_svg(&base, &new, index, &t)
-                            .map_err(|e| (1, e.to_string()))?,
+                            .map_err(ReportError::Diff)?,
                     )
                 }
                 None => None,
@@ -225,14 +312,14 @@ fn run(args: &ReportArgs, open: Opener) -> Result<String, (i32, String)> {
             match &args.svg {
                 Some(_) => Some(
                     super::flamegraph_svg_for(&new, index, &title)
-                        .map_err(|e| (1, format!("{title}: {e}")))?,
+                        .map_err(|e| ReportError::Flame(title.clone(), e))?,
                 ),
                 None => None,
             },
         ),
     };
     if let (Some(path), Some(svg)) = (&args.svg, svg) {
-        write_atomically(path, &svg).map_err(|e| (1, format!("{}: {e}", path.display())))?;
+        write_atomically(path, &svg).map_err(|e| ReportError::Write(path.clone(), e))?;
     }
     Ok(text)
 }
@@ -283,16 +370,15 @@ mod tests {
 
     #[test]
     fn usage_errors_exit_2() {
-        assert!(parse(os(&[])).unwrap_err().contains("missing profile file"));
-        assert!(parse(os(&["a", "b"]))
-            .unwrap_err()
-            .contains("extra argument"));
+        let err = |args: &[&str]| parse(os(args)).unwrap_err().to_string();
+        assert!(err(&[]).contains("missing profile file"));
+        assert!(err(&["a", "b"]).contains("extra argument"));
         assert_eq!(
-            parse(os(&["-bogus", "a"])).unwrap_err(),
+            err(&["-bogus", "a"]),
             "flag provided but not defined: -bogus"
         );
         assert_eq!(
-            parse(os(&["-sample-indx", "1", "a"])).unwrap_err(),
+            err(&["-sample-indx", "1", "a"]),
             "flag provided but not defined: -sample-indx (did you mean -sample-index?)"
         );
         assert_eq!(main(os(&["-nope"])), 2);
@@ -305,10 +391,10 @@ mod tests {
         let meta = dir.join("meta.json");
         std::fs::write(&meta, br#"{"target":"http://h:1","profiles":{}}"#).unwrap();
         let args = parse(os(&[meta.to_str().unwrap()])).unwrap();
-        let (code, msg) = run(&args, &|_, _| None).unwrap_err();
-        assert_eq!(code, 1);
+        let e = run(&args, &|_, _| None).unwrap_err();
+        assert_eq!(e.status(), 1);
         assert_eq!(
-            msg,
+            e.to_string(),
             format!(
                 "{}: not a pprof profile (expected gzip or protobuf)",
                 meta.display()

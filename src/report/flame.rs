@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use inferno::flamegraph::{self, color::BasicPalette, color::Palette};
 
 use super::nodes::{self, Stacks};
-use super::top::{DiffError, NO_SAMPLES};
+use super::top::{DiffError, TooLargeToDraw, NO_SAMPLES};
 use super::units::scaled_label;
 use nl6_profile::proto::Profile;
 
@@ -26,7 +26,7 @@ pub const MAX_FOLDED_BYTES: usize = 32 << 20;
 /// Folded stacks (`root;…;leaf count`, one line per distinct stack, sorted) of the positive values
 /// of sample type `index`. `;` inside a function name becomes `:` so frames stay separable. `Err`
 /// (naming the size) when the text would exceed [`MAX_FOLDED_BYTES`].
-pub fn folded(stacks: &Stacks) -> Result<Vec<String>, String> {
+pub fn folded(stacks: &Stacks) -> Result<Vec<String>, TooLargeToDraw> {
     let mut merged: HashMap<&[u32], i64> = HashMap::new();
     for s in stacks
         .iter()
@@ -41,11 +41,10 @@ pub fn folded(stacks: &Stacks) -> Result<Vec<String>, String> {
         .map(|k| k.iter().map(name_len).sum::<usize>() + 20)
         .fold(0, usize::saturating_add);
     if size > MAX_FOLDED_BYTES {
-        return Err(format!(
-            "the flame graph would need {} MiB of folded stacks; the limit is {} MiB",
-            size >> 20,
-            MAX_FOLDED_BYTES >> 20
-        ));
+        return Err(TooLargeToDraw {
+            mib: size >> 20,
+            limit_mib: MAX_FOLDED_BYTES >> 20,
+        });
     }
     let shown: Vec<String> = (0..stacks.names.len() as u32)
         .map(|id| svg_text(stacks.names.get(id)).replace(';', ":"))
@@ -73,14 +72,20 @@ pub fn folded(stacks: &Stacks) -> Result<Vec<String>, String> {
 /// be too large to draw is an SVG saying so.
 pub fn flamegraph_svg(p: &Profile, title: &str) -> Vec<u8> {
     match nodes::default_sample_index(p) {
-        Some(i) => flamegraph_svg_for(p, i, title).unwrap_or_else(|e| message_svg(title, &e)),
+        Some(i) => {
+            flamegraph_svg_for(p, i, title).unwrap_or_else(|e| message_svg(title, &e.to_string()))
+        }
         None => no_samples_svg(title),
     }
 }
 
 /// A flame graph of sample type `index` of `p`; "no samples" when it has none; `Err` when it would be
 /// too large to draw (see [`MAX_FOLDED_BYTES`]).
-pub fn flamegraph_svg_for(p: &Profile, index: usize, title: &str) -> Result<Vec<u8>, String> {
+pub fn flamegraph_svg_for(
+    p: &Profile,
+    index: usize,
+    title: &str,
+) -> Result<Vec<u8>, TooLargeToDraw> {
     let Some((stype, unit)) = nodes::sample_type(p, index) else {
         return Ok(no_samples_svg(title));
     };

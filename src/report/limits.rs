@@ -64,8 +64,12 @@ impl std::fmt::Display for ReadError {
 impl std::error::Error for ReadError {}
 
 /// Memory a caller accounts for while a profile is read: called with each increase (inflated bytes as
-/// they arrive, then the decoded estimate). An `Err` stops the read with that message.
-pub type Charge<'a> = &'a mut dyn FnMut(u64) -> Result<(), String>;
+/// they arrive, then the decoded estimate). An `Err` (the caller's own error) stops the read with its
+/// message.
+pub type Charge<'a> = &'a mut dyn FnMut(u64) -> Result<(), Refusal>;
+
+/// A caller's refusal of a charge, whatever its type.
+pub type Refusal = Box<dyn std::error::Error + Send + Sync>;
 
 /// Decodes an untrusted profile within [`LIMITS`].
 pub fn decode_untrusted(bytes: &[u8]) -> Result<Profile, ReadError> {
@@ -93,7 +97,7 @@ pub fn decode_within(bytes: &[u8], limits: &Limits, charge: Charge) -> Result<Pr
         bytes
     };
     let estimate = scan(body, limits)?;
-    charge(estimate).map_err(ReadError::TooLarge)?;
+    charge(estimate).map_err(|e| ReadError::TooLarge(e.to_string()))?;
     let p = Profile::decode(body).map_err(|e| ReadError::Malformed(format!("protobuf: {e}")))?;
     if p.string_table.first().map(String::as_str) != Some("") {
         return Err(ReadError::Malformed("string_table[0] must be ''".into()));
@@ -129,7 +133,7 @@ fn gunzip(gz: &[u8], cap: u64, charge: Charge) -> Result<Vec<u8>, ReadError> {
         }
         let want = (cap as usize + 1 - out.len()).min(STEP);
         if out.len() + want > charged {
-            charge(STEP as u64).map_err(ReadError::TooLarge)?;
+            charge(STEP as u64).map_err(|e| ReadError::TooLarge(e.to_string()))?;
             charged += STEP;
         }
         let start = out.len();

@@ -20,11 +20,11 @@ pub(crate) mod testprofile;
 pub mod top;
 pub mod units;
 
-pub use cli::{main, main_with, Opener};
+pub use cli::{main, main_with, OpenError, Opener};
 pub use flame::{diff_flamegraph_svg, flamegraph_svg, flamegraph_svg_for};
 pub use limits::{decode_untrusted, ReadError};
 pub use nodes::{default_sample_index, Node};
-pub use top::{diff_rows, diff_table, top_table, DiffError, NO_SAMPLES};
+pub use top::{diff_rows, diff_table, top_table, DiffError, TooLargeToDraw, NO_SAMPLES};
 
 use nl6_profile::proto::Profile;
 

@@ -184,9 +184,28 @@ pub enum DiffError {
     NoSampleType(usize),
     /// The chosen sample types differ (`cpu/nanoseconds` against `inuse_space/bytes`).
     Incompatible { base: String, new: String },
-    /// The differential flame graph would be too large to draw (the message says how large).
-    TooLarge(String),
+    /// The differential flame graph would be too large to draw.
+    TooLarge(TooLargeToDraw),
 }
+
+/// A flame graph too large to draw: the MiB of folded stacks it would need, past the limit (MiB).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooLargeToDraw {
+    pub mib: usize,
+    pub limit_mib: usize,
+}
+
+impl std::fmt::Display for TooLargeToDraw {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the flame graph would need {} MiB of folded stacks; the limit is {} MiB",
+            self.mib, self.limit_mib
+        )
+    }
+}
+
+impl std::error::Error for TooLargeToDraw {}
 
 impl std::fmt::Display for DiffError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
