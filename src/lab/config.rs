@@ -266,6 +266,14 @@ pub const FLAGS: &[Flag<FleetConfig>] = &[
         "notifications each device holds while the collector is slow or away; beyond it new ones are dropped and counted",
         |c, v| c.gnmi.set_dialout_queue(v),
     ),
+    Flag::value(
+        "gnmi-dialout-backoff-max",
+        "DURATION",
+        "5s",
+        "longest pause before a device dials a failing collector again (from 100ms, doubling, jittered; \
+         only a delivered notification starts it over)",
+        |c, v| c.gnmi.set_dialout_backoff_max(v),
+    ),
 ];
 
 fn number(v: &str) -> Result<u64, String> {

@@ -1,5 +1,5 @@
 //! The gNMI part of the fleet's configuration: [`GnmiConfig`] (the target's port, TLS files and
-//! credentials; the dial-out collector, its paths, interval and queue bound) and the parsers the
+//! credentials; the dial-out collector, its paths, interval, queue bound and backoff cap) and the parsers the
 //! `-gnmi-*` rows of the fleet's flag table call.
 //!
 //! Plain values: parsing resolves host names but never binds, connects or reads a file.
@@ -27,6 +27,7 @@ pub struct GnmiConfig {
     dialout_interval: Duration,
     dialout_paths: String,
     dialout_queue: usize,
+    dialout_backoff_max: Duration,
 }
 
 impl Default for GnmiConfig {
@@ -41,6 +42,7 @@ impl Default for GnmiConfig {
             dialout_interval: Duration::from_secs(10),
             dialout_paths: DEFAULT_DIALOUT_PATHS.into(),
             dialout_queue: 64,
+            dialout_backoff_max: Duration::from_secs(5),
         }
     }
 }
@@ -107,6 +109,14 @@ impl GnmiConfig {
             _ => Err(format!("want a queue bound of at least 1, not {v:?}")),
         }
     }
+    pub fn set_dialout_backoff_max(&mut self, v: &str) -> Result<(), String> {
+        let d = crate::timefmt::parse_go_duration(v).map_err(|e| e.to_string())?;
+        if d < Duration::from_millis(100) {
+            return Err(format!("backoff cap {v:?} is below 100ms, the first pause"));
+        }
+        self.dialout_backoff_max = d;
+        Ok(())
+    }
 
     /// Checks what depends on several fields, before anything binds.
     pub fn validate(&self) -> Result<(), String> {
@@ -167,6 +177,10 @@ impl GnmiConfig {
     pub fn dialout_queue(&self) -> usize {
         self.dialout_queue
     }
+    /// The longest pause between two dial-out connection attempts.
+    pub fn dialout_backoff_max(&self) -> Duration {
+        self.dialout_backoff_max
+    }
     pub fn with_dialout(mut self, to: Option<SocketAddr>, interval: Duration, paths: &str) -> Self {
         self.dialout = to;
         self.dialout_interval = interval;
@@ -204,6 +218,10 @@ impl GnmiConfig {
             ),
             ("gnmi-dialout-paths", self.dialout_paths.clone()),
             ("gnmi-dialout-queue", self.dialout_queue.to_string()),
+            (
+                "gnmi-dialout-backoff-max",
+                format_duration(self.dialout_backoff_max),
+            ),
         ]
     }
 }
