@@ -74,7 +74,12 @@ impl fmt::Display for DialoutError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DialoutError::Connect(e) => {
-                write!(f, "cannot connect ({e}): is a collector listening there?")
+                // tonic's own text is only "transport error"; what failed is its innermost source.
+                let mut why: &dyn std::error::Error = e;
+                while let Some(s) = why.source() {
+                    why = s;
+                }
+                write!(f, "cannot connect ({why}): is a collector listening there?")
             }
             DialoutError::ConnectStalled => write!(
                 f,
@@ -144,7 +149,7 @@ impl Outage {
     fn failed(&self, up: &mut bool, why: &DialoutError) {
         if std::mem::replace(up, false) && self.down.fetch_add(1, Ordering::Relaxed) == 0 {
             eprintln!(
-                "nl6: gNMI dial-out: collector {}: {why}; every device dials again with backoff up to {}",
+                "nl6: gNMI dial-out: collector {}: {why} (every device dials again, pausing up to {})",
                 self.to,
                 crate::timefmt::format_go_duration(self.cap)
             );
