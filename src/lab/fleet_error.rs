@@ -217,8 +217,8 @@ impl From<super::config::ConfigError> for FleetError {
 }
 
 /// `-snmp-io uring` where this kernel cannot serve UDP through io_uring (the probe's reason).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NoUring(pub String);
+#[derive(Debug)]
+pub struct NoUring(pub crate::netsys::uring::Unavailable);
 
 impl fmt::Display for NoUring {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -135,7 +135,7 @@ pub enum RequestError {
     /// A `duration` of 0 or above [`MAX_DURATION`].
     DurationRange,
     /// A `start_at` that is not an RFC 3339 time (the parser's reason).
-    StartAt(String),
+    StartAt(crate::timefmt::Rfc3339Error),
     /// A `start_at` beyond [`MAX_START_AHEAD`].
     StartTooFar,
 }

@@ -1,4 +1,5 @@
-//! gNMI: the target read by pygnmi (Get, Subscribe, TLS), dial-out to a grpcio collector, and the load.
+//! gNMI: the target read by pygnmi (Get, Subscribe, TLS), dial-out to a grpcio collector (and to hostile
+//! ones), and the load.
 //!
 //!   cargo test --test gnmi [-- MODULE::]
 //!
@@ -7,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod dialout;
+mod dialout_recover;
 #[path = "../fleet_common/mod.rs"]
 mod fleet_common;
 #[path = "../gnmi_support/mod.rs"]

@@ -1,8 +1,11 @@
 //! Shared helpers of the gNMI tests: boot nl6 with gNMI on, read each device's gNMI address from
 //! `/api/v1/devices`, and run the real gNMI client (pygnmi, `client.py` beside this file) bounded in
-//! time, returning its JSON answer; `stream` is a Rust client for checks at a scale pygnmi cannot reach.
+//! time, returning its JSON answer; `stream` is a Rust client for checks at a scale pygnmi cannot reach;
+//! `collector` runs the good dial-out collector, `hostile_collector` the bad ones.
 #![allow(dead_code)]
 
+pub mod collector;
+pub mod hostile_collector;
 pub mod stream;
 
 use crate::common::{self, Nl6};

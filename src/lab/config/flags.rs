@@ -274,6 +274,14 @@ pub const FLAGS: &[Flag<FleetConfig>] = &[
         "notifications each device holds while the collector is slow or away; beyond it new ones are dropped and counted",
         |c, v| c.gnmi.set_dialout_queue(v).map_err(String::from),
     ),
+    Flag::value(
+        "gnmi-dialout-backoff-max",
+        "DURATION",
+        "5s",
+        "longest pause before a device dials a failing collector again (from 100ms, doubling, jittered; \
+         only a delivered notification starts it over)",
+        |c, v| c.gnmi.set_dialout_backoff_max(v).map_err(String::from),
+    ),
 ];
 
 fn number(v: &str) -> Result<u64, ValueError> {

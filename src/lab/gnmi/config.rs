@@ -1,8 +1,8 @@
 //! gNMI's settings: [`GnmiConfig`] (the target's port, TLS files and credentials; the dial-out
-//! collector, its paths, interval and queue bound) and the parsers the `-gnmi-*` rows of the fleet's
-//! flag table call. The fleet's configuration holds one; `-gnmi-dialout-paths` is checked with the
-//! parser the target serves with ([`super::path`]), so a bad path is a flag error, not a silent empty
-//! stream.
+//! collector, its paths, interval, queue bound and backoff cap) and the parsers the `-gnmi-*` rows of
+//! the fleet's flag table call. The fleet's configuration holds one; `-gnmi-dialout-paths` is checked
+//! with the parser the target serves with ([`super::path`]), so a bad path is a flag error, not a silent
+//! empty stream.
 //!
 //! Plain values: parsing resolves host names but never binds, connects or reads a file.
 #![forbid(unsafe_code)]
@@ -31,6 +31,7 @@ pub struct GnmiConfig {
     dialout_interval: Duration,
     dialout_paths: String,
     dialout_queue: usize,
+    dialout_backoff_max: Duration,
 }
 
 impl Default for GnmiConfig {
@@ -45,6 +46,7 @@ impl Default for GnmiConfig {
             dialout_interval: Duration::from_secs(10),
             dialout_paths: DEFAULT_DIALOUT_PATHS.into(),
             dialout_queue: 64,
+            dialout_backoff_max: Duration::from_secs(5),
         }
     }
 }
@@ -68,6 +70,10 @@ pub enum GnmiValueError {
     Path { path: String, error: PathError },
     /// `-gnmi-dialout-queue`: not a bound of at least 1 (the text).
     Queue(String),
+    /// `-gnmi-dialout-backoff-max`: not a duration.
+    BackoffMax(DurationError),
+    /// `-gnmi-dialout-backoff-max`: below the first pause, 100ms (the text).
+    BackoffMaxTooShort(String),
 }
 
 impl fmt::Display for GnmiValueError {
@@ -80,6 +86,10 @@ impl fmt::Display for GnmiValueError {
             GnmiValueError::Path { path, error } => write!(f, "path {path:?}: {error}"),
             GnmiValueError::Queue(v) => {
                 write!(f, "want a queue bound of at least 1, not {v:?}")
+            }
+            GnmiValueError::BackoffMax(e) => e.fmt(f),
+            GnmiValueError::BackoffMaxTooShort(v) => {
+                write!(f, "backoff cap {v:?} is below 100ms, the first pause")
             }
         }
     }
@@ -171,6 +181,14 @@ impl GnmiConfig {
             _ => Err(GnmiValueError::Queue(v.into())),
         }
     }
+    pub fn set_dialout_backoff_max(&mut self, v: &str) -> Result<(), GnmiValueError> {
+        let d = crate::timefmt::parse_go_duration(v).map_err(GnmiValueError::BackoffMax)?;
+        if d < Duration::from_millis(100) {
+            return Err(GnmiValueError::BackoffMaxTooShort(v.into()));
+        }
+        self.dialout_backoff_max = d;
+        Ok(())
+    }
 
     /// Checks what depends on several fields, before anything binds.
     pub fn validate(&self) -> Result<(), GnmiConfigError> {
@@ -227,6 +245,10 @@ impl GnmiConfig {
     pub fn dialout_queue(&self) -> usize {
         self.dialout_queue
     }
+    /// The longest pause between two dial-out connection attempts.
+    pub fn dialout_backoff_max(&self) -> Duration {
+        self.dialout_backoff_max
+    }
     pub fn with_dialout(mut self, to: Option<SocketAddr>, interval: Duration, paths: &str) -> Self {
         self.dialout = to;
         self.dialout_interval = interval;
@@ -264,6 +286,10 @@ impl GnmiConfig {
             ),
             ("gnmi-dialout-paths", self.dialout_paths.clone()),
             ("gnmi-dialout-queue", self.dialout_queue.to_string()),
+            (
+                "gnmi-dialout-backoff-max",
+                format_duration(self.dialout_backoff_max),
+            ),
         ]
     }
 }

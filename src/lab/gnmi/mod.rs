@@ -10,7 +10,7 @@
 //! - [`proto`]: the messages, generated at build time from `proto/*.proto`; [`path`]: paths, their
 //!   text form and wildcards; [`config`]: the `-gnmi-*` settings (the fleet's configuration holds them,
 //!   so this folder sits below it and reads the rest through [`Settings`]); [`schema`]: a device's OpenConfig leaves (the state SNMP
-//!   serves); [`encode`]: JSON_IETF / JSON / PROTO values; [`target`]: which device a connection
+//!   serves); [`select`]: a request's paths joined, limited and matched; [`encode`]: JSON_IETF / JSON / PROTO values; [`target`]: which device a connection
 //!   reached, credentials; [`load`]: `-traffic`'s gNMI client side; [`limits`]: what one request,
 //!   stream and connection may cost; [`idle`]: the deadline that closes a silent connection.
 //!
@@ -34,6 +34,7 @@ pub mod load;
 pub mod path;
 pub mod proto;
 pub mod schema;
+pub mod select;
 pub mod server;
 pub mod service;
 pub mod subscribe;

@@ -14,6 +14,7 @@ use super::proto::gnmi::get_request::DataType;
 use super::proto::gnmi::update_result::Operation;
 use super::proto::gnmi::*;
 use super::schema::{self, Leaf};
+use super::select::{request_path, select, shown};
 use super::subscribe;
 use super::target::{check_target, Target};
 use std::sync::Arc;
@@ -26,41 +27,6 @@ pub const GNMI_VERSION: &str = "0.10.0";
 /// The tonic service over the fleet's one [`Target`].
 #[derive(Debug, Clone)]
 pub struct Service(pub Arc<Target>);
-
-pub(super) fn bad_path(e: path::PathError) -> Status {
-    Status::invalid_argument(e.to_string())
-}
-
-/// A request path: prefix and path joined, then checked against the path limits.
-pub(super) fn request_path(prefix: Option<&Path>, p: Option<&Path>) -> Result<Vec<Elem>, Status> {
-    let elems = path::join(prefix, p).map_err(bad_path)?;
-    limits::path(&elems)?;
-    Ok(elems)
-}
-
-/// A request path for a message: control characters escaped, cut to [`limits::MAX_QUOTE_BYTES`].
-pub(super) fn shown(elems: &[Elem]) -> String {
-    limits::quote(&path::text(elems), limits::MAX_QUOTE_BYTES)
-}
-
-/// The leaves of `all` that `want` selects; `NOT_FOUND` (naming the path and device) when none.
-pub(super) fn select<'a>(
-    all: &'a [Leaf],
-    want: &[Elem],
-    device: &str,
-) -> Result<Vec<&'a Leaf>, Status> {
-    let hit: Vec<&Leaf> = all
-        .iter()
-        .filter(|l| path::selects(want, &l.path))
-        .collect();
-    if hit.is_empty() {
-        return Err(Status::not_found(format!(
-            "no data at {} on {device}: see the gNMI paths table in docs/gnmi.md",
-            shown(want)
-        )));
-    }
-    Ok(hit)
-}
 
 fn wanted_type(kind: DataType, leaf: &Leaf) -> bool {
     let config = leaf.path.iter().any(|e| e.name == "config");

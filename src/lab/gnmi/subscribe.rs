@@ -21,7 +21,7 @@ use super::proto::gnmi::subscribe_response::Response as Resp;
 use super::proto::gnmi::subscription_list::Mode;
 use super::proto::gnmi::*;
 use super::schema::{self, Val};
-use super::service::{request_path, select};
+use super::select::{request_path, select};
 use super::target::{check_target, Target};
 use crate::lab::device::DeviceCounters;
 use std::sync::Arc;
