@@ -1,27 +1,19 @@
 #!/usr/bin/env python3
-"""The slowest tests of a cargo-nextest run, from its JUnit report, and the run's totals.
+"""The slowest tests of cargo-nextest runs, from their JUnit reports, and the runs' totals.
 
-    python3 scripts/test-times.py target/nextest/ci/junit.xml [N]
+    python3 scripts/test-times.py N JUNIT_XML [JUNIT_XML ...]
 
-Prints the N (default 15) slowest tests with their seconds and binary, then one line
-`nextest: P passed, F failed, S skipped` over every run the report holds (scripts/test.sh runs nextest
-twice, host and static musl; the report is the last run's, so the host run's table is printed after it).
+For each report, the N slowest tests with their seconds and binary; then one line
+`nextest: P passed, F failed, S skipped` over every report (scripts/test.sh passes the host run's and the
+static musl run's).
 """
 import sys
 import xml.etree.ElementTree as ET
 
 
-def main() -> int:
-    if len(sys.argv) < 2:
-        print("usage: test-times.py JUNIT_XML [N]", file=sys.stderr)
-        return 2
-    path = sys.argv[1]
-    top = int(sys.argv[2]) if len(sys.argv) > 2 else 15
-    try:
-        root = ET.parse(path).getroot()
-    except (OSError, ET.ParseError) as e:
-        print(f"test-times: cannot read {path}: {e}", file=sys.stderr)
-        return 1
+def read(path: str):
+    """(rows, passed, failed, skipped) of one report; rows are (seconds, binary, test)."""
+    root = ET.parse(path).getroot()
     rows, passed, failed, skipped = [], 0, 0, 0
     for suite in root.iter("testsuite"):
         for case in suite.iter("testcase"):
@@ -33,11 +25,27 @@ def main() -> int:
             else:
                 passed += 1
             rows.append((float(case.get("time", "0")), suite.get("name", "?"), case.get("name", "?")))
-    rows.sort(reverse=True)
-    print(f"slowest {min(top, len(rows))} of {len(rows)} tests ({path}):")
-    for secs, binary, name in rows[:top]:
-        print(f"{secs:8.1f} s  {binary}  {name}")
-    print(f"nextest: {passed} passed, {failed} failed, {skipped} skipped")
+    return rows, passed, failed, skipped
+
+
+def main() -> int:
+    if len(sys.argv) < 3 or not sys.argv[1].isdigit():
+        print("usage: test-times.py N JUNIT_XML [JUNIT_XML ...]", file=sys.stderr)
+        return 2
+    top = int(sys.argv[1])
+    totals = [0, 0, 0]
+    for path in sys.argv[2:]:
+        try:
+            rows, *counts = read(path)
+        except (OSError, ET.ParseError) as e:
+            print(f"test-times: cannot read {path}: {e}", file=sys.stderr)
+            return 1
+        totals = [t + c for t, c in zip(totals, counts)]
+        rows.sort(reverse=True)
+        print(f"slowest {min(top, len(rows))} of {len(rows)} tests ({path}):")
+        for secs, binary, name in rows[:top]:
+            print(f"{secs:8.1f} s  {binary}  {name}")
+    print(f"nextest: {totals[0]} passed, {totals[1]} failed, {totals[2]} skipped")
     return 0
 
 

@@ -349,9 +349,7 @@ impl FakeServer {
             while !stop2.load(Ordering::SeqCst) {
                 match listener.accept() {
                     Ok((stream, _)) => {
-                        if let Some(req) = serve_one(stream, status, extra_headers) {
-                            seen2.lock().unwrap().push(req);
-                        }
+                        serve_one(stream, status, extra_headers, &seen2);
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(10)),
                 }
@@ -383,7 +381,14 @@ impl Drop for FakeServer {
     }
 }
 
-fn serve_one(mut stream: TcpStream, status: u16, extra_headers: &str) -> Option<Seen> {
+/// Reads one request and records it *before* answering: a client that has its answer must find its
+/// request in `seen` (a test reads it right after the client's call returns).
+fn serve_one(
+    mut stream: TcpStream,
+    status: u16,
+    extra_headers: &str,
+    record: &Mutex<Vec<Seen>>,
+) -> Option<()> {
     stream.set_nonblocking(false).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     let mut buf = Vec::new();
@@ -437,11 +442,12 @@ fn serve_one(mut stream: TcpStream, status: u16, extra_headers: &str) -> Option<
         }
     }
     seen.body = buf[head_len..].to_vec();
+    record.lock().unwrap().push(seen);
     let _ = write!(
         stream,
         "HTTP/1.1 {status} X\r\n{extra_headers}Content-Length: 0\r\nConnection: close\r\n\r\n"
     );
-    Some(seen)
+    Some(())
 }
 
 /// A loopback port nothing listens on (bound, then released).
