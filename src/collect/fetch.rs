@@ -83,7 +83,7 @@ const ERROR_BODY_READ: u64 = 64 << 10;
 const ERROR_TEXT_LIMIT: usize = 512;
 
 /// `HTTP 503: profiling is disabled…`: the status and the start of the body. The target chose that
-/// text; it goes into meta.json and the log line, so it is escaped and bounded ([`crate::logtext`]).
+/// text; it goes into meta.json and the log line, so it is escaped and bounded ([`nl6_text::logtext`]).
 fn error_answer(resp: &mut ureq::http::Response<ureq::Body>) -> String {
     let status = resp.status();
     let text = resp
@@ -93,7 +93,7 @@ fn error_answer(resp: &mut ureq::http::Response<ureq::Body>) -> String {
         .read_to_vec()
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
-    let text = crate::logtext::remote_within(text.trim(), ERROR_TEXT_LIMIT);
+    let text = nl6_text::logtext::remote_within(text.trim(), ERROR_TEXT_LIMIT);
     if text.is_empty() {
         format!(
             "HTTP {} {}",
@@ -146,7 +146,7 @@ fn read_body(
 
 /// ureq's message, which can quote what the target sent (a malformed status line or header).
 fn describe(e: &ureq::Error, timeout: Duration) -> String {
-    let text = crate::logtext::remote(&e.to_string());
+    let text = nl6_text::logtext::remote(&e.to_string());
     match e {
         ureq::Error::Timeout(_) => format!("timed out after {timeout:?} ({text})"),
         _ => text,

@@ -105,7 +105,7 @@ fn parse_line(content: &str, line: usize) -> Result<Target, TargetsError> {
         )));
     };
     check_component(program).map_err(|m| err(format!("program name {program:?}: {m}")))?;
-    let parts = crate::urlsplit::split(url)
+    let parts = nl6_text::urlsplit::split(url)
         .ok_or_else(|| err(format!("URL {url:?}: missing http:// or https://")))?;
     let scheme = parts.scheme.to_ascii_lowercase();
     let default_port = match scheme.as_str() {
@@ -138,7 +138,9 @@ fn parse_line(content: &str, line: usize) -> Result<Target, TargetsError> {
 }
 
 /// Splits `host[:port]` or `[v6][:port]`.
-fn split_host_port(parts: &crate::urlsplit::UrlParts<'_>) -> Result<(String, Option<u16>), String> {
+fn split_host_port(
+    parts: &nl6_text::urlsplit::UrlParts<'_>,
+) -> Result<(String, Option<u16>), String> {
     let (host, port) = parts.host_port().map_err(|e| e.to_string())?;
     if host.is_empty() {
         return Err("missing host".into());
