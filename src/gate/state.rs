@@ -391,7 +391,17 @@ fn apply(
             }
         }
     };
-    if let Some(r) = &revert {
+    Transition {
+        state: next,
+        actions,
+        log: log_line(cause, &what, notes, revert.as_ref()),
+        failure,
+    }
+}
+
+/// The transition's one line: `[profiling] cause: what; note; …`, the pending revert last.
+fn log_line(cause: &str, what: &str, mut notes: Vec<String>, revert: Option<&Revert>) -> String {
+    if let Some(r) = revert {
         notes.push(format!(
             "reverts at {} to {}",
             rfc3339(r.at),
@@ -403,12 +413,7 @@ fn apply(
         log.push_str("; ");
         log.push_str(&n);
     }
-    Transition {
-        state: next,
-        actions,
-        log,
-        failure,
-    }
+    log
 }
 
 fn describe(v: &GateValue) -> String {
