@@ -34,8 +34,10 @@
 
 mod revert;
 
-use super::port::{PushRun, PushStatus, Pusher};
-use super::state::{self, Action, GateState, Now, PostRequest, Startup, Transition, ADHOC_ENV};
+use super::port::{PushRun, PushStatus, Pusher, StartError};
+use super::state::{
+    self, Action, GateState, Now, PostRequest, PushRefusal, Startup, Transition, ADHOC_ENV,
+};
 use super::turn::{Ticket, Turn, Turns, Wake};
 use revert::{spawn_timer_thread, RevertTimer, Spawner};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -102,6 +104,34 @@ pub enum PostError {
         message: String,
         view: Box<GateView>,
     },
+}
+
+/// Why a transition's push did not start: the gate is open without it (pull-only), the POST answers 500
+/// with this message, and `GET` shows it as `last_error`.
+#[derive(Debug)]
+pub enum PushFailure {
+    /// The gate refused to start it.
+    Refused(PushRefusal),
+    /// The push behind the port did not start.
+    Start(StartError),
+}
+
+impl std::fmt::Display for PushFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PushFailure::Refused(e) => write!(f, "{e}"),
+            PushFailure::Start(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for PushFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PushFailure::Refused(e) => Some(e),
+            PushFailure::Start(e) => Some(e),
+        }
+    }
 }
 
 type EnvCheck = Box<dyn Fn() -> bool + Send + Sync>;
@@ -203,8 +233,8 @@ impl Gate {
     }
 
     /// Applies the startup flag (opens the gate with a push when `-profiling-pyroscope` was given).
-    /// Returns the push's start error, if any.
-    pub fn start(&self) -> Result<(), String> {
+    /// Returns why the push did not start, if it did not.
+    pub fn start(&self) -> Result<(), PushFailure> {
         let _turn = self.inner.turns.take(None);
         let mut st = lock(&self.inner.state);
         let t = state::on_startup(&self.inner.startup, (self.inner.adhoc_env_set)());
@@ -281,8 +311,8 @@ impl Gate {
         drop(st);
         drop(turn);
         match failure {
-            Some(message) => Err(PostError::PushFailed {
-                message,
+            Some(failure) => Err(PostError::PushFailed {
+                message: failure.to_string(),
                 view: Box::new(self.view()),
             }),
             None => Ok(self.view()),
@@ -425,7 +455,7 @@ impl Gate {
 /// What running a transition's actions came to.
 struct Executed {
     /// The push was refused or did not start (the POST answers 500 with it).
-    failure: Option<String>,
+    failure: Option<PushFailure>,
     /// A stopping push's flush was abandoned at the deadline (logged; the transition still happened).
     abandoned: bool,
 }
@@ -438,8 +468,9 @@ impl Inner {
             state: mut next,
             actions,
             mut log,
-            mut failure,
+            failure,
         } = t;
+        let mut failure = failure.map(PushFailure::Refused);
         let mut abandoned = false;
         let closing = st.value.enabled && !next.value.enabled;
         if closing {
@@ -483,11 +514,12 @@ impl Inner {
                         *lock(&this.last_push) = None;
                     }
                     Err(e) => {
+                        let message = e.to_string();
                         next.pushing = false;
-                        next.last_error = Some(e.clone());
                         log.push_str("; push failed to start: ");
-                        log.push_str(&e);
-                        failure = Some(e);
+                        log.push_str(&message);
+                        next.last_error = Some(message);
+                        failure = Some(PushFailure::Start(e));
                     }
                 },
             }
