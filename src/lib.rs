@@ -8,8 +8,9 @@
 //! with a poll thread and a fixed worker pool. `nl6 collect` ([`collect`]) and `nl6 report` ([`report`])
 //! archive and compare profiles from a fleet; [`console`] is the web page; [`cli`] is the command line;
 //! [`timefmt`] turns time into text; [`goflag`] holds the Go `flag` habits the command lines share;
-//! [`fsutil`] writes files atomically; pprof's wire format is the engine's ([`nl6_profile::proto`]); [`urlsplit`] is the one URL splitter; [`ready`] is the one
-//! `poll(2)`.
+//! [`fsutil`] writes files atomically; pprof's wire format is the engine's ([`nl6_profile::proto`]);
+//! the URL splitter and the escaping of remote text are [`nl6_text`]'s (shared with the push crate);
+//! [`ready`] is the one `poll(2)`.
 //!
 //! Threads with the gate closed: main (signals), the server's poll thread and 16 workers, the fleet's
 //! loops. The gate open adds the CPU collector while a profile runs and `nl6-push` while pushing.
@@ -35,6 +36,3 @@ pub mod report;
 #[cfg(test)]
 mod testwall;
 pub mod timefmt;
-
-// Shared with the push crate, which needs them too (the push address and remote error text).
-pub use nl6_push::{logtext, urlsplit};

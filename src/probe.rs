@@ -122,7 +122,7 @@ impl Probe {
         let server = Server::bind(options.listen.as_str(), ServerConfig::default(), handler)
             .map_err(|e| ProbeError::Listen(options.listen.clone(), e))?;
         let opened = match options.pyroscope {
-            Some(_) => gate.start(),
+            Some(_) => gate.start().map_err(|e| e.to_string()),
             None => gate
                 .post(&PostRequest {
                     enabled: true,

@@ -6,7 +6,7 @@
 //! `crate::probe`, above this module.
 #![forbid(unsafe_code)]
 
-use crate::gate::port::{PushRun, PushStatus, PushTarget, Pusher};
+use crate::gate::port::{PushRun, PushStatus, PushTarget, Pusher, StartError};
 use std::time::Duration;
 
 pub use nl6_push::{client, ingest_url, multipart, source, tls};
@@ -44,12 +44,15 @@ impl PyroscopePusher {
 }
 
 impl Pusher for PyroscopePusher {
-    fn start(&self, gate_target: PushTarget) -> Result<Box<dyn PushRun>, String> {
+    fn start(&self, gate_target: PushTarget) -> Result<Box<dyn PushRun>, StartError> {
         let mut target = nl6_push::Target::new(gate_target.address, gate_target.interval)
             .with_wall(gate_target.wall);
         target.basic_auth = gate_target.basic_auth;
         target.tenant = gate_target.tenant;
-        let push = self.0.start(target).map_err(|e| e.to_string())?;
+        let push = self.0.start(target).map_err(|e| match e {
+            nl6_push::StartError::Thread(e) => StartError::Thread(e),
+            e => StartError::Refused(Box::new(e)),
+        })?;
         Ok(Box::new(Run(push)))
     }
 }

@@ -48,96 +48,29 @@ fn pusher(flame: &Arc<CpuSlot>) -> Box<dyn Pusher> {
 }
 
 pub(super) fn serve(args: Args) -> i32 {
-    // Before any thread exists, so every thread inherits the mask and only `wait_termination` sees them.
-    if let Err(e) = signals::block_termination() {
-        eprintln!("nl6: cannot block SIGTERM/SIGINT/SIGHUP: {e}");
-        return 1;
+    match run(args) {
+        Ok(()) => 0,
+        Err(code) => code,
     }
-    // A stray SIGPROF or stack-capture signal before the first profile must not kill the process.
-    if let Err(e) = nl6_profile::install_signal_handlers() {
-        eprintln!("nl6: profiler signal handlers: {e}");
-    }
-    // What a sampler cannot do (threads it cannot arm, a smaller heap region) is logged as it happens.
-    nl6_profile::notes::set_log_sink(|line| eprintln!("nl6: {line}"));
-    let config = match Config::resolve(args, &|name| std::env::var_os(name).is_some()) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("nl6: {e}");
-            return 2;
-        }
-    };
-    if let Err(e) = sys::raise_nofile_limit() {
-        eprintln!("nl6: could not raise the open-file limit: {e}");
-    }
-    if let Some(rate) = config.heap_rate() {
-        nl6_profile::heap::set_rate(rate);
-    }
-    // Reserved now rather than at the first sample, so a refusal (an address-space limit) is logged at
-    // startup; the sampler degrades to the region it got.
-    let _ = nl6_profile::heap::reserve_region();
-    // The fleet binds every device socket before anything is served: a port in use stops startup here
-    // with the line naming the device, the port and the remedy.
-    let fleet = match crate::lab::Fleet::start(config.fleet().clone()) {
-        Ok(f) => Arc::new(f),
-        Err(e) => {
-            eprintln!("nl6: {e}");
-            // A flag the fleet cannot honour is a usage error; a port or a limit is a resource one.
-            return if matches!(e, crate::lab::FleetError::Config(_)) {
-                2
-            } else {
-                1
-            };
-        }
-    };
-    if let Some(warning) = config.fleet().exposure_warning() {
-        eprintln!("nl6: {warning}");
-    }
+}
+
+/// Serve mode from start to exit; `Err` carries the exit code of a startup that failed (its line
+/// already printed).
+fn run(args: Args) -> Result<(), i32> {
+    let config = prepare(args)?;
+    let fleet = start_fleet(&config)?;
     // The console's flame graph shows the last CPU profile, pulled or pushed: one slot, handed to both.
     let flame = Arc::new(CpuSlot::new());
     // A close halts the CPU sampler at once, whoever holds it (a pull profile, a push hung in an upload).
     let gate = Gate::new(config.startup().clone(), pusher(&flame))
         .with_close_hook(Box::new(nl6_profile::cpu::halt));
-    // Bound before the handler is made: the browser checks need the address really bound (port 0).
-    let listener = match std::net::TcpListener::bind(config.listen()) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("nl6: listen on {}: {e}", config.listen());
-            return 1;
-        }
-    };
-    let bound = match listener.local_addr() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("nl6: listen on {}: {e}", config.listen());
-            return 1;
-        }
-    };
-    let mounted = Arc::clone(&fleet);
-    let api = Arc::new(
-        console::mount(Api::new(gate.clone()), &flame)
-            .with_extension(Box::new(move |req| crate::lab::api::route(req, &mounted)))
-            .with_browser_policy(config.browser_policy(bound)),
-    );
-    let handler: Arc<Handler> = Arc::new(move |req| api.handle(req));
-    let server = match Server::from_listener(listener, server_config(), handler) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("nl6: listen on {}: {e}", config.listen());
-            return 1;
-        }
-    };
+    let server = bind_server(&config, &gate, &flame, &fleet)?;
     // The push failing to start is logged by the gate's transition line; pull still serves.
     let _ = gate.start();
-    let view = gate.view();
-    let state = match (&view.server_address, view.enabled) {
-        (_, false) => "closed (open: POST /api/v1/profiling or -profiling-pyroscope)".to_string(),
-        (Some(a), true) if view.pushing => format!("open, pushing to {a}"),
-        (Some(a), true) => format!("open, push to {a} not running"),
-        (None, true) => "open, pull-only".to_string(),
-    };
     eprintln!(
-        "nl6 listening on {}; profiling gate {state}; {}",
+        "nl6 listening on {}; profiling gate {}; {}",
         server.local_addr(),
+        gate_summary(&gate.view()),
         crate::goflag::count(
             fleet.devices().len(),
             "simulated device",
@@ -154,7 +87,89 @@ pub(super) fn serve(args: Args) -> i32 {
     gate.shutdown();
     fleet.stop();
     eprintln!("nl6: exiting");
-    0
+    Ok(())
+}
+
+/// The process set up before any thread of nl6's exists: the signal mask, the profiler's handlers and
+/// log sink, the configuration, the open-file limit and the heap sampler.
+fn prepare(args: Args) -> Result<Config, i32> {
+    // Before any thread exists, so every thread inherits the mask and only `wait_termination` sees them.
+    if let Err(e) = signals::block_termination() {
+        eprintln!("nl6: cannot block SIGTERM/SIGINT/SIGHUP: {e}");
+        return Err(1);
+    }
+    // A stray SIGPROF or stack-capture signal before the first profile must not kill the process.
+    if let Err(e) = nl6_profile::install_signal_handlers() {
+        eprintln!("nl6: profiler signal handlers: {e}");
+    }
+    // What a sampler cannot do (threads it cannot arm, a smaller heap region) is logged as it happens.
+    nl6_profile::notes::set_log_sink(|line| eprintln!("nl6: {line}"));
+    let config = Config::resolve(args, &|name| std::env::var_os(name).is_some()).map_err(|e| {
+        eprintln!("nl6: {e}");
+        2
+    })?;
+    if let Err(e) = sys::raise_nofile_limit() {
+        eprintln!("nl6: could not raise the open-file limit: {e}");
+    }
+    if let Some(rate) = config.heap_rate() {
+        nl6_profile::heap::set_rate(rate);
+    }
+    // Reserved now rather than at the first sample, so a refusal (an address-space limit) is logged at
+    // startup; the sampler degrades to the region it got.
+    let _ = nl6_profile::heap::reserve_region();
+    Ok(config)
+}
+
+/// The fleet binds every device socket before anything is served: a port in use stops startup here
+/// with the line naming the device, the port and the remedy.
+fn start_fleet(config: &Config) -> Result<Arc<crate::lab::Fleet>, i32> {
+    let fleet = crate::lab::Fleet::start(config.fleet().clone()).map_err(|e| {
+        eprintln!("nl6: {e}");
+        // A flag the fleet cannot honour is a usage error; a port or a limit is a resource one.
+        if matches!(e, crate::lab::FleetError::Config(_)) {
+            2
+        } else {
+            1
+        }
+    })?;
+    if let Some(warning) = config.fleet().exposure_warning() {
+        eprintln!("nl6: {warning}");
+    }
+    Ok(Arc::new(fleet))
+}
+
+/// Binds the listener and starts the server over the API, the console and the lab's routes.
+fn bind_server(
+    config: &Config,
+    gate: &Gate,
+    flame: &Arc<CpuSlot>,
+    fleet: &Arc<crate::lab::Fleet>,
+) -> Result<Server, i32> {
+    let failed = |e: std::io::Error| {
+        eprintln!("nl6: listen on {}: {e}", config.listen());
+        1
+    };
+    // Bound before the handler is made: the browser checks need the address really bound (port 0).
+    let listener = std::net::TcpListener::bind(config.listen()).map_err(failed)?;
+    let bound = listener.local_addr().map_err(failed)?;
+    let mounted = Arc::clone(fleet);
+    let api = Arc::new(
+        console::mount(Api::new(gate.clone()), flame)
+            .with_extension(Box::new(move |req| crate::lab::api::route(req, &mounted)))
+            .with_browser_policy(config.browser_policy(bound)),
+    );
+    let handler: Arc<Handler> = Arc::new(move |req| api.handle(req));
+    Server::from_listener(listener, server_config(), handler).map_err(failed)
+}
+
+/// The boot line's words for the gate as startup left it.
+fn gate_summary(view: &crate::gate::control::GateView) -> String {
+    match (&view.server_address, view.enabled) {
+        (_, false) => "closed (open: POST /api/v1/profiling or -profiling-pyroscope)".to_string(),
+        (Some(a), true) if view.pushing => format!("open, pushing to {a}"),
+        (Some(a), true) => format!("open, push to {a} not running"),
+        (None, true) => "open, pull-only".to_string(),
+    }
 }
 
 /// The startup line for a REST API reachable beyond loopback (the default `-port` binds every

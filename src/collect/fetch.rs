@@ -145,7 +145,7 @@ const ERROR_BODY_READ: u64 = 64 << 10;
 const ERROR_TEXT_LIMIT: usize = 512;
 
 /// `HTTP 503: profiling is disabled…`: the status and the start of the body. The target chose that
-/// text; it goes into meta.json and the log line, so it is escaped and bounded ([`crate::logtext`]).
+/// text; it goes into meta.json and the log line, so it is escaped and bounded ([`nl6_text::logtext`]).
 fn error_answer(resp: &mut ureq::http::Response<ureq::Body>) -> FetchError {
     let status = resp.status();
     let text = resp
@@ -158,7 +158,7 @@ fn error_answer(resp: &mut ureq::http::Response<ureq::Body>) -> FetchError {
     FetchError::Answer {
         status: status.as_u16(),
         reason: status.canonical_reason().unwrap_or(""),
-        text: crate::logtext::remote_within(text.trim(), ERROR_TEXT_LIMIT),
+        text: nl6_text::logtext::remote_within(text.trim(), ERROR_TEXT_LIMIT),
     }
 }
 
@@ -201,7 +201,7 @@ fn read_body(
 /// ureq's message, which can quote what the target sent (a malformed status line or header).
 fn describe(e: &ureq::Error, timeout: Duration) -> Transport {
     Transport {
-        text: crate::logtext::remote(&e.to_string()),
+        text: nl6_text::logtext::remote(&e.to_string()),
         timed_out: matches!(e, ureq::Error::Timeout(_)).then_some(timeout),
     }
 }

@@ -95,7 +95,7 @@ impl std::fmt::Display for S3Error {
             "{} s3://{}/{}: {}",
             self.op,
             self.bucket,
-            crate::logtext::remote_within(&self.key, 200),
+            nl6_text::logtext::remote_within(&self.key, 200),
             self.code
         )?;
         if let Some(h) = self.http {
@@ -284,7 +284,7 @@ impl S3 {
             self.creds.token().unwrap_or(""),
         ];
         let text = super::s3redact::scrub_secrets(&text, &secrets);
-        crate::logtext::remote_within(&text, 300)
+        nl6_text::logtext::remote_within(&text, 300)
     }
 
     /// Refuses a key no URL can carry exactly ([`s3key::check`]).

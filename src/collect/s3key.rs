@@ -183,7 +183,7 @@ impl Skipped {
         *self.counts.entry(why).or_default() += 1;
         if self.first.is_none() {
             let head: String = key.chars().take(SHOWN_CHARS + 1).collect();
-            self.first = Some(crate::logtext::remote_within(&head, SHOWN_CHARS));
+            self.first = Some(nl6_text::logtext::remote_within(&head, SHOWN_CHARS));
         }
     }
 

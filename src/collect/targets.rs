@@ -93,7 +93,7 @@ pub enum ComponentFault {
 /// What was wrong with a URL's `host[:port]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HostPortFault {
-    Split(crate::urlsplit::HostPortError),
+    Split(nl6_text::urlsplit::HostPortError),
     MissingHost,
     /// The port as written.
     Port(String),
@@ -196,7 +196,7 @@ fn parse_line(content: &str) -> Result<Target, TargetFault> {
     };
     let url_ = || url.to_string();
     check_component(program).map_err(|m| TargetFault::Program(program.to_string(), m))?;
-    let parts = crate::urlsplit::split(url).ok_or_else(|| TargetFault::NoScheme(url_()))?;
+    let parts = nl6_text::urlsplit::split(url).ok_or_else(|| TargetFault::NoScheme(url_()))?;
     let scheme = parts.scheme.to_ascii_lowercase();
     let default_port = match scheme.as_str() {
         "http" => 80,
@@ -227,7 +227,7 @@ fn parse_line(content: &str) -> Result<Target, TargetFault> {
 
 /// Splits `host[:port]` or `[v6][:port]`.
 fn split_host_port(
-    parts: &crate::urlsplit::UrlParts<'_>,
+    parts: &nl6_text::urlsplit::UrlParts<'_>,
 ) -> Result<(String, Option<u16>), HostPortFault> {
     let (host, port) = parts.host_port().map_err(HostPortFault::Split)?;
     if host.is_empty() {

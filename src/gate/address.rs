@@ -100,7 +100,7 @@ pub fn validate(address: &str) -> Result<(), AddressError> {
         return Err(AddressError::TooLong(address.len()));
     }
     let a = || address.to_string();
-    let Some(parts) = crate::urlsplit::split(address) else {
+    let Some(parts) = nl6_text::urlsplit::split(address) else {
         return Err(AddressError::NotAUrl(a()));
     };
     let scheme = parts.scheme;
@@ -128,8 +128,8 @@ pub fn validate(address: &str) -> Result<(), AddressError> {
             check_port(port).map_err(|rule| rule(a()))?;
             h
         }
-        Err(crate::urlsplit::HostPortError::UnclosedBracket) => return Err(malformed_v6()),
-        Err(crate::urlsplit::HostPortError::JunkAfterBracket) => {
+        Err(nl6_text::urlsplit::HostPortError::UnclosedBracket) => return Err(malformed_v6()),
+        Err(nl6_text::urlsplit::HostPortError::JunkAfterBracket) => {
             return Err(AddressError::InvalidPort(a()))
         }
     };
@@ -177,7 +177,7 @@ fn check_port(port: Option<&str>) -> Result<(), fn(String) -> AddressError> {
 /// The form two addresses are compared in: scheme and host lower-cased, trailing slashes dropped.
 /// The path keeps its case (servers may distinguish it).
 pub fn normalise(address: &str) -> String {
-    let Some(p) = crate::urlsplit::split(address) else {
+    let Some(p) = nl6_text::urlsplit::split(address) else {
         return address.trim_end_matches('/').to_ascii_lowercase();
     };
     let userinfo = p.userinfo.map(|u| format!("{u}@")).unwrap_or_default();

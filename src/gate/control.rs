@@ -1,5 +1,5 @@
 //! The thread-safe gate: runs the transitions [`super::state`] computes, owns the running push (through
-//! the [`Pusher`] port), publishes a snapshot for readers, and keeps the revert timer.
+//! the [`Pusher`] port), publishes a snapshot for readers, and keeps the revert timer (`revert`).
 //!
 //! Locks and threads:
 //! - `turns` ([`super::turn`]) serialises transitions, first come first served, and is held across a
@@ -32,11 +32,16 @@
 //! `[profiling] `.
 #![forbid(unsafe_code)]
 
-use super::port::{PushRun, PushStatus, Pusher};
-use super::state::{self, Action, GateState, Now, PostRequest, Startup, Transition, ADHOC_ENV};
+mod revert;
+
+use super::port::{PushRun, PushStatus, Pusher, StartError};
+use super::state::{
+    self, Action, GateState, Now, PostRequest, PushRefusal, Startup, Transition, ADHOC_ENV,
+};
 use super::turn::{Ticket, Turn, Turns, Wake};
+use revert::{spawn_timer_thread, RevertTimer, Spawner};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 /// How long closing the gate waits for the push's final flush (two upload timeouts).
@@ -101,39 +106,38 @@ pub enum PostError {
     },
 }
 
+/// Why a transition's push did not start: the gate is open without it (pull-only), the POST answers 500
+/// with this message, and `GET` shows it as `last_error`.
+#[derive(Debug)]
+pub enum PushFailure {
+    /// The gate refused to start it.
+    Refused(PushRefusal),
+    /// The push behind the port did not start.
+    Start(StartError),
+}
+
+impl std::fmt::Display for PushFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PushFailure::Refused(e) => write!(f, "{e}"),
+            PushFailure::Start(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for PushFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PushFailure::Refused(e) => Some(e),
+            PushFailure::Start(e) => Some(e),
+        }
+    }
+}
+
 type EnvCheck = Box<dyn Fn() -> bool + Send + Sync>;
 type LogSink = Box<dyn Fn(&str) + Send + Sync>;
 type WallClock = Box<dyn Fn() -> SystemTime + Send + Sync>;
 type CloseHook = Box<dyn Fn() + Send + Sync>;
-/// Starts a thread (the revert timer's); tests make it fail.
-type Spawner = fn(Box<dyn FnOnce() + Send>) -> std::io::Result<()>;
-
-fn spawn_timer_thread(f: Box<dyn FnOnce() + Send>) -> std::io::Result<()> {
-    std::thread::Builder::new()
-        .name("gate-revert".to_string())
-        .spawn(f)
-        .map(drop)
-}
-
-/// What the revert timer's thread waits on: the next due time of the current generation.
-#[derive(Default)]
-struct RevertTimer {
-    slot: Mutex<TimerSlot>,
-    wake: Condvar,
-}
-
-#[derive(Default)]
-struct TimerSlot {
-    generation: u64,
-    due: Option<Instant>,
-    /// The thread exists (set before it is spawned, cleared as it ends).
-    running: bool,
-    /// A POST made sure of the thread and is about to arm its revert: the thread must not end meanwhile.
-    arming: bool,
-    /// The gate is gone: the thread ends.
-    gone: bool,
-}
-
 struct Published {
     state: GateState,
     /// The push's status when it was taken out to stop, so GET has numbers while it flushes.
@@ -229,8 +233,8 @@ impl Gate {
     }
 
     /// Applies the startup flag (opens the gate with a push when `-profiling-pyroscope` was given).
-    /// Returns the push's start error, if any.
-    pub fn start(&self) -> Result<(), String> {
+    /// Returns why the push did not start, if it did not.
+    pub fn start(&self) -> Result<(), PushFailure> {
         let _turn = self.inner.turns.take(None);
         let mut st = lock(&self.inner.state);
         let t = state::on_startup(&self.inner.startup, (self.inner.adhoc_env_set)());
@@ -307,8 +311,8 @@ impl Gate {
         drop(st);
         drop(turn);
         match failure {
-            Some(message) => Err(PostError::PushFailed {
-                message,
+            Some(failure) => Err(PostError::PushFailed {
+                message: failure.to_string(),
                 view: Box::new(self.view()),
             }),
             None => Ok(self.view()),
@@ -451,7 +455,7 @@ impl Gate {
 /// What running a transition's actions came to.
 struct Executed {
     /// The push was refused or did not start (the POST answers 500 with it).
-    failure: Option<String>,
+    failure: Option<PushFailure>,
     /// A stopping push's flush was abandoned at the deadline (logged; the transition still happened).
     abandoned: bool,
 }
@@ -464,8 +468,9 @@ impl Inner {
             state: mut next,
             actions,
             mut log,
-            mut failure,
+            failure,
         } = t;
+        let mut failure = failure.map(PushFailure::Refused);
         let mut abandoned = false;
         let closing = st.value.enabled && !next.value.enabled;
         if closing {
@@ -509,11 +514,12 @@ impl Inner {
                         *lock(&this.last_push) = None;
                     }
                     Err(e) => {
+                        let message = e.to_string();
                         next.pushing = false;
-                        next.last_error = Some(e.clone());
                         log.push_str("; push failed to start: ");
-                        log.push_str(&e);
-                        failure = Some(e);
+                        log.push_str(&message);
+                        next.last_error = Some(message);
+                        failure = Some(PushFailure::Start(e));
                     }
                 },
             }
@@ -535,116 +541,12 @@ impl Inner {
     fn publish(&self, p: Published) {
         *lock(&self.published) = Arc::new(p);
     }
-
-    /// Makes sure the revert timer's thread runs (starting it if need be) and keeps it until the next
-    /// [`Inner::arm_revert`]. Called under the turn, before the transition's actions.
-    fn ensure_timer(this: &Arc<Inner>) -> std::io::Result<()> {
-        {
-            let mut slot = lock(&this.timer.slot);
-            slot.arming = true;
-            if slot.running {
-                return Ok(());
-            }
-            slot.running = true;
-        }
-        let weak = Arc::downgrade(this);
-        let timer = Arc::clone(&this.timer);
-        (this.spawn)(Box::new(move || revert_timer(&weak, &timer))).inspect_err(|_| {
-            let mut slot = lock(&this.timer.slot);
-            slot.running = false;
-            slot.arming = false;
-        })
-    }
-
-    /// Cancels any pending revert and, when `due` is set, hands it to the timer's thread (which ends
-    /// once nothing is pending).
-    fn arm_revert(self: &Arc<Inner>, due: Option<Instant>) {
-        let missing = {
-            let mut slot = lock(&self.timer.slot);
-            slot.generation += 1;
-            slot.due = due;
-            slot.arming = false;
-            due.is_some() && !slot.running
-        };
-        self.timer.wake.notify_all();
-        // Only a POST asks for a revert, and it made sure of the thread first; say so if that changes.
-        if missing {
-            let started = Inner::ensure_timer(self);
-            lock(&self.timer.slot).arming = false;
-            if let Err(e) = started {
-                (self.log)(&format!(
-                    "[profiling] revert timer could not start ({e}); the revert will not happen"
-                ));
-            }
-        }
-    }
-
-    /// Applies the revert if it is still `generation`'s and has fallen due. Returns true when the timer is
-    /// done with it (applied or superseded).
-    fn revert_if_due(this: &Arc<Inner>, generation: u64) -> bool {
-        let _turn = this.turns.take(None);
-        let mut st = lock(&this.state);
-        if lock(&this.timer.slot).generation != generation {
-            return true;
-        }
-        match state::on_revert_due(&st, &this.startup, (this.adhoc_env_set)(), Instant::now()) {
-            Some(t) => {
-                Inner::execute(this, &mut st, t);
-                true
-            }
-            None => st.revert.is_none(),
-        }
-    }
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
         lock(&self.timer.slot).gone = true;
         self.timer.wake.notify_all();
-    }
-}
-
-/// The revert timer's thread: sleeps until the current generation's due time (on the monotonic clock, so
-/// a wall-clock step changes nothing), applies the revert, and ends once no revert is pending (or the
-/// gate is gone).
-fn revert_timer(weak: &Weak<Inner>, timer: &RevertTimer) {
-    let mut slot = lock(&timer.slot);
-    loop {
-        let Some(due) = slot.due.filter(|_| !slot.gone) else {
-            if slot.arming && !slot.gone {
-                slot = timer.wake.wait(slot).unwrap_or_else(|e| e.into_inner());
-                continue;
-            }
-            slot.running = false;
-            return;
-        };
-        let left = due.saturating_duration_since(Instant::now());
-        if !left.is_zero() {
-            slot = timer
-                .wake
-                .wait_timeout(slot, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-            continue;
-        }
-        let generation = slot.generation;
-        drop(slot);
-        let done = match weak.upgrade() {
-            Some(inner) => Inner::revert_if_due(&inner, generation),
-            None => false,
-        };
-        slot = lock(&timer.slot);
-        if weak.strong_count() == 0 {
-            slot.gone = true;
-        }
-        if !done && slot.generation == generation && !slot.gone {
-            // Not applied yet (the state's own clock disagreed): look again shortly.
-            slot = timer
-                .wake
-                .wait_timeout(slot, Duration::from_millis(10))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! The controller with a fake pusher: actions reach the port in order, GET never waits, reverts fire and
 //! are cancelled, failures answer with the state, one log line per transition.
 use super::*;
-use crate::gate::port::PushTarget;
+use crate::gate::port::{PushTarget, StartError};
 use crate::gate::state::{AddressField, ADHOC_ENV};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
@@ -24,9 +24,9 @@ struct FakeRun {
 }
 
 impl Pusher for FakePusher {
-    fn start(&self, target: PushTarget) -> Result<Box<dyn PushRun>, String> {
+    fn start(&self, target: PushTarget) -> Result<Box<dyn PushRun>, StartError> {
         if self.record.fail_start.load(Ordering::SeqCst) {
-            return Err("refused by the fake".to_string());
+            return Err(StartError::Refused("refused by the fake".into()));
         }
         lock(&self.record.events).push(format!(
             "start {} auth={}",
@@ -245,6 +245,29 @@ fn push_start_failure_answers_with_the_state() {
     }
     assert!(h.gate.is_open());
     assert!(lock(&h.logs)[0].contains("push failed to start: refused by the fake"));
+}
+
+#[test]
+fn a_startup_push_that_does_not_start_says_why() {
+    let h = harness(Some("http://pyro:4040"), Duration::ZERO);
+    h.record.fail_start.store(true, Ordering::SeqCst);
+    match h.gate.start() {
+        Err(e @ PushFailure::Start(StartError::Refused(_))) => {
+            assert_eq!(e.to_string(), "refused by the fake")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(h.gate.is_open() && !h.gate.view().pushing);
+    let h = harness(Some("http://pyro:4040"), Duration::ZERO);
+    h.adhoc.store(true, Ordering::SeqCst);
+    match h.gate.start() {
+        Err(e @ PushFailure::Refused(PushRefusal::AdhocEnv)) => {
+            assert!(e.to_string().contains(ADHOC_ENV), "{e}");
+            assert_eq!(h.gate.view().last_error, Some(e.to_string()));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(events(&h).is_empty());
 }
 
 #[test]

@@ -45,11 +45,41 @@ pub struct PushStatus {
     pub last_upload_at: Option<SystemTime>,
 }
 
+/// Why a [`Pusher`] did not start a push. Its message is what the POST's 500 and `GET`'s `last_error`
+/// say.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The push refused its target (the address, the environment's proxy, the interval): the push's
+    /// own error, which names what to change.
+    Refused(Box<dyn std::error::Error + Send + Sync>),
+    /// The push's thread could not be started (`RLIMIT_NPROC`, out of memory); retry later.
+    Thread(std::io::Error),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Refused(e) => write!(f, "{e}"),
+            StartError::Thread(e) => write!(f, "starting the push thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StartError::Refused(e) => Some(e.as_ref()),
+            StartError::Thread(e) => Some(e),
+        }
+    }
+}
+
 /// Starts pushes. Implemented by [`crate::push`]; tests use a fake.
 pub trait Pusher: Send + Sync {
     /// Starts pushing to `target`. Never touches the network before returning; an `Err` is a push that
     /// could not start (the POST answers 500 with it as `last_error`).
-    fn start(&self, target: PushTarget) -> Result<Box<dyn PushRun>, String>;
+    fn start(&self, target: PushTarget) -> Result<Box<dyn PushRun>, StartError>;
 }
 
 /// A running push.
@@ -75,7 +105,7 @@ pub struct NoopPusher;
 struct NoopRun;
 
 impl Pusher for NoopPusher {
-    fn start(&self, _target: PushTarget) -> Result<Box<dyn PushRun>, String> {
+    fn start(&self, _target: PushTarget) -> Result<Box<dyn PushRun>, StartError> {
         Ok(Box::new(NoopRun))
     }
 }

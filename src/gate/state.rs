@@ -183,8 +183,25 @@ pub struct Transition {
     pub actions: Vec<Action>,
     /// Starts with `[profiling] `; the controller may append what happened while running the actions.
     pub log: String,
-    pub failure: Option<String>,
+    pub failure: Option<PushRefusal>,
 }
+
+/// Why a transition that would start a push refuses to (the gate opens pull-only; the POST answers 500).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PushRefusal {
+    /// [`ADHOC_ENV`] is set in nl6's environment.
+    AdhocEnv,
+}
+
+impl std::fmt::Display for PushRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PushRefusal::AdhocEnv => f.write_str(&adhoc_refusal()),
+        }
+    }
+}
+
+impl std::error::Error for PushRefusal {}
 
 /// The message a push refused because of [`ADHOC_ENV`] carries.
 pub fn adhoc_refusal() -> String {
@@ -371,10 +388,10 @@ fn apply(
                 None if target.enabled => "gate open, pull-only".to_string(),
                 None => "gate closed".to_string(),
                 Some(new) if adhoc_env_set => {
-                    let msg = adhoc_refusal();
-                    next.last_error = Some(msg.clone());
-                    failure = Some(msg.clone());
-                    format!("gate open, push to {new} refused: {msg}")
+                    let refusal = PushRefusal::AdhocEnv;
+                    next.last_error = Some(refusal.to_string());
+                    failure = Some(refusal);
+                    format!("gate open, push to {new} refused: {refusal}")
                 }
                 Some(new) => {
                     let (push, withheld) = startup.target_for(new);
@@ -391,7 +408,17 @@ fn apply(
             }
         }
     };
-    if let Some(r) = &revert {
+    Transition {
+        state: next,
+        actions,
+        log: log_line(cause, &what, notes, revert.as_ref()),
+        failure,
+    }
+}
+
+/// The transition's one line: `[profiling] cause: what; note; …`, the pending revert last.
+fn log_line(cause: &str, what: &str, mut notes: Vec<String>, revert: Option<&Revert>) -> String {
+    if let Some(r) = revert {
         notes.push(format!(
             "reverts at {} to {}",
             rfc3339(r.at),
@@ -403,12 +430,7 @@ fn apply(
         log.push_str("; ");
         log.push_str(&n);
     }
-    Transition {
-        state: next,
-        actions,
-        log,
-        failure,
-    }
+    log
 }
 
 fn describe(v: &GateValue) -> String {

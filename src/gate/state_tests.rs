@@ -360,7 +360,7 @@ fn adhoc_env_refuses_a_runtime_push_but_keeps_the_gate_open() {
     .unwrap();
     assert!(t.actions.is_empty());
     assert!(t.state.value.enabled && !t.state.pushing);
-    let msg = t.failure.clone().unwrap();
+    let msg = t.failure.unwrap().to_string();
     assert!(msg.contains(ADHOC_ENV));
     assert_eq!(t.state.last_error.as_deref(), Some(msg.as_str()));
     assert!(t.log.contains(ADHOC_ENV));

@@ -8,7 +8,7 @@ use super::peers::PeerSlot;
 use super::wire::{frame, response_head, Framed};
 use super::{ServerConfig, Shared};
 use crate::http::sys::PollFd;
-use crate::http::{ClientProbe, Deferred, Response, Waker};
+use crate::http::{ClientProbe, Deferred, Request, Response, Waker};
 use std::io::{ErrorKind, IoSlice, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
@@ -87,6 +87,17 @@ enum After {
     Linger,
 }
 
+impl After {
+    /// After an answer to a request that asked to keep the connection (or not).
+    fn of(keep_alive: bool) -> After {
+        if keep_alive {
+            After::KeepAlive
+        } else {
+            After::Close
+        }
+    }
+}
+
 /// What the worker does with the connection next.
 pub(super) enum Next {
     /// Hand it to the poll thread.
@@ -161,16 +172,11 @@ pub(super) fn serve(shared: &Arc<Shared>, mut c: Conn) -> Next {
         Phase::Waiting(w) => {
             let resp =
                 catch_unwind(AssertUnwindSafe(|| w.job.finish())).unwrap_or_else(|_| panicked());
-            let after = if w.keep_alive {
-                After::KeepAlive
-            } else {
-                After::Close
-            };
             c.phase = Phase::Writing(output(
                 &shared.config,
                 resp,
                 w.head_only,
-                after,
+                After::of(w.keep_alive),
                 Instant::now(),
             ));
         }
@@ -204,39 +210,48 @@ pub(super) fn serve(shared: &Arc<Shared>, mut c: Conn) -> Next {
                 c.phase = Phase::Writing(out);
             }
             Framed::Complete {
-                mut request,
+                request,
                 consumed,
                 keep_alive,
             } => {
                 served += 1;
-                let handled_at = Instant::now();
-                c.buf.drain(..consumed);
-                c.request_started = (!c.buf.is_empty()).then_some(handled_at);
-                let head_only = request.method == "HEAD";
-                request.client = ClientProbe::of(Arc::clone(&c.stream));
-                let handler = &shared.handler;
-                let resp = catch_unwind(AssertUnwindSafe(|| handler(&request)))
-                    .unwrap_or_else(|_| panicked());
-                drop(request);
-                if let Some(mut job) = resp.later.as_ref().and_then(|l| l.take()) {
-                    job.set_waker(waker(shared));
-                    c.phase = Phase::Waiting(Waiting {
-                        job,
-                        head_only,
-                        keep_alive,
-                    });
+                if handle(shared, &mut c, request, consumed, keep_alive) {
                     return Next::Park(park(c));
                 }
-                let after = if keep_alive {
-                    After::KeepAlive
-                } else {
-                    After::Close
-                };
-                c.phase =
-                    Phase::Writing(output(&shared.config, resp, head_only, after, handled_at));
             }
         }
     }
+}
+
+/// Runs the handler on a request framed out of `c`'s first `consumed` bytes: its answer is written next,
+/// or, when the answer is deferred, the connection waits for it (returns true: park it).
+fn handle(
+    shared: &Arc<Shared>,
+    c: &mut Conn,
+    mut request: Request,
+    consumed: usize,
+    keep_alive: bool,
+) -> bool {
+    let handled_at = Instant::now();
+    c.buf.drain(..consumed);
+    c.request_started = (!c.buf.is_empty()).then_some(handled_at);
+    let head_only = request.method == "HEAD";
+    request.client = ClientProbe::of(Arc::clone(&c.stream));
+    let handler = &shared.handler;
+    let resp = catch_unwind(AssertUnwindSafe(|| handler(&request))).unwrap_or_else(|_| panicked());
+    drop(request);
+    if let Some(mut job) = resp.later.as_ref().and_then(|l| l.take()) {
+        job.set_waker(waker(shared));
+        c.phase = Phase::Waiting(Waiting {
+            job,
+            head_only,
+            keep_alive,
+        });
+        return true;
+    }
+    let after = After::of(keep_alive);
+    c.phase = Phase::Writing(output(&shared.config, resp, head_only, after, handled_at));
+    false
 }
 
 fn panicked() -> Response {

@@ -51,11 +51,15 @@ pub fn plain_refusal(r: &Refusal) -> Response {
 }
 
 fn refused(status: u16, message: impl Into<String>, path: Option<&str>) -> Framed {
-    Framed::Refused(Refusal {
+    Framed::Refused(refusal(status, message, path))
+}
+
+fn refusal(status: u16, message: impl Into<String>, path: Option<&str>) -> Refusal {
+    Refusal {
         status,
         message: message.into(),
         path: path.map(|p| p.split('?').next().unwrap_or(p).to_string()),
-    })
+    }
 }
 
 /// Frames one request out of `buf` with httparse.
@@ -82,48 +86,11 @@ pub(crate) fn frame(buf: &[u8], max_body: usize) -> Framed {
     let method = req.method.unwrap_or("").to_string();
     let target = req.path.unwrap_or("");
     let version = req.version.unwrap_or(1);
-    let mut content_length: Option<(usize, String)> = None;
-    let mut hosts = 0;
-    let mut close = version == 0;
-    let mut headers_out = Vec::with_capacity(req.headers.len());
-    for h in req.headers.iter() {
-        let value = String::from_utf8_lossy(h.value).trim().to_string();
-        let name = h.name.to_ascii_lowercase();
-        match name.as_str() {
-            "transfer-encoding" => {
-                return refused(
-                    411,
-                    "chunked request bodies are not accepted; send Content-Length",
-                    Some(target),
-                )
-            }
-            "content-length" => match &content_length {
-                Some((_, first)) if *first == value => {}
-                Some(_) => {
-                    return refused(
-                        400,
-                        "Content-Length is given twice with different values",
-                        Some(target),
-                    )
-                }
-                None => match body_length(&value, max_body) {
-                    Ok(n) => content_length = Some((n, value.clone())),
-                    Err(refusal) => return refused(refusal.0, refusal.1, Some(target)),
-                },
-            },
-            "host" => hosts += 1,
-            "connection" => {
-                let v = value.to_ascii_lowercase();
-                if v.split(',').any(|t| t.trim() == "close") {
-                    close = true;
-                } else if v.split(',').any(|t| t.trim() == "keep-alive") {
-                    close = false;
-                }
-            }
-            _ => {}
-        }
-        headers_out.push((name, value));
-    }
+    let fields = match head_fields(req.headers, version == 0, max_body, target) {
+        Ok(f) => f,
+        Err(r) => return Framed::Refused(r),
+    };
+    let (hosts, content_length) = (fields.hosts, fields.content_length);
     if hosts > 1 {
         return refused(400, "more than one Host header", Some(target));
     }
@@ -134,7 +101,6 @@ pub(crate) fn frame(buf: &[u8], max_body: usize) -> Framed {
             Some(target),
         );
     }
-    let content_length = content_length.map_or(0, |(n, _)| n);
     if !target.starts_with('/') {
         return refused(400, "request target must be an absolute path", None);
     }
@@ -149,15 +115,84 @@ pub(crate) fn frame(buf: &[u8], max_body: usize) -> Framed {
         method,
         path,
         query,
-        headers: headers_out,
+        headers: fields.headers,
         body: buf[head_len..head_len + content_length].to_vec(),
         client: Default::default(),
     };
     Framed::Complete {
         request,
         consumed: head_len + content_length,
-        keep_alive: !close,
+        keep_alive: !fields.close,
     }
+}
+
+/// What framing needs from a head's fields, read in one pass.
+struct HeadFields {
+    /// Every field, its name lowercased and its value trimmed.
+    headers: Vec<(String, String)>,
+    content_length: usize,
+    hosts: usize,
+    /// The connection closes after this request.
+    close: bool,
+}
+
+/// Reads a head's fields: the body length, the `Host` count and whether the connection closes after
+/// this request (`close` is the version's default: true for HTTP/1.0). `Err` is the refusal: any
+/// `Transfer-Encoding`, a `Content-Length` that is not plain digits, over `max_body` or given twice with
+/// different values.
+fn head_fields(
+    fields: &[httparse::Header<'_>],
+    close: bool,
+    max_body: usize,
+    target: &str,
+) -> Result<HeadFields, Refusal> {
+    let mut content_length: Option<(usize, String)> = None;
+    let mut out = HeadFields {
+        headers: Vec::with_capacity(fields.len()),
+        content_length: 0,
+        hosts: 0,
+        close,
+    };
+    for h in fields {
+        let value = String::from_utf8_lossy(h.value).trim().to_string();
+        let name = h.name.to_ascii_lowercase();
+        match name.as_str() {
+            "transfer-encoding" => {
+                return Err(refusal(
+                    411,
+                    "chunked request bodies are not accepted; send Content-Length",
+                    Some(target),
+                ))
+            }
+            "content-length" => match &content_length {
+                Some((_, first)) if *first == value => {}
+                Some(_) => {
+                    return Err(refusal(
+                        400,
+                        "Content-Length is given twice with different values",
+                        Some(target),
+                    ))
+                }
+                None => match body_length(&value, max_body) {
+                    Ok(n) => content_length = Some((n, value.clone())),
+                    Err((status, message)) => return Err(refusal(status, message, Some(target))),
+                },
+            },
+            "host" => out.hosts += 1,
+            "connection" => {
+                let v = value.to_ascii_lowercase();
+                if v.split(',').any(|t| t.trim() == "close") {
+                    out.close = true;
+                } else if v.split(',').any(|t| t.trim() == "keep-alive") {
+                    out.close = false;
+                }
+            }
+            _ => {}
+        }
+        out.headers.push((name, value));
+    }
+    out.content_length = content_length.map_or(0, |(n, _)| n);
+    Ok(out)
 }
 
 /// A `Content-Length` value: plain digits (RFC 9110 §8.6: no sign, no list), at most `max_body`. The

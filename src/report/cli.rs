@@ -230,7 +230,10 @@ pub fn main_with(args: Vec<OsString>, open: Opener) -> i32 {
         }
         Err(e) => {
             // The error may quote the profile's own strings (sample types, units): inert on a terminal.
-            eprintln!("nl6 report: {}", crate::logtext::terminal(&e.to_string()));
+            eprintln!(
+                "nl6 report: {}",
+                nl6_text::logtext::terminal(&e.to_string())
+            );
             e.status()
         }
     }

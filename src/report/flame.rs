@@ -191,7 +191,7 @@ pub fn message_svg(title: &str, message: &str) -> Vec<u8> {
 /// Text that may go into an SVG as character data: escaped as for a terminal (no control or bidi
 /// character) and U+FFFE/U+FFFF, which XML 1.0 forbids, replaced by U+FFFD. Markup is left to the writer.
 pub fn svg_text(s: &str) -> String {
-    crate::logtext::terminal(s).replace(['\u{fffe}', '\u{ffff}'], "\u{fffd}")
+    nl6_text::logtext::terminal(s).replace(['\u{fffe}', '\u{ffff}'], "\u{fffd}")
 }
 
 fn xml_escape(s: &str) -> String {

@@ -2,7 +2,7 @@
 //! one function a row), for one profile and for the difference of two (`-diff_base`).
 //!
 //! Takes decoded profiles, returns text; never reads files. Every name and label from the profile is
-//! escaped for a terminal ([`crate::logtext::terminal`]) as the text is rendered: a hostile profile's
+//! escaped for a terminal ([`nl6_text::logtext::terminal`]) as the text is rendered: a hostile profile's
 //! ESC, BEL, CR or bidi controls reach neither `nl6 report`'s terminal nor collect's text files raw.
 #![forbid(unsafe_code)]
 
@@ -10,8 +10,8 @@ use std::fmt::Write as _;
 
 use super::nodes::{self, Node, Stacks};
 use super::units::{percentage, scale, scaled_label, select_output_unit, time_label};
-use crate::logtext::terminal;
 use nl6_profile::proto::Profile;
+use nl6_text::logtext::terminal;
 
 /// What a table shows when a profile has no samples of the chosen type.
 pub const NO_SAMPLES: &str = "no samples";

@@ -16,7 +16,7 @@ use crate::harden_support;
 use harden_support::{post_body, Rng};
 use nl6::api::Api;
 use nl6::gate::control::Gate;
-use nl6::gate::port::{PushRun, PushStatus, PushTarget, Pusher};
+use nl6::gate::port::{PushRun, PushStatus, PushTarget, Pusher, StartError};
 use nl6::gate::state::Startup;
 use nl6::http::{Request, Response};
 use serde_json::Value;
@@ -32,9 +32,9 @@ struct FakePusher;
 struct FakeRun;
 
 impl Pusher for FakePusher {
-    fn start(&self, target: PushTarget) -> Result<Box<dyn PushRun>, String> {
+    fn start(&self, target: PushTarget) -> Result<Box<dyn PushRun>, StartError> {
         if target.address.contains("fail") {
-            return Err("fake: cannot start".into());
+            return Err(StartError::Refused("fake: cannot start".into()));
         }
         Ok(Box::new(FakeRun))
     }

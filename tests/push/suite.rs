@@ -333,12 +333,14 @@ mod fake_server {
         let err = pusher
             .start(target("ftp://127.0.0.1:1", Duration::from_secs(1)))
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(err.contains("scheme"), "{err}");
         let err = pusher
             .start(target("http://127.0.0.1:1", Duration::ZERO))
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(err.contains("interval"), "{err}");
     }
 }

@@ -80,7 +80,7 @@ impl Client {
             format!("Basic {token}")
         });
         // Userinfo in the address is never used, but must not leak through an error either.
-        if let Some(info) = crate::urlsplit::split(&target.address).and_then(|p| p.userinfo) {
+        if let Some(info) = nl6_text::urlsplit::split(&target.address).and_then(|p| p.userinfo) {
             secrets.extend(info.split(':').map(str::to_string));
         }
         let proxy_url = proxy_for(&address, env);
@@ -174,7 +174,7 @@ impl Client {
             // ureq's message can quote what the server sent (a malformed status line or header); its
             // time-out says only "timeout: global", so say how long the upload waited.
             Err(e) => {
-                let text = crate::logtext::remote(&self.scrub(&e.to_string()));
+                let text = nl6_text::logtext::remote(&self.scrub(&e.to_string()));
                 return Err(PushError::Transport {
                     kind,
                     message: match e {
@@ -205,7 +205,7 @@ impl Client {
                 kind,
                 status,
                 // Scrubbed before escaping: an escaped secret would no longer match its exact copy.
-                reason: crate::logtext::remote(&self.scrub(&server_message(&text))),
+                reason: nl6_text::logtext::remote(&self.scrub(&server_message(&text))),
             },
         })
     }
@@ -272,7 +272,7 @@ impl fmt::Display for PushError {
 impl std::error::Error for PushError {}
 
 /// The `message` of Pyroscope's JSON error body, else the body's first line (raw: the caller scrubs
-/// and escapes it with [`crate::logtext::remote`]).
+/// and escapes it with [`nl6_text::logtext::remote`]).
 fn server_message(body: &str) -> String {
     let from_json = serde_json::from_str::<serde_json::Value>(body)
         .ok()
@@ -414,7 +414,7 @@ fn in_cidr(ip: IpAddr, net: IpAddr, bits: u32) -> bool {
 
 /// `scheme://user:pass@host` → `scheme://host` (for log lines about a proxy).
 pub fn strip_userinfo(url: &str) -> String {
-    match crate::urlsplit::split(url) {
+    match nl6_text::urlsplit::split(url) {
         Some(p) => match p.userinfo {
             // Everything after `scheme://userinfo@`: the host onwards.
             Some(info) => format!(

@@ -54,8 +54,8 @@ impl ServerAddress {
     /// Splits `address` (`scheme://[user@]host[:port][/path][?query][#fragment]`).
     pub fn parse(address: &str) -> Result<ServerAddress, AddressError> {
         let address = address.trim();
-        let parts =
-            crate::urlsplit::split(address).ok_or_else(|| AddressError::Scheme(String::new()))?;
+        let parts = nl6_text::urlsplit::split(address)
+            .ok_or_else(|| AddressError::Scheme(String::new()))?;
         let scheme = parts.scheme.to_ascii_lowercase();
         if scheme != "http" && scheme != "https" {
             return Err(AddressError::Scheme(scheme));
@@ -76,7 +76,7 @@ impl ServerAddress {
     /// The host without port or brackets (for `NO_PROXY` matching).
     pub fn host(&self) -> &str {
         let a = self.authority.as_str();
-        match crate::urlsplit::split_host_port(a) {
+        match nl6_text::urlsplit::split_host_port(a) {
             Ok((host, _)) => host,
             // A malformed bracket (refused by the gate before any push starts): the text inside it.
             Err(_) => a.trim_start_matches('[').split(']').next().unwrap_or(a),

@@ -26,19 +26,17 @@
 //!
 //! Modules: [`config`] (what a push is told), [`push`] (the running push), [`source`] (where profiles
 //! come from: the engine, or a fake in tests), [`client`] (the one `POST /ingest`), [`ingest_url`] and
-//! [`multipart`] (the request), [`tls`] (rustls with the configured roots), and two text helpers shared
-//! with nl6 ([`urlsplit`], [`logtext`]).
+//! [`multipart`] (the request), [`tls`] (rustls with the configured roots). The URL splitter and the
+//! escaping of remote text are the `nl6-text` crate's, shared with nl6.
 #![forbid(unsafe_code)]
 
 pub mod client;
 pub mod config;
 pub mod ingest_url;
-pub mod logtext;
 pub mod multipart;
 pub mod push;
 pub mod source;
 pub mod tls;
-pub mod urlsplit;
 
 pub use client::PushError;
 pub use config::{CpuHook, Hostname, LogSink, PushConfig, Target, WallHook};

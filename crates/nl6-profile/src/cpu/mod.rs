@@ -6,7 +6,7 @@
 //! charge each thread exactly its own CPU time; a process-wide `setitimer` does not, golang/go#35057). The
 //! signal handler unwinds the interrupted context, reads the thread's label and writes one slot of a static
 //! lock-free `ring`. A collector thread (`nl6-cpu-collect`, unlabelled, sampled like any other) drains the
-//! ring every 100 ms into a `(stack, label) → count` map and keeps the timers in step with the threads:
+//! ring every 100 ms into a `(stack, label) → count` map (`window`) and keeps the timers in step with the threads:
 //! each tick it compares the process's thread count with the one it knows and probes the ids the kernel
 //! handed out since the last tick; only when one of them says something changed (or every 30 s) does
 //! it list `/proc/self/task`, arming timers for new threads and deleting those of dead ones
@@ -41,6 +41,7 @@ mod coverage;
 mod ring;
 mod tasks;
 mod timers;
+mod window;
 
 use super::signal::{self, ErrnoGuard};
 use super::unwind::{self, MAX_DEPTH};
@@ -48,14 +49,14 @@ use super::{labels, Stack};
 pub(crate) use coverage::thread_name;
 pub use coverage::{Coverage, UnarmedThread};
 use ring::Ring;
-use std::collections::HashMap;
 use std::ffi::c_void;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 pub(crate) use tasks::{list_tids, thread_count};
 use timers::Timers;
+use window::Window;
 
 /// Default sampling rate, as Go's.
 pub const DEFAULT_HZ: u32 = 100;
@@ -309,78 +310,6 @@ pub(crate) fn disarm_current_thread() {
 
 // ---------------------------------------------------------------------------------------------------------
 // Sessions.
-
-struct Window {
-    start: SystemTime,
-    began: Instant,
-    lost_at_start: u64,
-    /// Key: the stack's frames followed by the label as one last word, so a lookup borrows a reusable
-    /// scratch buffer as `&[u64]` and only a stack seen for the first time allocates.
-    counts: HashMap<Vec<u64>, u64>,
-    scratch: Vec<u64>,
-    coverage: Coverage,
-}
-
-impl Window {
-    fn new() -> Window {
-        Window {
-            start: SystemTime::now(),
-            began: Instant::now(),
-            lost_at_start: LOST.load(Ordering::Relaxed),
-            counts: HashMap::new(),
-            scratch: Vec::with_capacity(MAX_DEPTH + 1),
-            coverage: Coverage::default(),
-        }
-    }
-
-    /// Moves the ring's published samples into this window; returns `(tid, rsp)` of samples taken on
-    /// threads whose stack top the handler did not know.
-    fn drain_ring(&mut self) -> Vec<(i32, u64)> {
-        let mut unknown = Vec::new();
-        let (counts, scratch) = (&mut self.counts, &mut self.scratch);
-        RING.drain(|s| {
-            scratch.clear();
-            scratch.extend_from_slice(s.stack());
-            scratch.push(u64::from(s.label));
-            match counts.get_mut(scratch.as_slice()) {
-                Some(count) => *count += u64::from(s.weight),
-                None => {
-                    counts.insert(scratch.clone(), u64::from(s.weight));
-                }
-            }
-            if s.unknown_tid != 0 && !unknown.iter().any(|u: &(i32, u64)| u.0 == s.unknown_tid) {
-                unknown.push((s.unknown_tid, s.rsp));
-            }
-        });
-        unknown
-    }
-
-    fn into_profile(self, period_ns: u64) -> CpuProfile {
-        let mut samples: Vec<CpuSample> = self
-            .counts
-            .into_iter()
-            .map(|(mut key, count)| {
-                let label = key.pop().unwrap_or(0) as u16;
-                CpuSample {
-                    stack: key,
-                    label,
-                    count,
-                }
-            })
-            .collect();
-        samples.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.stack.cmp(&b.stack)));
-        CpuProfile {
-            start: self.start,
-            duration: self.began.elapsed(),
-            period_ns,
-            samples,
-            lost: LOST
-                .load(Ordering::Relaxed)
-                .saturating_sub(self.lost_at_start),
-            coverage: self.coverage,
-        }
-    }
-}
 
 /// Publishes stack bounds for threads the handler could not bound (the mapping holding the sample's
 /// `RSP` in `/proc/self/maps`), for tids that still have a timer only: one whose timer is gone was

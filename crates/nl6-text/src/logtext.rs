@@ -7,7 +7,6 @@
 //! [`remote`] (or [`remote_within`] for a longer bound) is the one function every log line or error
 //! message built from remote text uses; [`terminal`] is the same escaping without a length bound, for
 //! a profile's names in `nl6 report`'s output, collect's text files and flame graph SVGs.
-#![forbid(unsafe_code)]
 
 use std::fmt::Write as _;
 
