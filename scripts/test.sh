@@ -47,7 +47,7 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "tests (host build)"
 # Benches are measurements, not tests (run them with `cargo bench`): clippy --all-targets above has
 # type-checked them, which is all CI asks of them.
-cargo nextest run --profile ci --workspace --lib --bins --tests --examples --no-fail-fast --no-run
+cargo nextest run --profile ci --workspace --lib --bins --tests --examples --no-run
 # While the host tests run (two at a time, much of it waiting on sockets and timers), the later steps'
 # builds use the idle CPU at the lowest priority: the static release binary, the static musl, debuginfo
 # and aarch64 test programs. The tests keep their cores (nice 19 against 0); each later step then only
