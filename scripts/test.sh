@@ -109,9 +109,8 @@ step "engine tests (static aarch64 musl build, under qemu-aarch64)"
 # the two tests that compare sampled CPU time with rusage/wall time: emulation on a loaded machine puts
 # them outside their tolerance (seen at load 13), and what they check is the host's timers, tested above;
 # and the wall-clock session test's tick count (one capture round of every thread took over 250 ms there).
-cargo test --target aarch64-unknown-linux-musl -p nl6-profile --no-fail-fast --lib \
-  --test engine_cpu --test engine_heap_region --test engine_heap_region_full --test engine_pool_threads \
-  --test engine_threadcreate --test engine_signal_manners --test engine_capture_signal -- --test-threads=1 \
+# shellcheck disable=SC2086
+cargo test --target aarch64-unknown-linux-musl -p nl6-profile --no-fail-fast --lib $AARCH64_TESTS -- --test-threads=1 \
   --skip a_foreign_thread_gets_its_whole_stack_and_no_entry_is_left \
   --skip survives_thread_churn_and_late_sigprof_after_stop \
   --skip two_busy_threads_get_their_own_cpu_and_the_total_matches_rusage \
@@ -126,9 +125,8 @@ step "engine tests (aarch64 glibc build, under qemu-aarch64 with the cross glibc
 # them 358 s), plus a 4 min first build.
 cargo test --target aarch64-unknown-linux-gnu -p nl6-profile --no-fail-fast --lib -- --test-threads=1 \
   --skip a_foreign_thread_gets_its_whole_stack_and_no_entry_is_left signal:: unwind:: threads:: cpu:: heap::
-cargo test --target aarch64-unknown-linux-gnu -p nl6-profile --no-fail-fast \
-  --test engine_cpu --test engine_heap_region --test engine_heap_region_full --test engine_pool_threads \
-  --test engine_threadcreate --test engine_signal_manners --test engine_capture_signal -- --test-threads=1 \
+# shellcheck disable=SC2086
+cargo test --target aarch64-unknown-linux-gnu -p nl6-profile --no-fail-fast $AARCH64_TESTS -- --test-threads=1 \
   --skip survives_thread_churn_and_late_sigprof_after_stop \
   --skip two_busy_threads_get_their_own_cpu_and_the_total_matches_rusage
 
